@@ -1,0 +1,22 @@
+"""The core Transformer layers of keras_tfm."""
+
+from keras_tfm.layers import masks
+from keras_tfm.layers.alibi import AlibiBias, alibi_slopes
+from keras_tfm.layers.attention_core import (
+    ATTENTION_IMPLS,
+    attention_weights,
+    dot_product_attention,
+    register_attention_impl,
+)
+from keras_tfm.layers.cross_attention import CrossAttention
+from keras_tfm.layers.embeddings import TokenAndPositionEmbedding, TokenEmbedding
+from keras_tfm.layers.feed_forward import FeedForward
+from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
+from keras_tfm.layers.masks import causal_mask, merge_masks
+from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
+from keras_tfm.layers.output_head import OutputHead, softmax_with_temperature
+from keras_tfm.layers.positional_encoding import PositionalEncoding, sinusoidal_table
+from keras_tfm.layers.relative_position_bias import RelativePositionBias, relative_position_bucket
+from keras_tfm.layers.rotary_embedding import RotaryEmbedding
+from keras_tfm.layers.self_attention import MultiHeadSelfAttention
+from keras_tfm.layers.transformer_block import TransformerBlock

@@ -1,0 +1,113 @@
+"""Cross-attention: queries from one sequence, keys and values from another."""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers import masks as masks_lib
+from keras_tfm.layers._validation import check_rank
+from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class CrossAttention(MultiHeadAttentionBase):
+    """Multi-head attention of a target sequence over a source (context).
+
+        Q = Y W^Q (target),  K = X W^K,  V = X W^V (source)
+        head_h = softmax(Q_h K_hᵀ / √d_k + M) V_h
+        output = Concat(head_1, …, head_H) W^O
+
+    The source may have any length; its padding positions (from `context_mask`
+    or the Keras implicit mask of `context`) are never attended. In the
+    encoder–decoder this is the decoder's second sublayer.
+
+    For decoding, `compute_cache(context)` projects the source keys and values
+    once, `(batch, 2, source_length, num_heads, key_dim)`; pass it as `cache`
+    on every step instead of recomputing them.
+
+    Args:
+        num_heads, key_dim, value_dim, output_dim, dropout, use_bias,
+        attention_impl, attention_options, kernel_initializer, bias_initializer:
+            as in `MultiHeadSelfAttention`. Position schemes act within one
+            sequence and are not accepted here.
+
+    Call arguments:
+        query: `(batch, target_length, d_model)`.
+        context: `(batch, source_length, d_context)`; may be None with `cache`.
+        query_mask: implicit mask of `query` (propagated to the output).
+        context_mask: optional bool `(batch, source_length)`, True at real tokens.
+        attention_mask: optional bool `(batch, target_length, source_length)`.
+        return_attention_scores: also return float32 weights
+            `(batch, num_heads, target_length, source_length)`.
+        training: Python bool, enables attention dropout.
+        cache: optional precomputed source keys/values from `compute_cache`.
+
+    Returns:
+        `(batch, target_length, output_dim)`, and the weights if requested.
+    """
+
+    def __init__(self, num_heads, key_dim=None, value_dim=None, dropout=0.0, use_bias=True, **kwargs):
+        if kwargs.get("position") not in (None, "none"):
+            raise ValueError(
+                f"CrossAttention takes no `position` scheme (positions act within one sequence); "
+                f"received position={kwargs['position']!r}; expected None."
+            )
+        kwargs.pop("position", None)
+        super().__init__(num_heads, key_dim=key_dim, value_dim=value_dim, dropout=dropout, use_bias=use_bias, **kwargs)
+
+    def build(self, query_shape, context_shape=None):
+        if len(query_shape) != 3:
+            raise ValueError(f"`query` must have rank 3 (batch, length, d_model); received shape {tuple(query_shape)}.")
+        if context_shape is None:
+            context_shape = query_shape
+        if len(context_shape) != 3:
+            raise ValueError(
+                f"`context` must have rank 3 (batch, length, d_context); received shape {tuple(context_shape)}."
+            )
+        self._build_projections(query_shape, context_shape, context_shape)
+
+    def compute_cache(self, context):
+        """Source keys and values, `(batch, 2, source_length, num_heads, key_dim)`."""
+        check_rank("context", context, 3)
+        return ops.stack([self.key_dense(context), self.value_dense(context)], axis=1)
+
+    def call(
+        self,
+        query,
+        context=None,
+        query_mask=None,
+        context_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+    ):
+        check_rank("query", query, 3)
+        if cache is None:
+            if context is None:
+                raise ValueError("`context` is required unless a precomputed `cache` is given.")
+            check_rank("context", context, 3)
+            if query.shape[0] is not None and context.shape[0] is not None and query.shape[0] != context.shape[0]:
+                raise ValueError(
+                    f"`query` and `context` must have the same batch size; received {query.shape[0]} and {context.shape[0]}."
+                )
+            key, value = self.key_dense(context), self.value_dense(context)
+            source_length = context.shape[1]
+            if context_mask is not None:
+                masks_lib.check_padding_mask(context_mask, context, "context_mask")
+        else:
+            check_rank("cache", cache, 5)
+            key, value = cache[:, 0], cache[:, 1]
+            source_length = cache.shape[2]
+        masks_lib.check_attention_mask(attention_mask, query.shape[1], source_length)
+        q = self.query_dense(query)
+        full_mask = masks_lib.merge_masks(
+            None if context_mask is None else ops.cast(context_mask, "bool")[:, None, :],
+            attention_mask,
+        )
+        output, weights = self._attend(q, key, value, full_mask, None, return_attention_scores, training)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def compute_mask(self, query, previous_mask=None):
+        return previous_mask

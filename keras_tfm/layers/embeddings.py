@@ -1,0 +1,206 @@
+"""Token embeddings: lookup, optional √d_model scaling, position addition and
+the reverse (weight-tied) projection back to vocabulary logits."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_tfm.layers._validation import check_choice, check_positive_int, check_rank
+from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
+from keras_tfm.layers.positional_encoding import PositionalEncoding
+
+EMBEDDING_POSITIONS = (None, "learned", "sinusoidal")
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class TokenEmbedding(keras.layers.Layer):
+    """Token lookup, optionally scaled, usable in reverse as a tied output layer.
+
+        forward:  e = E[token] · (√d_model if scale else 1)
+        reverse:  logits = h Eᵀ        (weight tying, Press & Wolf 2017)
+
+    Args:
+        vocabulary_size: number of token ids `V`.
+        d_model: embedding width.
+        scale: multiply embeddings by √d_model (Vaswani et al.).
+        mask_zero: treat id 0 as padding and emit a Keras implicit mask.
+        embeddings_initializer: initializer of the `(V, d_model)` table.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: int ids `(batch, length)`, or with `reverse=True` hidden states
+            `(batch, length, d_model)`.
+        reverse: project hidden states to float32 vocabulary logits with Eᵀ.
+
+    Returns:
+        `(batch, length, d_model)` embeddings, or `(batch, length, V)` float32
+        logits when `reverse=True`.
+    """
+
+    def __init__(self, vocabulary_size, d_model, scale=False, mask_zero=False, embeddings_initializer="uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.scale = bool(scale)
+        self.mask_zero = bool(mask_zero)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.supports_masking = self.mask_zero
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.d_model),
+            initializer=self.embeddings_initializer,
+        )
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            check_rank("inputs", inputs, (2, 3))
+            kernel = ops.cast(self.embeddings, self.compute_dtype)
+            return ops.cast(ops.matmul(inputs, ops.transpose(kernel)), "float32")
+        check_rank("inputs", inputs, 2)
+        if "int" not in keras.backend.standardize_dtype(inputs.dtype):
+            raise TypeError(f"`inputs` must hold integer token ids; received dtype {inputs.dtype}.")
+        x = ops.take(ops.cast(self.embeddings, self.compute_dtype), ops.cast(inputs, "int32"), axis=0)
+        if self.scale:
+            x = x * ops.cast(math.sqrt(self.d_model), x.dtype)
+        return x
+
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero or len(inputs.shape) != 2:
+            return None
+        return ops.not_equal(inputs, 0)
+
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return tuple(input_shape[:-1]) + (self.vocabulary_size,)
+        return tuple(input_shape) + (self.d_model,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "d_model": self.d_model,
+                "scale": self.scale,
+                "mask_zero": self.mask_zero,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class TokenAndPositionEmbedding(keras.layers.Layer):
+    """Token embedding plus an absolute position signal.
+
+        x_p = E[token_p] · (√d_model if scale else 1) + P(p)
+
+    with `P` learned (`position="learned"`, needs `max_length`), the fixed
+    sinusoid of Vaswani et al. (`"sinusoidal"`), or absent (`None`, for RoPE,
+    ALiBi or relative positions, which act inside attention).
+
+    Args:
+        vocabulary_size: number of token ids.
+        d_model: embedding width.
+        max_length: maximum sequence length (required for learned positions;
+            for other schemes an optional limit that is enforced).
+        position: "learned", "sinusoidal" or None.
+        scale: multiply token embeddings by √d_model.
+        mask_zero: id 0 is padding; emit a Keras implicit mask.
+        embeddings_initializer: initializer of the token table.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: int ids `(batch, length)`.
+        start_index: position of the first token (cached decoding).
+
+    Returns:
+        `(batch, length, d_model)`.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        d_model,
+        max_length=None,
+        position="learned",
+        scale=False,
+        mask_zero=False,
+        embeddings_initializer="uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.max_length = check_positive_int("max_length", max_length, allow_none=True)
+        if position == "none":
+            position = None
+        self.position = check_choice("position", position, EMBEDDING_POSITIONS)
+        if self.position == "learned" and self.max_length is None:
+            raise ValueError("position='learned' needs `max_length`.")
+        self.scale = bool(scale)
+        self.mask_zero = bool(mask_zero)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.supports_masking = self.mask_zero
+
+    def build(self, input_shape):
+        self.token_embedding = TokenEmbedding(
+            self.vocabulary_size,
+            self.d_model,
+            scale=self.scale,
+            mask_zero=self.mask_zero,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.token_embedding.build(input_shape)
+        self.position_embedding = None
+        if self.position == "learned":
+            self.position_embedding = LearnedPositionalEmbedding(
+                self.max_length, dtype=self.dtype_policy, name="position_embedding"
+            )
+            self.position_embedding.build(tuple(input_shape) + (self.d_model,))
+        elif self.position == "sinusoidal":
+            self.position_embedding = PositionalEncoding(dtype=self.dtype_policy, name="position_encoding")
+
+    def call(self, inputs, start_index=0):
+        check_rank("inputs", inputs, 2)
+        length = inputs.shape[1]
+        if (
+            self.max_length is not None
+            and length is not None
+            and isinstance(start_index, int)
+            and start_index + length > self.max_length
+        ):
+            raise ValueError(
+                f"Sequence length {length} (starting at position {start_index}) exceeds `max_length`={self.max_length}."
+            )
+        x = self.token_embedding(inputs)
+        if self.position_embedding is not None:
+            x = self.position_embedding(x, start_index=start_index)
+        return x
+
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero:
+            return None
+        return ops.not_equal(inputs, 0)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.d_model,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "d_model": self.d_model,
+                "max_length": self.max_length,
+                "position": self.position,
+                "scale": self.scale,
+                "mask_zero": self.mask_zero,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            }
+        )
+        return config

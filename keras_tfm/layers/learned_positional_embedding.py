@@ -1,0 +1,70 @@
+"""Learned absolute position embeddings (BERT, GPT-2)."""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers._validation import check_positive_int, check_rank
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class LearnedPositionalEmbedding(keras.layers.Layer):
+    """Adds a trainable vector per position: output = x + P[start : start + T].
+
+    Args:
+        max_length: the largest sequence length the table covers; a longer
+            input raises a `ValueError`.
+        initializer: initializer of the `(max_length, d_model)` table.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)` float tensor.
+        start_index: int or scalar tensor, position of the first element.
+
+    Returns:
+        `inputs + P[start:start+length]`, same shape as `inputs`.
+    """
+
+    def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = check_positive_int("max_length", max_length)
+        self.initializer = keras.initializers.get(initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                f"`inputs` must have rank 3 (batch, length, d_model) with a known d_model; received {input_shape}."
+            )
+        self.position_embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.max_length, input_shape[-1]),
+            initializer=self.initializer,
+        )
+
+    def call(self, inputs, start_index=0):
+        check_rank("inputs", inputs, 3)
+        length = inputs.shape[1]
+        if length is not None and isinstance(start_index, int) and start_index + length > self.max_length:
+            raise ValueError(
+                f"Sequence length {length} (starting at position {start_index}) exceeds `max_length`={self.max_length}."
+            )
+        dyn_length = ops.shape(inputs)[1]
+        table = ops.slice(
+            ops.convert_to_tensor(self.position_embeddings),
+            (ops.cast(start_index, "int32"), 0),
+            (dyn_length, inputs.shape[-1]),
+        )
+        return inputs + ops.cast(table, inputs.dtype)[None, :, :]
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_length": self.max_length,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config

@@ -1,0 +1,96 @@
+"""Boolean attention masks. Convention everywhere: True = may attend.
+
+A *padding mask* has shape `(batch, length)` and marks real tokens (True) versus
+padding (False). An *attention mask* has shape `(batch, query_length, key_length)`
+(or `(batch, heads, query_length, key_length)`) and says, for each query, which
+keys it may attend to. These helpers build and combine them with `keras.ops`.
+"""
+
+from keras import ops
+
+
+def causal_mask(query_length, key_length=None, offset=0):
+    """Lower-triangular mask: query `i` (at absolute position `offset + i`) may
+    attend key `j` iff `j <= offset + i`.
+
+    Args:
+        query_length: int or scalar tensor, number of queries.
+        key_length: int or scalar tensor, number of keys. Defaults to
+            `offset + query_length`.
+        offset: int or scalar tensor, absolute position of the first query
+            (the number of cached tokens during incremental decoding).
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+    """
+    if key_length is None:
+        key_length = offset + query_length
+    q_pos = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(offset, "int32")
+    k_pos = ops.arange(key_length, dtype="int32")[None, :]
+    return ops.greater_equal(q_pos, k_pos)
+
+
+def padding_to_attention_mask(query_mask=None, key_mask=None):
+    """Turns padding masks into an attention mask of shape `(B, Tq, Tk)`.
+
+    Only `key_mask` restricts attention; `query_mask` is accepted so that callers
+    can pass both, but padded queries still attend normally (their outputs are
+    ignored downstream), which keeps them free of all-masked rows.
+
+    Returns:
+        Boolean `(batch, 1, key_length)` tensor, or None if `key_mask` is None.
+    """
+    del query_mask
+    if key_mask is None:
+        return None
+    return ops.expand_dims(ops.cast(key_mask, "bool"), axis=1)
+
+
+def merge_masks(*masks):
+    """Logical AND of any number of broadcastable boolean masks (None ignored)."""
+    result = None
+    for m in masks:
+        if m is None:
+            continue
+        m = ops.cast(m, "bool")
+        result = m if result is None else ops.logical_and(result, m)
+    return result
+
+
+def check_padding_mask(mask, inputs, name="padding_mask"):
+    """Validates a `(batch, length)` padding mask against `(batch, length, ...)`
+    inputs when the static shapes are known; raises a `ValueError` naming `name`."""
+    if mask is None:
+        return
+    mshape = tuple(mask.shape)
+    ishape = tuple(inputs.shape)
+    if len(mshape) != 2:
+        raise ValueError(
+            f"`{name}` must have rank 2 (batch, length); received shape {mshape}."
+        )
+    for a, b, what in ((mshape[0], ishape[0], "batch"), (mshape[1], ishape[1], "length")):
+        if a is not None and b is not None and a != b:
+            raise ValueError(
+                f"`{name}` {what} size {a} does not match the inputs' {what} size "
+                f"{b} (mask shape {mshape}, inputs shape {ishape})."
+            )
+
+
+def check_attention_mask(mask, query_length, key_length, name="attention_mask"):
+    """Validates an attention mask of rank 2, 3 or 4 whose last two axes are
+    `(query_length, key_length)` when those are statically known."""
+    if mask is None:
+        return
+    shape = tuple(mask.shape)
+    if len(shape) not in (2, 3, 4):
+        raise ValueError(
+            f"`{name}` must have rank 2, 3 or 4 ending in (query_length, key_length); "
+            f"received shape {shape}."
+        )
+    expected = (query_length, key_length)
+    for got, want, axis in zip(shape[-2:], expected, ("query_length", "key_length")):
+        if got is not None and want is not None and got != 1 and got != want:
+            raise ValueError(
+                f"`{name}` has shape {shape}, but its last two axes must be "
+                f"(query_length, key_length) = {expected}; {axis} differs."
+            )

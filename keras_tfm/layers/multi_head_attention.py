@@ -1,0 +1,197 @@
+"""Shared machinery of the multi-head attention layers.
+
+    head_h = Attention(X_q W_h^Q, X_kv W_h^K, X_kv W_h^V)
+    MultiHead(X_q, X_kv) = Concat(head_1, …, head_H) W^O
+
+`MultiHeadAttentionBase` owns the four projections (laid out as in
+`keras.layers.MultiHeadAttention`, so weights transfer one to one), the
+position schemes that act inside attention (RoPE on q/k, ALiBi or T5 relative
+bias on the scores) and the call into the single attention core,
+`keras_tfm.layers.attention_core.dot_product_attention`.
+"""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers import attention_core
+from keras_tfm.layers._validation import check_choice, check_positive_int, check_rate
+from keras_tfm.layers.alibi import AlibiBias
+from keras_tfm.layers.relative_position_bias import RelativePositionBias
+from keras_tfm.layers.rotary_embedding import RotaryEmbedding
+
+# Position schemes that act inside attention (absolute ones act on embeddings).
+ATTENTION_POSITIONS = (None, "rope", "alibi", "relative")
+
+
+class MultiHeadAttentionBase(keras.layers.Layer):
+    """Base class; see `MultiHeadSelfAttention` and `CrossAttention`.
+
+    Args:
+        num_heads: number of attention heads `H`.
+        key_dim: size of each query/key head; defaults to `d_model // num_heads`
+            (then `d_model` must be divisible by `num_heads`).
+        value_dim: size of each value head; defaults to `key_dim`.
+        output_dim: size of the output; defaults to the query's `d_model`.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        position: None, "rope", "alibi" or "relative".
+        attention_impl: name of the attention-core implementation ("standard",
+            or a registered memory-efficient variant).
+        attention_options: dict of options for that implementation.
+        rope_max_wavelength: base of the RoPE frequencies.
+        relative_num_buckets, relative_max_distance: T5 relative bias options.
+        kernel_initializer, bias_initializer: projection initializers.
+        **kwargs: standard `keras.layers.Layer` arguments.
+    """
+
+    _bidirectional_positions = True
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim=None,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        position=None,
+        attention_impl="standard",
+        attention_options=None,
+        rope_max_wavelength=10000.0,
+        relative_num_buckets=32,
+        relative_max_distance=128,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.key_dim = check_positive_int("key_dim", key_dim, allow_none=True)
+        self.value_dim = check_positive_int("value_dim", value_dim, allow_none=True)
+        self.output_dim = check_positive_int("output_dim", output_dim, allow_none=True)
+        self.dropout = check_rate("dropout", dropout)
+        self.use_bias = bool(use_bias)
+        if position == "none":
+            position = None
+        self.position = check_choice("position", position, ATTENTION_POSITIONS)
+        if attention_impl not in attention_core.ATTENTION_IMPLS:
+            raise ValueError(
+                f"Unknown `attention_impl` {attention_impl!r}; expected one of "
+                f"{sorted(attention_core.ATTENTION_IMPLS)}."
+            )
+        self.attention_impl = attention_impl
+        if attention_options is not None and not isinstance(attention_options, dict):
+            raise TypeError(f"`attention_options` must be a dict or None; received {attention_options!r}.")
+        self.attention_options = dict(attention_options or {})
+        self.rope_max_wavelength = float(rope_max_wavelength)
+        self.relative_num_buckets = check_positive_int("relative_num_buckets", relative_num_buckets)
+        self.relative_max_distance = check_positive_int("relative_max_distance", relative_max_distance)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    # ------------------------------------------------------------------ build
+    def _resolve_dims(self, d_model):
+        if d_model is None:
+            raise ValueError("The last dimension (d_model) of the query input must be known.")
+        key_dim = self.key_dim
+        if key_dim is None:
+            if d_model % self.num_heads:
+                raise ValueError(
+                    f"d_model={d_model} must be divisible by `num_heads`={self.num_heads} "
+                    "when `key_dim` is not given."
+                )
+            key_dim = d_model // self.num_heads
+        if self.position == "rope" and key_dim % 2:
+            raise ValueError(f"position='rope' needs an even `key_dim`; received {key_dim}.")
+        return key_dim, self.value_dim or key_dim, self.output_dim or d_model
+
+    def _projection(self, name, output_shape, equation, bias_axes):
+        layer = keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        # Padding is handled by the attention mask; let implicit masks pass.
+        layer.supports_masking = True
+        return layer
+
+    def _build_projections(self, query_shape, key_shape, value_shape):
+        d_model = query_shape[-1]
+        key_dim, value_dim, output_dim = self._resolve_dims(d_model)
+        self._key_dim, self._value_dim, self._output_dim = key_dim, value_dim, output_dim
+        h = self.num_heads
+        self.query_dense = self._projection("query", (None, h, key_dim), "btd,dhk->bthk", "hk")
+        self.query_dense.build(query_shape)
+        self.key_dense = self._projection("key", (None, h, key_dim), "btd,dhk->bthk", "hk")
+        self.key_dense.build(key_shape)
+        self.value_dense = self._projection("value", (None, h, value_dim), "btd,dhk->bthk", "hk")
+        self.value_dense.build(value_shape)
+        self.output_dense = self._projection("attention_output", (None, output_dim), "bthk,hkd->btd", "d")
+        self.output_dense.build((query_shape[0], query_shape[1], h, value_dim))
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="attention_dropout")
+        self.rotary = self.alibi = self.relative_bias = None
+        if self.position == "rope":
+            self.rotary = RotaryEmbedding(self.rope_max_wavelength, dtype=self.dtype_policy, name="rotary")
+        elif self.position == "alibi":
+            self.alibi = AlibiBias(self.num_heads, dtype=self.dtype_policy, name="alibi")
+        elif self.position == "relative":
+            self.relative_bias = RelativePositionBias(
+                self.num_heads,
+                num_buckets=self.relative_num_buckets,
+                max_distance=self.relative_max_distance,
+                bidirectional=self._bidirectional_positions,
+                dtype=self.dtype_policy,
+                name="relative_position_bias",
+            )
+            self.relative_bias.build()
+
+    # ------------------------------------------------------------------- call
+    def _position_bias(self, query_length, key_length, query_offset):
+        if self.alibi is not None:
+            return self.alibi.compute_bias(query_length, key_length, query_offset)
+        if self.relative_bias is not None:
+            return self.relative_bias.compute_bias(query_length, key_length, query_offset)
+        return None
+
+    def _attend(self, query, key, value, mask, bias, return_attention_scores, training):
+        """Runs the attention core on projected heads and the output projection."""
+        output, weights = attention_core.dot_product_attention(
+            query,
+            key,
+            value,
+            mask=mask,
+            bias=bias,
+            dropout=self.dropout_layer if self.dropout > 0 else None,
+            training=training,
+            return_weights=return_attention_scores,
+            impl=self.attention_impl,
+            **self.attention_options,
+        )
+        return self.output_dense(output), weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "position": self.position,
+                "attention_impl": self.attention_impl,
+                "attention_options": dict(self.attention_options),
+                "rope_max_wavelength": self.rope_max_wavelength,
+                "relative_num_buckets": self.relative_num_buckets,
+                "relative_max_distance": self.relative_max_distance,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,91 @@
+"""Projection from hidden states to the vocabulary, and temperature softmax."""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers._validation import check_choice, check_positive_int
+
+HEAD_OUTPUTS = ("logits", "probabilities")
+
+
+def softmax_with_temperature(logits, temperature=1.0):
+    """p_i = exp(z_i / τ) / Σ_j exp(z_j / τ), in float32.
+
+    τ → 0 approaches one-hot argmax; τ > 1 flattens the distribution.
+    `temperature` may be a Python float or a tensor; it must be > 0.
+    """
+    if isinstance(temperature, (int, float)) and temperature <= 0:
+        raise ValueError(f"`temperature` must be > 0; received {temperature}.")
+    logits = ops.cast(logits, "float32")
+    return ops.softmax(logits / ops.cast(temperature, "float32"), axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class OutputHead(keras.layers.Layer):
+    """Linear map to vocabulary logits, optionally followed by a softmax with
+    temperature:
+
+        z = h W + b,        p = softmax(z / τ)
+
+    Logits and probabilities are float32 under any dtype policy. For a
+    weight-tied head use `TokenEmbedding(...)(h, reverse=True)` (z = h Eᵀ),
+    then `softmax_with_temperature`.
+
+    Args:
+        vocabulary_size: output size `V`.
+        use_bias: whether the projection has a bias.
+        output: "logits" or "probabilities".
+        temperature: default softmax temperature τ > 0 (for "probabilities").
+        kernel_initializer: initializer of `W`.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `(..., d_model)`.
+        temperature: optional override of τ for this call.
+
+    Returns:
+        float32 `(..., V)` logits or probabilities.
+    """
+
+    def __init__(self, vocabulary_size, use_bias=True, output="logits", temperature=1.0, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
+        self.use_bias = bool(use_bias)
+        self.output_type = check_choice("output", output, HEAD_OUTPUTS)
+        if not isinstance(temperature, (int, float)) or temperature <= 0:
+            raise ValueError(f"`temperature` must be a number > 0; received {temperature!r}.")
+        self.temperature = float(temperature)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.dense = keras.layers.Dense(
+            self.vocabulary_size,
+            use_bias=self.use_bias,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="logits",
+        )
+        self.dense.build(input_shape)
+
+    def call(self, inputs, temperature=None):
+        logits = ops.cast(self.dense(inputs), "float32")
+        if self.output_type == "logits":
+            return logits
+        return softmax_with_temperature(logits, self.temperature if temperature is None else temperature)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.vocabulary_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "use_bias": self.use_bias,
+                "output": self.output_type,
+                "temperature": self.temperature,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

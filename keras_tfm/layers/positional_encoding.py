@@ -1,0 +1,79 @@
+"""Sinusoidal positional encoding of Vaswani et al. (2017)."""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers._validation import check_positive_int, check_rank
+
+
+def sinusoidal_table(positions, dim, max_wavelength=10000.0):
+    """PE(p, 2i) = sin(p / w^(2i/d)), PE(p, 2i+1) = cos(p / w^(2i/d)), float32.
+
+    Args:
+        positions: 1-D tensor of (possibly fractional) positions.
+        dim: encoding width `d` (may be odd; the last cosine column is dropped).
+        max_wavelength: `w`, 10000 in the paper.
+
+    Returns:
+        float32 tensor `(len(positions), dim)`; even columns hold sines and odd
+        columns cosines, interleaved exactly as in the paper.
+    """
+    positions = ops.cast(positions, "float32")
+    half = (dim + 1) // 2
+    i = ops.arange(half, dtype="float32")
+    inv_freq = ops.power(ops.cast(max_wavelength, "float32"), -2.0 * i / float(dim))
+    angles = positions[:, None] * inv_freq[None, :]
+    table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (T, half, 2)
+    table = ops.reshape(table, (-1, 2 * half))
+    return table[:, :dim]
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class PositionalEncoding(keras.layers.Layer):
+    """Adds the fixed sinusoidal positional encoding to a sequence of vectors.
+
+        PE(p, 2i)   = sin(p / 10000^(2i/d_model))
+        PE(p, 2i+1) = cos(p / 10000^(2i/d_model))
+        output      = x + PE[start : start + T]
+
+    The table is computed on the fly in float32 (so it works for any length, with
+    no fixed maximum) and cast to the compute dtype only when added.
+
+    Args:
+        max_wavelength: the base `10000` of the geometric wavelength progression.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)` float tensor.
+        start_index: int or scalar tensor, position of the first element
+            (non-zero during incremental decoding). Defaults to 0.
+
+    Returns:
+        `inputs + PE`, same shape and dtype as `inputs`.
+    """
+
+    def __init__(self, max_wavelength=10000.0, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(max_wavelength, (int, float)) or max_wavelength <= 0:
+            raise ValueError(f"`max_wavelength` must be a positive number; received {max_wavelength!r}.")
+        self.max_wavelength = float(max_wavelength)
+        self.supports_masking = True
+
+    def encoding(self, length, dim, start_index=0):
+        """The float32 `(length, dim)` table for positions start..start+length-1."""
+        positions = ops.arange(length, dtype="float32") + ops.cast(start_index, "float32")
+        return sinusoidal_table(positions, dim, self.max_wavelength)
+
+    def call(self, inputs, start_index=0):
+        check_rank("inputs", inputs, 3)
+        shape = ops.shape(inputs)
+        table = self.encoding(shape[1], inputs.shape[-1], start_index)
+        return inputs + ops.cast(table, inputs.dtype)[None, :, :]
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_wavelength": self.max_wavelength})
+        return config

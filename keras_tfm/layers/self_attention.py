@@ -1,0 +1,156 @@
+"""Multi-head self-attention: queries, keys and values from one sequence."""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers import masks as masks_lib
+from keras_tfm.layers._validation import check_rank
+from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class MultiHeadSelfAttention(MultiHeadAttentionBase):
+    """Multi-head scaled dot-product self-attention.
+
+        Q = X W^Q,  K = X W^K,  V = X W^V                     (per head)
+        head_h = softmax(Q_h K_hᵀ / √d_k + B_h + M) V_h
+        output = Concat(head_1, …, head_H) W^O
+
+    `M` is 0 where attention is allowed and −∞ (in practice a large finite
+    float32 number) where it is not; the boolean masks use True = may attend.
+    With `causal=True`, query t only sees keys ≤ t. `B` is the position bias of
+    `position="alibi"` or `"relative"`; `position="rope"` rotates Q and K instead.
+
+    Padding masks come from the Keras implicit mask (e.g.
+    `Embedding(mask_zero=True)`), from `padding_mask`, or both (they are ANDed);
+    the input mask is propagated to the output.
+
+    Incremental (cached) decoding: pass `cache`, a `(batch, 2, max_length,
+    num_heads, key_dim)` tensor of keys and values (zeros initially), and
+    `cache_index`, the number of positions already written. The new keys and
+    values are written in place with a slice update (no concatenation), the
+    queries attend to every filled position (causally), and the updated cache
+    is returned as the last output.
+
+    Args:
+        num_heads: number of heads.
+        key_dim: per-head query/key size; defaults to `d_model // num_heads`.
+        value_dim: per-head value size; defaults to `key_dim`.
+        output_dim: output size; defaults to `d_model`.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        causal: whether to apply the causal (look-ahead) mask.
+        position: None, "rope", "alibi" or "relative".
+        attention_impl: attention-core implementation name ("standard", ...).
+        attention_options: dict of options for that implementation.
+        **kwargs: see `MultiHeadAttentionBase`.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)`.
+        padding_mask: optional bool `(batch, length)`, True at real tokens. With
+            `cache`, it covers the cache positions: `(batch, max_length)`.
+        attention_mask: optional bool `(batch, length, length)` (or rank 2 / 4),
+            True = may attend; combined with the causal and padding masks.
+        return_attention_scores: also return the float32 weights
+            `(batch, num_heads, length, key_length)`.
+        training: Python bool, enables attention dropout.
+        cache: optional key/value cache (see above).
+        cache_index: int or scalar int tensor, required with `cache`.
+
+    Returns:
+        `output` of shape `(batch, length, output_dim)`; followed by the
+        attention weights if `return_attention_scores`, and by the updated cache
+        if `cache` was given.
+    """
+
+    def __init__(self, num_heads, key_dim=None, value_dim=None, dropout=0.0, use_bias=True, causal=False, position=None, **kwargs):
+        super().__init__(
+            num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            use_bias=use_bias,
+            position=position,
+            **kwargs,
+        )
+        self.causal = bool(causal)
+        # Causal models never see future keys, so relative buckets go to the past.
+        self._bidirectional_positions = not self.causal
+
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(f"`inputs` must have rank 3 (batch, length, d_model); received shape {tuple(input_shape)}.")
+        self._build_projections(input_shape, input_shape, input_shape)
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_index=None,
+        mask=None,
+        inputs_mask=None,
+    ):
+        check_rank("inputs", inputs, 3)
+        query = self.query_dense(inputs)
+        key = self.key_dense(inputs)
+        value = self.value_dense(inputs)
+        length = ops.shape(inputs)[1]
+
+        if cache is None:
+            implicit = masks_lib.merge_masks(mask, inputs_mask)
+            masks_lib.check_padding_mask(padding_mask, inputs, "padding_mask")
+            masks_lib.check_attention_mask(attention_mask, inputs.shape[1], inputs.shape[1])
+            start = 0
+            key_length = length
+            causal = masks_lib.causal_mask(length, length) if self.causal else None
+            key_padding = masks_lib.merge_masks(padding_mask, implicit)
+        else:
+            if cache_index is None:
+                raise ValueError("`cache_index` is required when `cache` is given.")
+            check_rank("cache", cache, 5)
+            if self._key_dim != self._value_dim:
+                raise ValueError("A key/value cache needs `key_dim == value_dim`.")
+            start = ops.cast(cache_index, "int32")
+            key_length = ops.shape(cache)[2]
+            causal = masks_lib.causal_mask(length, key_length, offset=start)
+            key_padding = padding_mask
+
+        if self.rotary is not None:
+            query = self.rotary(query, start_index=start)
+            key = self.rotary(key, start_index=start)
+
+        new_cache = None
+        if cache is not None:
+            zero = ops.zeros((), "int32")
+            idx = (zero, start, zero, zero)
+            key_cache = ops.slice_update(cache[:, 0], idx, ops.cast(key, cache.dtype))
+            value_cache = ops.slice_update(cache[:, 1], idx, ops.cast(value, cache.dtype))
+            new_cache = ops.stack([key_cache, value_cache], axis=1)
+            key, value = ops.cast(key_cache, key.dtype), ops.cast(value_cache, value.dtype)
+
+        full_mask = masks_lib.merge_masks(
+            causal,
+            None if key_padding is None else ops.cast(key_padding, "bool")[:, None, :],
+            attention_mask,
+        )
+        bias = self._position_bias(length, key_length, start)
+        output, weights = self._attend(query, key, value, full_mask, bias, return_attention_scores, training)
+
+        outputs = (output,)
+        if return_attention_scores:
+            outputs += (weights,)
+        if cache is not None:
+            outputs += (new_cache,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"causal": self.causal})
+        return config

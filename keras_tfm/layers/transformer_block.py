@@ -1,0 +1,282 @@
+"""The Transformer block used by every builder (encoder, decoder, seq2seq)."""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers.attention_core import ATTENTION_IMPLS
+from keras_tfm.layers.masks import merge_masks
+from keras_tfm.layers._validation import check_positive_int, check_rate, check_rank
+from keras_tfm.layers.cross_attention import CrossAttention
+from keras_tfm.layers.feed_forward import ACTIVATIONS, FeedForward
+from keras_tfm.layers.multi_head_attention import ATTENTION_POSITIONS
+from keras_tfm.layers.self_attention import MultiHeadSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class TransformerBlock(keras.layers.Layer):
+    """One Transformer layer: (masked) self-attention, optional cross-attention,
+    and a position-wise feed-forward network, each wrapped in add & norm.
+
+        post-norm (Vaswani, BERT):   x ← LN(x + Dropout(F(x)))
+        pre-norm  (GPT-2):           x ← x + Dropout(F(LN(x)))
+
+    with F = self-attention, then (if `cross_attention`) attention over the
+    encoder output, then the FFN. With `causal=True, cross_attention=True` it is
+    the decoder block of "Attention Is All You Need"; with `causal=True` alone a
+    GPT block; with neither a BERT/encoder block.
+
+    Args:
+        d_model: model width (the input's last dimension).
+        num_heads: attention heads.
+        d_ff: feed-forward inner width.
+        dropout: residual dropout rate (on each sublayer output) and FFN dropout.
+        attention_dropout: dropout on attention weights; defaults to `dropout`.
+        norm_first: pre-norm if True, post-norm if False.
+        causal: causal mask in self-attention.
+        cross_attention: add the cross-attention sublayer (decoder block).
+        activation: FFN activation, "relu" | "gelu" | "gelu_tanh" | "silu".
+        layer_norm_epsilon: LayerNorm ε.
+        position: position scheme inside self-attention: None, "rope",
+            "alibi" or "relative".
+        use_bias: biases in all projections.
+        key_dim: per-head size; defaults to `d_model // num_heads`.
+        attention_impl, attention_options: attention-core implementation.
+        kernel_initializer, bias_initializer: initializers of all projections.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)`.
+        context: encoder output `(batch, source_length, d_model)`, required
+            when `cross_attention=True` (unless `cross_cache` is given).
+        padding_mask: optional bool `(batch, length)` (with `cache`: over the
+            cache positions). The Keras implicit mask of `inputs` is used too.
+        attention_mask: optional bool self-attention mask.
+        context_mask: optional bool `(batch, source_length)`.
+        training: Python bool.
+        cache, cache_index: self-attention key/value cache (see
+            `MultiHeadSelfAttention`).
+        cross_cache: precomputed cross-attention keys/values
+            (`block.cross_attention_layer.compute_cache(context)`).
+        return_attention_scores: also return a dict with the float32 weights
+            of "self_attention" (and "cross_attention").
+
+    Returns:
+        `(batch, length, d_model)`; followed by the weights dict if requested,
+        and by the updated cache if `cache` was given.
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        d_ff,
+        dropout=0.0,
+        attention_dropout=None,
+        norm_first=False,
+        causal=False,
+        cross_attention=False,
+        activation="relu",
+        layer_norm_epsilon=1e-5,
+        position=None,
+        use_bias=True,
+        key_dim=None,
+        attention_impl="standard",
+        attention_options=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.d_ff = check_positive_int("d_ff", d_ff)
+        if key_dim is None and d_model % num_heads:
+            raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
+        self.key_dim = check_positive_int("key_dim", key_dim, allow_none=True)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout = self.dropout if attention_dropout is None else check_rate("attention_dropout", attention_dropout)
+        self.norm_first = bool(norm_first)
+        self.causal = bool(causal)
+        self.cross_attention = bool(cross_attention)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"Unknown `activation` {activation!r}; expected one of {list(ACTIVATIONS)}.")
+        self.activation = activation
+        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
+            raise ValueError(f"`layer_norm_epsilon` must be a positive float; received {layer_norm_epsilon!r}.")
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        if position == "none":
+            position = None
+        if position not in ATTENTION_POSITIONS:
+            raise ValueError(f"Unknown `position` {position!r}; expected one of {list(ATTENTION_POSITIONS)}.")
+        self.position = position
+        self.use_bias = bool(use_bias)
+        if attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"Unknown `attention_impl` {attention_impl!r}; expected one of {sorted(ATTENTION_IMPLS)}.")
+        self.attention_impl = attention_impl
+        self.attention_options = dict(attention_options or {})
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
+
+    def build(self, inputs_shape, context_shape=None):
+        input_shape = inputs_shape
+        if len(input_shape) != 3 or input_shape[-1] != self.d_model:
+            raise ValueError(
+                f"`inputs` must have shape (batch, length, d_model={self.d_model}); received {tuple(input_shape)}."
+            )
+        common = dict(
+            key_dim=self.key_dim,
+            use_bias=self.use_bias,
+            attention_impl=self.attention_impl,
+            attention_options=self.attention_options,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+        )
+        self.self_attention_layer = MultiHeadSelfAttention(
+            self.num_heads,
+            dropout=self.attention_dropout,
+            causal=self.causal,
+            position=self.position,
+            name="self_attention",
+            **common,
+        )
+        self.self_attention_layer.build(input_shape)
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.self_attention_norm.build(input_shape)
+        self.cross_attention_layer = None
+        if self.cross_attention:
+            if context_shape is None:
+                context_shape = input_shape
+            self.cross_attention_layer = CrossAttention(
+                self.num_heads, dropout=self.attention_dropout, name="cross_attention", **common
+            )
+            self.cross_attention_layer.build(input_shape, context_shape)
+            self.cross_attention_norm = self._norm("cross_attention_norm")
+            self.cross_attention_norm.build(input_shape)
+        self.feed_forward = FeedForward(
+            self.d_ff,
+            activation=self.activation,
+            dropout=self.dropout,
+            use_bias=self.use_bias,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        self.feed_forward.build(input_shape)
+        self.feed_forward_norm = self._norm("feed_forward_norm")
+        self.feed_forward_norm.build(input_shape)
+        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="residual_dropout")
+
+    def _residual(self, x, norm, sublayer, training):
+        """Add & norm around `sublayer` (post-norm or pre-norm)."""
+        h = sublayer(norm(x) if self.norm_first else x)
+        extra = None
+        if isinstance(h, tuple):
+            h, extra = h[0], h[1:]
+        if self.dropout > 0:
+            h = self.residual_dropout(h, training=training)
+        x = x + h
+        if not self.norm_first:
+            x = norm(x)
+        return x, extra
+
+    def call(
+        self,
+        inputs,
+        context=None,
+        padding_mask=None,
+        attention_mask=None,
+        context_mask=None,
+        training=None,
+        cache=None,
+        cache_index=None,
+        cross_cache=None,
+        return_attention_scores=False,
+        mask=None,
+        inputs_mask=None,
+    ):
+        check_rank("inputs", inputs, 3)
+        if self.cross_attention and context is None and cross_cache is None:
+            raise ValueError("`context` (the encoder output) is required when `cross_attention=True`.")
+        if not self.cross_attention and (context is not None or cross_cache is not None):
+            raise ValueError("`context` was given but the block was built with `cross_attention=False`.")
+        scores = {}
+
+        def self_attention(x):
+            out = self.self_attention_layer(
+                x,
+                padding_mask=padding_mask,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                cache=cache,
+                cache_index=cache_index,
+                inputs_mask=None if cache is not None else merge_masks(mask, inputs_mask),
+            )
+            return out if isinstance(out, tuple) else (out,)
+
+        x, extra = self._residual(inputs, self.self_attention_norm, self_attention, training)
+        extra = list(extra or ())
+        if return_attention_scores:
+            scores["self_attention"] = extra.pop(0)
+        new_cache = extra.pop(0) if cache is not None else None
+
+        if self.cross_attention:
+
+            def cross_attention(x):
+                out = self.cross_attention_layer(
+                    x,
+                    context,
+                    context_mask=context_mask,
+                    return_attention_scores=return_attention_scores,
+                    training=training,
+                    cache=cross_cache,
+                )
+                return out if isinstance(out, tuple) else (out,)
+
+            x, extra = self._residual(x, self.cross_attention_norm, cross_attention, training)
+            if return_attention_scores:
+                scores["cross_attention"] = extra[0]
+
+        x, _ = self._residual(
+            x, self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), training
+        )
+        outputs = (x,)
+        if return_attention_scores:
+            outputs += (scores,)
+        if cache is not None:
+            outputs += (new_cache,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "d_ff": self.d_ff,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "norm_first": self.norm_first,
+                "causal": self.causal,
+                "cross_attention": self.cross_attention,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "position": self.position,
+                "use_bias": self.use_bias,
+                "key_dim": self.key_dim,
+                "attention_impl": self.attention_impl,
+                "attention_options": dict(self.attention_options),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
