@@ -180,7 +180,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             float32 scalar (or per-position tensor for reduction "none"/None).
         """
         in_mask = _get_keras_mask(y_pred)
-        with ops.name_scope(self.name):
+        with keras.name_scope(self.name):
             y_pred = ops.convert_to_tensor(y_pred)
             rank = len(y_pred.shape) - 1
             losses = self.call(y_true, y_pred)

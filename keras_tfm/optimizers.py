@@ -14,10 +14,10 @@ import keras
 
 from keras_tfm.schedules import TransformerSchedule
 
-#: Variable names (``variable.name``, the last component of its path) that
+#: Short variable names (the last component of a variable's path) that
 #: `AdamW` excludes from weight decay by default: Dense/attention biases,
-#: LayerNormalization ``gamma``/``beta`` (also RMS-norm scales named
-#: ``gamma``/``scale``) and embedding tables.
+#: LayerNormalization ``gamma``/``beta``, RMSNormalization ``scale`` and
+#: embedding tables (``embeddings``).
 DEFAULT_NO_DECAY_NAMES = ("bias", "gamma", "beta", "scale", "embeddings")
 
 
@@ -53,8 +53,10 @@ def vaswani_adam(d_model, warmup_steps=4000, scale=1.0, **kwargs):
 
 def _exact_name_patterns(names):
     # `exclude_from_weight_decay` joins the strings with "|" into a regex that
-    # is searched in `variable.name`; anchor each so that names match exactly.
-    return [f"^{re.escape(n)}$" for n in names]
+    # is searched in the variable's name: "bias" for a Keras variable, but
+    # "dense/bias:0" for the tf.Variable the TF backend hands to the weight-decay
+    # step. Match the last path component exactly, with an optional ":N".
+    return [f"(?:^|/){re.escape(n)}(?::\\d+)?$" for n in names]
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -63,11 +65,14 @@ class AdamW(keras.optimizers.AdamW):
 
         θ ← θ − lr · (m̂ / (√v̂ + ε) + λ · θ · [name(θ) ∉ no_decay_names])
 
-    A variable is excluded when its `variable.name` (short name, e.g.
-    ``"bias"`` for ``"dense/bias"``) equals one of `no_decay_names` exactly.
+    A variable is excluded when its short name (the last component of its
+    path, e.g. ``"bias"`` for ``"dense/bias"``) equals one of
+    `no_decay_names` exactly (``"bias"`` excludes ``"dense/bias"`` but not
+    ``"dense/bias_scale"``).
     Unlike calling `optimizer.exclude_from_weight_decay(...)` on a stock
     `keras.optimizers.AdamW`, the list is part of `get_config`, so a model
-    saved to `.keras` and loaded keeps the same exclusions.
+    saved to `.keras` and loaded keeps the same exclusions. (Calling
+    `exclude_from_weight_decay` yourself replaces them, and is not saved.)
 
     Args:
         learning_rate: float or `LearningRateSchedule`.
@@ -110,8 +115,9 @@ def adamw(
         m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
         θ ← θ − lr · (m̂ / (√v̂ + ε) + λ · θ)   (λ = 0 for `no_decay_names`)
 
-    Biases, LayerNorm ``gamma``/``beta`` and ``embeddings`` tables are not
-    decayed by default (see `DEFAULT_NO_DECAY_NAMES`).
+    Biases, LayerNorm ``gamma``/``beta``, RMSNorm ``scale`` and
+    ``embeddings`` tables are not decayed by default (see
+    `DEFAULT_NO_DECAY_NAMES`).
 
     Args:
         learning_rate: positive float or `keras.optimizers.schedules.LearningRateSchedule`
@@ -120,7 +126,7 @@ def adamw(
         beta_1: first-moment decay; float in [0, 1).
         beta_2: second-moment decay; float in [0, 1).
         epsilon: numerical-stability constant; float > 0.
-        no_decay_names: variable names (exact `variable.name`) excluded from decay.
+        no_decay_names: short variable names (last path component, e.g. "bias") excluded from decay.
         **kwargs: other `keras.optimizers.AdamW` arguments (`clipnorm`,
             `global_clipnorm`, `gradient_accumulation_steps`, `name`, ...).
 

@@ -47,6 +47,8 @@ class AlibiBias(keras.layers.Layer):
     def __init__(self, num_heads, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
+        # Called with Python ints (query_length, key_length), not tensors.
+        self._allow_non_tensor_positional_args = True
 
     def call(self, query_length, key_length, query_offset=0):
         return self.compute_bias(query_length, key_length, query_offset)

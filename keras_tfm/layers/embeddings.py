@@ -77,6 +77,13 @@ class TokenEmbedding(keras.layers.Layer):
             return tuple(input_shape[:-1]) + (self.vocabulary_size,)
         return tuple(input_shape) + (self.d_model,)
 
+    def compute_output_spec(self, inputs, reverse=False):
+        # Keras cannot route the non-shape `reverse` argument into
+        # `compute_output_shape`, so symbolic (functional) calls go through here.
+        if reverse:
+            return keras.KerasTensor(self.compute_output_shape(inputs.shape, reverse=True), dtype="float32")
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -77,6 +77,8 @@ class RelativePositionBias(keras.layers.Layer):
             raise ValueError(f"`num_buckets` is too small for bidirectional={bidirectional}; received {num_buckets}.")
         self.bidirectional = bool(bidirectional)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        # Called with Python ints (query_length, key_length), not tensors.
+        self._allow_non_tensor_positional_args = True
 
     def build(self, *args, **kwargs):
         self.embeddings = self.add_weight(
@@ -91,6 +93,8 @@ class RelativePositionBias(keras.layers.Layer):
     def compute_bias(self, query_length, key_length, query_offset=0):
         """The float32 `(num_heads, query_length, key_length)` bias (usable with
         Python ints or scalar tensors, outside `__call__`)."""
+        if not self.built:
+            self.build()
         q_pos = ops.arange(query_length, dtype="int32") + ops.cast(query_offset, "int32")
         k_pos = ops.arange(key_length, dtype="int32")
         relative = k_pos[None, :] - q_pos[:, None]
