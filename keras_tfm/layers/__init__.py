@@ -20,3 +20,8 @@ from keras_tfm.layers.relative_position_bias import RelativePositionBias, relati
 from keras_tfm.layers.rotary_embedding import RotaryEmbedding
 from keras_tfm.layers.self_attention import MultiHeadSelfAttention
 from keras_tfm.layers.transformer_block import TransformerBlock
+
+# Registered attention-core implementations (import for the side effect).
+from keras_tfm.layers import chunked_attention, linear_attention, local_attention  # noqa: E402,F401
+from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding  # noqa: E402,F401
+from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D, sinusoidal_table_2d  # noqa: E402,F401

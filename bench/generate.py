@@ -1,0 +1,237 @@
+"""Generation benchmark: keras_tfm cached decoding vs full recompute vs KerasHub.
+
+Model: tiny GPT-2 layout (4 layers, 4 heads, d_model 128, d_ff 512, vocab 65,
+random weights). Workload: prompt 16 → 256 new tokens, greedy, batch 1 and 8.
+
+Rows:
+  keras_tfm cached   `CausalLMGenerator.generate` (KV cache, XLA while loop)
+  recompute          the same model re-run on the whole (fixed-size) prefix
+                     buffer at every step, inside one XLA while loop
+  keras_hub GPT2     `keras_hub.models.GPT2CausalLM` of the same sizes
+                     (`preprocessor=None`, greedy sampler, XLA)
+
+Also: per-token decode time at context 64 / 256 / 1024 (marginal cost of 32
+extra steps in the same compiled function), and first-call (trace + compile)
+times. `serving_hook` is where the SavedModel-served vs in-process line plugs
+in (export work).
+
+Usage:  python bench/generate.py [--reps 5] [--no-hub] [--out bench/results_generate.txt]
+"""
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_tfm.generation import CausalLMGenerator  # noqa: E402
+from keras_tfm.models import gpt  # noqa: E402
+
+VOCAB, LAYERS, HEADS, D_MODEL, D_FF = 65, 4, 4, 128, 512
+PROMPT, NEW = 16, 256
+MAX_LENGTH = 2048
+
+
+def build_model():
+    keras.utils.set_random_seed(0)
+    return gpt(
+        vocabulary_size=VOCAB,
+        max_length=MAX_LENGTH,
+        num_layers=LAYERS,
+        num_heads=HEADS,
+        d_model=D_MODEL,
+        d_ff=D_FF,
+        dropout=0.0,
+    )
+
+
+def prompts(batch, length, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(1, VOCAB, size=(batch, length)).astype(np.int32)
+
+
+def timed(fn, reps):
+    """(first-call seconds, median seconds of `reps` later calls)."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return first, float(np.median(times))
+
+
+# --------------------------------------------------------------------------- candidates
+def keras_tfm_cached(generator, batch):
+    ids = prompts(batch, PROMPT)
+    return lambda: generator.generate(ids, NEW)
+
+
+def recompute(model, batch):
+    """Greedy without a cache: each step runs the model on the whole buffer."""
+    total = PROMPT + NEW
+
+    @tf.function(jit_compile=True)
+    def run(ids):
+        buffer = tf.concat([ids, tf.zeros((tf.shape(ids)[0], NEW), tf.int32)], axis=1)
+
+        def body(t, buffer):
+            logits = model(buffer, training=False)  # (B, total, V), causal
+            next_token = tf.cast(tf.argmax(logits[:, t - 1], axis=-1), tf.int32)
+            onehot = tf.one_hot(t, total, dtype=tf.int32)[None, :]
+            buffer = buffer * (1 - onehot) + next_token[:, None] * onehot
+            return t + 1, buffer
+
+        _, buffer = tf.while_loop(lambda t, b: t < total, body, (tf.constant(PROMPT), buffer))
+        return buffer[:, PROMPT:]
+
+    ids = tf.constant(prompts(batch, PROMPT))
+    return lambda: run(ids).numpy()
+
+
+def keras_hub_gpt2(batch):
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=VOCAB,
+        num_layers=LAYERS,
+        num_heads=HEADS,
+        hidden_dim=D_MODEL,
+        intermediate_dim=D_FF,
+        dropout=0.0,
+        max_sequence_length=MAX_LENGTH,
+    )
+    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    lm.compile(sampler="greedy")
+    total = PROMPT + NEW
+    token_ids = np.zeros((batch, total), np.int32)
+    token_ids[:, :PROMPT] = prompts(batch, PROMPT)
+    mask = np.zeros((batch, total), bool)
+    mask[:, :PROMPT] = True
+    inputs = {"token_ids": token_ids, "padding_mask": mask}
+    return lambda: lm.generate(inputs, stop_token_ids=None)
+
+
+def per_token_time(generator, context, batch=1, extra=32, reps=5):
+    """Marginal seconds per decode step at `context`: prompt of `context`
+    tokens, (t(1 + extra) - t(1)) / extra, both in the same compiled bucket."""
+    ids = prompts(batch, context, seed=1)
+    generator.generate(ids, 1 + extra)  # compile this bucket
+    short, long = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        generator.generate(ids, 1)
+        short.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        generator.generate(ids, 1 + extra)
+        long.append(time.perf_counter() - t0)
+    return max(float(np.median(long) - np.median(short)), 0.0) / extra
+
+
+def serving_hook(model, batch):
+    """Hook for the export work: return a zero-argument callable running the
+    same workload through a SavedModel (prompt 16 → 256 new tokens, greedy),
+    or None. Its row is printed as "SavedModel served"."""
+    del model, batch
+    return None
+
+
+# --------------------------------------------------------------------------- main
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--no-hub", action="store_true", help="skip KerasHub")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_generate.txt"))
+    args = parser.parse_args(argv)
+
+    lines = []
+
+    def emit(line=""):
+        print(line, flush=True)
+        lines.append(line)
+
+    emit(f"# keras_tfm generation benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    emit(
+        f"# tensorflow {tf.__version__}, keras {keras.__version__}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, devices: {[d.device_type for d in tf.config.list_physical_devices()]}"
+    )
+    emit(f"# tiny GPT: {LAYERS} layers, {HEADS} heads, d_model {D_MODEL}, d_ff {D_FF}, vocab {VOCAB}; "
+         f"prompt {PROMPT} -> {NEW} new tokens, greedy; median of {args.reps} runs after the first call")
+    model = build_model()
+
+    results = {}
+    candidates = [("keras_tfm cached", None), ("recompute (no cache)", None)]
+    if not args.no_hub:
+        candidates.append(("keras_hub GPT2CausalLM", None))
+    for batch in (1, 8):
+        generator = CausalLMGenerator(model)
+        runs = {
+            "keras_tfm cached": lambda: keras_tfm_cached(generator, batch),
+            "recompute (no cache)": lambda: recompute(model, batch),
+        }
+        if not args.no_hub:
+            runs["keras_hub GPT2CausalLM"] = lambda: keras_hub_gpt2(batch)
+        hook = serving_hook(model, batch)
+        if hook is not None:
+            runs["SavedModel served"] = lambda: hook
+        for name, make in runs.items():
+            try:
+                fn = make()
+                first, median = timed(fn, args.reps)
+                results[(name, batch)] = (first, median, batch * NEW / median)
+            except Exception as e:  # noqa: BLE001 - report and continue
+                results[(name, batch)] = None
+                emit(f"# {name} batch {batch} failed: {type(e).__name__}: {e}")
+
+    emit()
+    emit(f"{'implementation':<24} {'batch':>5} {'first call s':>13} {'run s':>8} {'tokens/s':>10} {'vs keras_hub':>13}")
+    for batch in (1, 8):
+        hub = results.get(("keras_hub GPT2CausalLM", batch))
+        for name in ("keras_tfm cached", "recompute (no cache)", "keras_hub GPT2CausalLM", "SavedModel served"):
+            r = results.get((name, batch))
+            if r is None:
+                continue
+            first, median, tps = r
+            ratio = f"{tps / hub[2]:.2f}x" if hub else "-"
+            emit(f"{name:<24} {batch:>5} {first:>13.2f} {median:>8.3f} {tps:>10.0f} {ratio:>13}")
+
+    emit()
+    emit("per-token decode time (keras_tfm cached, marginal over 32 steps, prompt = context):")
+    emit(f"{'context':>8} {'cache bucket':>13} {'batch 1 ms':>11} {'batch 8 ms':>11}")
+    generator = CausalLMGenerator(model)
+    per_token = {}
+    for context in (64, 256, 1024):
+        t1 = per_token_time(generator, context, batch=1, reps=args.reps)
+        t8 = per_token_time(generator, context, batch=8, reps=args.reps)
+        per_token[context] = (t1, t8)
+        bucket = 1 << (context + 33 - 1).bit_length()
+        emit(f"{context:>8} {bucket:>13} {t1 * 1e3:>11.3f} {t8 * 1e3:>11.3f}")
+    for i, b in enumerate((1, 8)):
+        ratio = per_token[1024][i] / max(per_token[64][i], 1e-9)
+        emit(f"per-token time ratio context 1024 / 64, batch {b}: {ratio:.2f}x (target <= 1.5x)")
+
+    hub1 = results.get(("keras_hub GPT2CausalLM", 1))
+    ours1 = results.get(("keras_tfm cached", 1))
+    hub8 = results.get(("keras_hub GPT2CausalLM", 8))
+    ours8 = results.get(("keras_tfm cached", 8))
+    if hub1 and ours1 and hub8 and ours8:
+        emit(
+            f"speed-up vs KerasHub: batch 1 {ours1[2] / hub1[2]:.2f}x, batch 8 {ours8[2] / hub8[2]:.2f}x (target >= 3x)"
+        )
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""BERT on SST-2: masked-LM pretraining on the task text, then a sentence classifier.
+
+1. A WordPiece vocabulary is learned on the SST-2 training sentences.
+2. A small BERT encoder is pretrained with the masked-LM objective (15% of the tokens selected;
+   80% [MASK], 10% random, 10% unchanged) on the training sentences only (no labels).
+3. The pretrained encoder gets a classifier on [CLS] (tanh pooler) and is fine-tuned on the labels;
+   the dev accuracy is reported after every epoch and at the end (and the test accuracy when
+   `stsa.binary.test` is there).
+
+    python examples/bert_sst2.py --data-dir ../shared/data/sst2_sentence_level   # stsa.binary.{train,dev,test}
+    python examples/bert_sst2.py --manual-dir DIR_WITH_SST-2.zip                  # TFDS glue/sst2
+    python examples/bert_sst2.py                                                  # TFDS downloads it (internet)
+
+Same code as `keras-tfm train bert` (see `keras_tfm.recipes`).
+"""
+
+import sys
+
+from keras_tfm import recipes
+
+if __name__ == "__main__":
+    sys.exit(recipes.main_for("bert", description=__doc__))

@@ -1,0 +1,28 @@
+"""Lab: a 4-layer character-level GPT on Tiny Shakespeare (nanoGPT's CPU run, in Keras).
+
+Defaults are nanoGPT's `train_shakespeare_char.py` with its CPU command line
+
+    python train.py config/train_shakespeare_char.py --device=cpu --compile=False --eval_iters=20
+        --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128
+        --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0
+
+i.e. 4 layers, 4 heads, d_model 128, context 64, batch 12, 2000 steps, AdamW (lr 1e-3, β2 0.99,
+weight decay 0.1, global-norm clip 1.0), 100 warmup steps then cosine decay to 1e-4 at step 2000,
+no dropout, no biases. The validation loss is printed every 250 steps (20 batches, like
+nanoGPT's `eval_iters=20`), a sample at the end, and the wall time. nanoGPT reaches a
+validation loss of about 1.88 with these settings.
+
+    python examples/gpt_shakespeare.py --data ../shared/data/tiny_shakespeare/input.txt
+    python examples/gpt_shakespeare.py --manual-dir DIR_WITH_input.txt     # TFDS tiny_shakespeare
+    python examples/gpt_shakespeare.py                                    # TFDS downloads it (internet)
+    python examples/gpt_shakespeare.py --data input.txt --steps 200 --log-dir logs/gpt --backup-dir ckpt/gpt
+
+Same code as `keras-tfm train gpt` (see `keras_tfm.recipes`).
+"""
+
+import sys
+
+from keras_tfm import recipes
+
+if __name__ == "__main__":
+    sys.exit(recipes.main_for("gpt", description=__doc__))

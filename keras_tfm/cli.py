@@ -1,0 +1,89 @@
+"""The `keras-tfm` command line.
+
+    keras-tfm train gpt --data input.txt            # character GPT on Tiny Shakespeare
+    keras-tfm train bert --data-dir sst2/           # BERT MLM + SST-2 classifier
+    keras-tfm train seq2seq --data spa-eng/spa.txt  # Transformer translation
+    keras-tfm train gpt --help
+
+Adding a subcommand: write a function that takes the `subparsers` object,
+adds its parser and sets `func` (called with the parsed args; its return
+value is the exit status), and decorate it with `@subcommand`:
+
+    @subcommand
+    def _export(subparsers):
+        p = subparsers.add_parser("export", help="...")
+        p.add_argument(...)
+        p.set_defaults(func=run_export)
+
+Subcommands in other modules register the same way; list the module in
+`SUBCOMMAND_MODULES` so it is imported before the parser is built.
+"""
+
+import argparse
+import importlib
+import sys
+
+_REGISTRY = []
+
+#: Modules imported by `build_parser` so that their `@subcommand` functions register.
+SUBCOMMAND_MODULES = ("keras_tfm.cli_export", "keras_tfm.cli_generate", "keras_tfm.cli_plot")
+
+
+def subcommand(register):
+    """Decorator: `register(subparsers)` adds one subcommand (see the module docstring)."""
+    if register not in _REGISTRY:
+        _REGISTRY.append(register)
+    return register
+
+
+@subcommand
+def _train(subparsers):
+    from keras_tfm import recipes
+
+    parser = subparsers.add_parser(
+        "train",
+        help="train a model with a ready-made recipe",
+        description="Train a model with one of the recipes of keras_tfm.recipes (the examples run the same code).",
+    )
+    tasks = parser.add_subparsers(dest="task", metavar="{" + ",".join(recipes.TASKS) + "}", required=True)
+    for name, (add_arguments, run, help_text) in recipes.TASKS.items():
+        task = tasks.add_parser(name, help=help_text, description=help_text)
+        add_arguments(task)
+        task.set_defaults(func=lambda args, run=run: 0 if run(args) is not None else 1)
+
+
+def _import_subcommand_modules():
+    for module in SUBCOMMAND_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+
+
+def build_parser():
+    """The `keras-tfm` argument parser with every registered subcommand."""
+    _import_subcommand_modules()
+    parser = argparse.ArgumentParser(
+        prog="keras-tfm",
+        description="Transformers for Keras 3 / TensorFlow: training recipes and tools.",
+    )
+    from keras_tfm import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for register in _REGISTRY:
+        register(subparsers)
+    return parser
+
+
+def main(argv=None):
+    """Console-script entry point; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    status = args.func(args)
+    return int(status or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

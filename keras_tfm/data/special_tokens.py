@@ -1,0 +1,93 @@
+"""Special tokens shared by every keras_tfm tokenizer and pipeline.
+
+Tokenizers built with `special_tokens=True` reserve the first
+`NUM_SPECIAL_TOKENS` ids for these tokens, always in this order:
+
+    id  token    use
+    0   [PAD]    padding (batches are padded with 0)
+    1   [UNK]    out-of-vocabulary input
+    2   [CLS]    start of a BERT-style input
+    3   [SEP]    end of a BERT-style segment
+    4   [MASK]   masked-language-model corruption
+    5   [BOS]    start of a decoder sequence
+    6   [EOS]    end of a sequence
+
+Every other id (`>= NUM_SPECIAL_TOKENS`) is an ordinary token.
+"""
+
+import tensorflow as tf
+
+PAD = 0
+UNK = 1
+CLS = 2
+SEP = 3
+MASK = 4
+BOS = 5
+EOS = 6
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]")
+NUM_SPECIAL_TOKENS = len(SPECIAL_TOKENS)
+
+
+class SpecialTokens:
+    """The fixed special-token table as a small helper.
+
+    All members are class attributes, so the class is used without an
+    instance: `SpecialTokens.MASK`, `SpecialTokens.token(4)`,
+    `SpecialTokens.is_special(ids)`.
+    """
+
+    PAD = PAD
+    UNK = UNK
+    CLS = CLS
+    SEP = SEP
+    MASK = MASK
+    BOS = BOS
+    EOS = EOS
+    TOKENS = SPECIAL_TOKENS
+    COUNT = NUM_SPECIAL_TOKENS
+
+    @staticmethod
+    def token(token_id):
+        """Returns the string of special id `token_id` (e.g. `"[MASK]"` for 4).
+
+        Args:
+            token_id: int in `[0, NUM_SPECIAL_TOKENS)`.
+
+        Returns:
+            The token string.
+        """
+        if isinstance(token_id, bool) or not isinstance(token_id, int):
+            raise TypeError(f"`token_id` must be an int; received {token_id!r}.")
+        if not 0 <= token_id < NUM_SPECIAL_TOKENS:
+            raise ValueError(f"`token_id` must be in [0, {NUM_SPECIAL_TOKENS}); received {token_id}.")
+        return SPECIAL_TOKENS[token_id]
+
+    @staticmethod
+    def id(token):
+        """Returns the id of special token string `token` (e.g. 4 for `"[MASK]"`).
+
+        Args:
+            token: one of `SPECIAL_TOKENS`.
+
+        Returns:
+            The int id.
+        """
+        if token not in SPECIAL_TOKENS:
+            raise ValueError(f"`token` must be one of {list(SPECIAL_TOKENS)}; received {token!r}.")
+        return SPECIAL_TOKENS.index(token)
+
+    @staticmethod
+    def is_special(ids):
+        """Boolean tensor, True where `ids` holds a special token (pad included).
+
+        Args:
+            ids: integer tensor (dense or ragged) of token ids.
+
+        Returns:
+            A bool tensor of the same shape.
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            return tf.ragged.map_flat_values(lambda v: v < NUM_SPECIAL_TOKENS, ids)
+        ids = tf.convert_to_tensor(ids)
+        return ids < tf.cast(NUM_SPECIAL_TOKENS, ids.dtype)

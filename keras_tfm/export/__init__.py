@@ -1,0 +1,13 @@
+"""Export keras_tfm models for TF Serving, and load / query exported versions.
+
+    export_for_serving(model, "saved_models/NAME", tokenizer=...)   → saved_models/NAME/VERSION/
+    load_served(path, version=None)                                 → tf.saved_model.load(...) (no keras)
+    add_export_subcommand / add_generate_subcommand                 → `keras-tfm export|generate`
+
+See `keras_tfm.export.exporter.export_for_serving` for the signatures.
+"""
+
+from keras_tfm.export.client import latest_version, load_served, resolve_version_dir  # noqa: F401
+from keras_tfm.export.cli import add_export_subcommand, add_generate_subcommand  # noqa: F401
+from keras_tfm.export.exporter import KINDS, detect_kind, export_for_serving, list_versions  # noqa: F401
+from keras_tfm.export.warmup import read_warmup_requests  # noqa: F401

@@ -1,0 +1,161 @@
+"""Beam search over cached decoding, in the same segmented while loop.
+
+Each batch item keeps `K` beams, stored as `batch * K` rows of the caches
+(row `b*K + k` is beam `k` of item `b`). At every step:
+
+    log p  = log_softmax(logits)                                (B, K, V)
+    cand   = score[b, k] + log p[b, k, v]     (alive beams)
+             score[b, k] (only v = pad_id)    (finished beams: frozen)
+    len    = length + 1 (alive), length (finished)
+    rank candidates by  cand / lp(len),  lp(n) = ((5 + n) / 6)^α   (GNMT)
+    keep the top K; gather tokens, scores, lengths, finished flags and the
+    caches of their parent beams; a beam finishes when it emits `eos_id`.
+
+Finished beams are frozen: they keep their score and length and emit
+`pad_id`; they compete with alive beams through their normalised score. The
+loop stops when every beam of every item is finished or after
+`max_new_tokens` steps. With one beam this is exactly greedy decoding.
+"""
+
+import math
+
+import tensorflow as tf
+from keras import ops
+
+from keras_tfm.generation import cache as cache_lib
+from keras_tfm.generation import decoding
+from keras_tfm.generation.decoding import mark_slot
+
+NEG = decoding.NEG_INF
+
+
+def check_length_penalty(alpha):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"`length_penalty` must be a float >= 0; received {alpha!r}.")
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"`length_penalty` must be a finite float >= 0; received {alpha}.")
+    return float(alpha)
+
+
+def check_num_beams(num_beams, vocabulary_size):
+    if num_beams > vocabulary_size:
+        raise ValueError(f"`num_beams`={num_beams} exceeds the vocabulary size {vocabulary_size}.")
+
+
+def length_penalty_factor(length, alpha):
+    """GNMT length penalty lp(n) = ((5 + n) / 6)^α, float32."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, ops.cast(alpha, "float32"))
+
+
+def beam_search_loop(
+    adapter,
+    prompt_ids,
+    prompt_lengths,
+    max_new_tokens,
+    *,
+    num_beams,
+    cache_length,
+    length_penalty=0.6,
+    eos_id=-1,
+    pad_id=0,
+    context=None,
+):
+    """Traceable beam search (use inside `tf.function(jit_compile=True)`).
+
+    Args:
+        adapter: a `decoding.DecoderAdapter`.
+        prompt_ids: int32 `(batch, P)` left-padded prompts.
+        prompt_lengths: int32 `(batch,)`.
+        max_new_tokens: int32 scalar.
+        num_beams: Python int `K`.
+        cache_length: Python int.
+        length_penalty: α (float scalar tensor or number).
+        eos_id: int32 scalar (-1: never finishes early).
+        pad_id: Python int.
+        context: adapter context of the `batch` rows (tiled here).
+
+    Returns:
+        dict: `sequences` int32 `(batch, K, cache_length - P)` sorted best
+        first, `scores` float32 `(batch, K)` (log-prob / lp(length)),
+        `log_probs` float32 `(batch, K)`, `lengths` int32 `(batch, K)`.
+    """
+    k = int(num_beams)
+    pre = decoding.prefill(adapter, prompt_ids, prompt_lengths, cache_length, context)
+    p = pre["prompt_length"]
+    static_p = prompt_ids.shape[1]
+    num_new = cache_length - (static_p if static_p is not None else p)
+    batch = ops.shape(pre["logits"])[0]
+    vocab = adapter.vocabulary_size
+    eos_id = ops.cast(eos_id, "int32")
+    max_new_tokens = ops.cast(max_new_tokens, "int32")
+    alpha = ops.cast(length_penalty, "float32")
+    pad = cache_lib.tile_beams(pre["pad"], k)
+    valid = cache_lib.tile_beams(pre["valid"], k)
+    if context is not None:
+        context = adapter.tile_context(context, k)
+    first = ops.concatenate([ops.zeros((1,), "float32"), ops.full((k - 1,), NEG, "float32")], axis=0)
+    state = {
+        "i": ops.zeros((), "int32"),
+        "logits": cache_lib.tile_beams(pre["logits"], k),
+        "caches": [cache_lib.tile_beams(c, k) for c in pre["caches"]],
+        "sequences": ops.full((batch, k, num_new), pad_id, dtype="int32"),
+        "log_probs": ops.broadcast_to(first[None, :], (batch, k)),
+        "finished": ops.zeros((batch, k), "bool"),
+        "lengths": ops.zeros((batch, k), "int32"),
+        "valid": valid,
+    }
+    mask_id = getattr(adapter, "mask_token_id", None)
+    frozen = ops.where(ops.arange(vocab) == pad_id, 0.0, NEG)  # (V,)
+    beam_offsets = (ops.arange(batch, dtype="int32") * k)[:, None]
+
+    def keep_going(s):
+        return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["finished"])))
+
+    def body(s, size):
+        i = s["i"]
+        logp = ops.log_softmax(ops.reshape(s["logits"], (batch, k, vocab)), axis=-1)
+        finished = s["finished"]
+        logp = ops.where(finished[:, :, None], frozen[None, None, :], logp)
+        cand = s["log_probs"][:, :, None] + logp
+        cand_len = s["lengths"] + ops.cast(ops.logical_not(finished), "int32")
+        norm = cand / length_penalty_factor(cand_len, alpha)[:, :, None]
+        _, top = ops.top_k(ops.reshape(norm, (batch, k * vocab)), k)
+        top = ops.cast(top, "int32")
+        parent = top // vocab
+        token = top % vocab
+        new = dict(s)
+        new["log_probs"] = ops.take_along_axis(ops.reshape(cand, (batch, k * vocab)), top, axis=1)
+        parent_finished = ops.take_along_axis(finished, parent, axis=1)
+        new["lengths"] = ops.take_along_axis(cand_len, parent, axis=1)
+        new["finished"] = ops.logical_or(
+            parent_finished, ops.logical_and(eos_id >= 0, ops.equal(token, eos_id))
+        )
+        token = ops.where(parent_finished, pad_id, token)
+        sequences = ops.take_along_axis(s["sequences"], parent[:, :, None], axis=1)
+        zero = ops.zeros((), "int32")
+        new["sequences"] = ops.slice_update(sequences, (zero, zero, i), token[:, :, None])
+        flat_parent = ops.reshape(parent + beam_offsets, (-1,))
+        caches = [cache_lib.gather_beams(c, flat_parent) for c in s["caches"]]
+        slot = p + i
+        flat_token = ops.reshape(token, (-1,))
+        valid = mark_slot(cache_lib.gather_beams(s["valid"], flat_parent), slot, flat_token, mask_id)
+        new["valid"] = valid
+        new["logits"], new["caches"] = adapter.forward(
+            flat_token[:, None], (slot - pad)[:, None], caches, slot, valid[:, :size], context
+        )
+        new["i"] = i + 1
+        return new
+
+    state = decoding.run_segments(state, p, pre["sizes"], keep_going, body)
+    scores = state["log_probs"] / length_penalty_factor(state["lengths"], alpha)
+    order_scores, order = ops.top_k(scores, k)
+    order = ops.cast(order, "int32")
+    return {
+        "sequences": ops.take_along_axis(state["sequences"], order[:, :, None], axis=1),
+        "scores": order_scores,
+        "log_probs": ops.take_along_axis(state["log_probs"], order, axis=1),
+        "lengths": ops.take_along_axis(state["lengths"], order, axis=1),
+    }
+
+
+

@@ -1,0 +1,97 @@
+"""Preallocated key/value caches and length buckets for incremental decoding.
+
+A self-attention cache has shape `(batch, 2, length, num_heads, head_dim)`
+(keys at index 0, values at 1) and is written in place with slice updates by
+`MultiHeadSelfAttention`; it never grows by concatenation inside a step.
+
+Length buckets. Under XLA every shape is static, so attention over a cache of
+`length` slots costs O(length) whatever the number of filled slots. Two levels
+of power-of-two buckets keep the per-token cost O(current length):
+
+* a call picks its *cache length* `L = next_pow2(prompt_bucket + max_new_tokens)`
+  (at least `MIN_CACHE_LENGTH`), so a short generation never pays for a long
+  cache, and calls whose lengths fall into the same bucket reuse one trace;
+* inside one call, the decoding loop runs in *segments* of sizes
+  64, 128, ..., L (`segment_sizes`): while the write position is below 64 the
+  cache is 64 slots long, then it is zero-padded once to 128, and so on. A step
+  at context c therefore attends over at most max(64, 2c) slots, and the cache
+  is resized only log2(L / 64) times per call (never per token).
+"""
+
+import numpy as np
+from keras import ops
+
+#: Smallest cache length bucket.
+MIN_CACHE_LENGTH = 64
+#: Smallest prompt length bucket.
+MIN_PROMPT_LENGTH = 8
+
+
+def next_power_of_two(n, minimum=1):
+    """Smallest power of two >= max(n, minimum) (Python ints)."""
+    n = max(int(n), int(minimum), 1)
+    return 1 << (n - 1).bit_length()
+
+
+def prompt_bucket(length, minimum=MIN_PROMPT_LENGTH):
+    """Padded prompt length for a longest prompt of `length` tokens."""
+    return next_power_of_two(length, minimum)
+
+
+def cache_bucket(total_length, minimum=MIN_CACHE_LENGTH):
+    """Cache length for `prompt_bucket + max_new_tokens` positions."""
+    return next_power_of_two(total_length, minimum)
+
+
+def segment_sizes(prompt_length, cache_length, minimum=MIN_CACHE_LENGTH):
+    """Cache sizes of the decoding segments, e.g. (64, 128, 256) for L = 256.
+
+    Only sizes strictly larger than `prompt_length` are used (the prefill
+    fills `prompt_length` slots). With an unknown (None) prompt length a
+    single segment of `cache_length` is used.
+    """
+    if prompt_length is None:
+        return (int(cache_length),)
+    sizes = []
+    size = int(minimum)
+    while size < cache_length:
+        if size > prompt_length:
+            sizes.append(size)
+        size *= 2
+    sizes.append(int(cache_length))
+    return tuple(sizes)
+
+
+def init_caches(batch_size, num_layers, length, num_heads, head_dim, dtype="float32"):
+    """A list of `num_layers` zero caches `(batch, 2, length, heads, head_dim)`."""
+    return [ops.zeros((batch_size, 2, length, num_heads, head_dim), dtype=dtype) for _ in range(num_layers)]
+
+
+def grow_caches(caches, length):
+    """Zero-pads every cache along the length axis (axis 2) to `length` slots."""
+    out = []
+    for cache in caches:
+        current = cache.shape[2]
+        if current == length:
+            out.append(cache)
+            continue
+        pad = [[0, 0]] * len(cache.shape)
+        pad[2] = [0, length - current]
+        out.append(ops.pad(cache, pad))
+    return out
+
+
+def tile_beams(x, num_beams):
+    """`(batch, ...)` → `(batch * num_beams, ...)`, each row repeated
+    `num_beams` times consecutively (row b*K + k is beam k of item b)."""
+    return ops.repeat(x, num_beams, axis=0)
+
+
+def gather_beams(x, flat_indices):
+    """Reorders the `(batch * num_beams, ...)` rows of `x` by `flat_indices`."""
+    return ops.take(x, flat_indices, axis=0)
+
+
+def cache_bytes(batch_size, num_layers, length, num_heads, head_dim, dtype="float32"):
+    """Memory of one set of caches, in bytes."""
+    return int(batch_size * num_layers * 2 * length * num_heads * head_dim * np.dtype(dtype).itemsize)

@@ -1,0 +1,323 @@
+"""The decoding loop shared by every generator (GPT, seq2seq, toy functions).
+
+Design
+------
+*Prompts are left-padded* to a static bucket length `P`, so every row's last
+prompt token sits in slot `P - 1` and all rows write the same cache slot at
+every step: one scalar `cache_index` serves the whole batch and the layers'
+slice update works unchanged. Slot `c` of row `b` holds the token at true
+position `c - pad_b` (`pad_b = P - length_b`):
+
+* the padding mask over the cache positions, `(batch, cache_length)`, hides
+  slots `< pad_b` from every query (left-padding slots are written with
+  harmless finite values and never read);
+* position schemes inside attention (RoPE, ALiBi, T5 relative bias) depend
+  only on differences of positions, which a per-row constant shift leaves
+  unchanged, so the layers can use the slot index as position;
+* absolute position embeddings (learned, sinusoidal) are added here with the
+  true per-row positions `c - pad_b` (`embed_tokens`), bypassing the
+  scalar `start_index` of `TokenAndPositionEmbedding`.
+
+*Prefill*: the whole (padded) prompt goes through the model in one pass,
+filling slots `0 .. P-1` of every layer's cache. *Steps*: each iteration of a
+`tf.while_loop` chooses one token per row, records it and feeds it back at
+slot `P + i` (one query against the cache). Finished rows (EOS emitted) keep
+emitting `pad_id`; the loop exits when all rows are finished or
+`max_new_tokens` are generated. The loop runs in cache-length segments (see
+`keras_tfm.generation.cache`) so a step costs O(current length).
+
+Model access goes through an *adapter* (`DecoderAdapter`): `init_caches`,
+`forward(ids, positions, caches, cache_index, padding_mask, context)` →
+`(last-position logits, caches)`. `CausalLMAdapter` and `Seq2SeqAdapter` wrap
+keras_tfm models; `FunctionAdapter` wraps a plain logits function (tests,
+toy models).
+"""
+
+import tensorflow as tf
+from keras import ops
+
+from keras_tfm.generation import cache as cache_lib
+from keras_tfm.generation import samplers
+from keras_tfm.layers.embeddings import TokenAndPositionEmbedding, TokenEmbedding
+from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
+from keras_tfm.layers.positional_encoding import PositionalEncoding, sinusoidal_table
+
+#: Score given to impossible beam candidates (finite, so no inf - inf = NaN).
+NEG_INF = -1e9
+
+
+# --------------------------------------------------------------------------- adapters
+class DecoderAdapter:
+    """Interface between the decoding loops and a model.
+
+    Attributes:
+        vocabulary_size: int.
+        max_length: largest number of decoder positions, or None.
+    """
+
+    vocabulary_size = None
+    max_length = None
+
+    def init_caches(self, batch_size, length):
+        """List of zero caches with `length` slots on axis 2."""
+        raise NotImplementedError
+
+    def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
+        """Runs `ids` `(batch, T)` at slots `cache_index .. cache_index+T-1`.
+
+        Args:
+            ids: int32 `(batch, T)`.
+            positions: int32 `(batch, T)`, true positions of the tokens.
+            caches: list from `init_caches` (possibly grown).
+            cache_index: int32 scalar, first slot written.
+            padding_mask: bool `(batch, cache_slots)`, True at real tokens.
+            context: adapter-specific per-row context (e.g. encoder output).
+
+        Returns:
+            `(logits, caches)`: float32 `(batch, vocab)` logits of the last
+            position and the updated caches.
+        """
+        raise NotImplementedError
+
+    def tile_context(self, context, num_beams):
+        """Repeats every per-row tensor of `context` `num_beams` times."""
+        return tf.nest.map_structure(lambda t: cache_lib.tile_beams(t, num_beams), context)
+
+
+class FunctionAdapter(DecoderAdapter):
+    """Adapter over a cache-free function of the last token.
+
+    `logits_fn(last_token, position)` maps int32 `(batch,)` tokens and their
+    true positions to float32 `(batch, vocab)` logits of the next token. Used
+    to test the loops on hand-built toy models.
+    """
+
+    def __init__(self, logits_fn, vocabulary_size, max_length=None):
+        self.logits_fn = logits_fn
+        self.vocabulary_size = int(vocabulary_size)
+        self.max_length = max_length
+
+    def init_caches(self, batch_size, length):
+        return []
+
+    def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
+        logits = self.logits_fn(ids[:, -1], positions[:, -1])
+        return ops.cast(logits, "float32"), caches
+
+
+def embed_tokens(embedding, ids, positions):
+    """Token embedding plus absolute positions given per token.
+
+    Same result as `TokenAndPositionEmbedding` with `start_index`, but with an
+    arbitrary `(batch, T)` position per token (per-row offsets of left-padded
+    prompts).
+    """
+    if isinstance(embedding, TokenEmbedding):
+        return embedding(ids)
+    if not isinstance(embedding, TokenAndPositionEmbedding):
+        raise TypeError(
+            f"Cached decoding supports `TokenAndPositionEmbedding` or `TokenEmbedding` embeddings; "
+            f"received {type(embedding).__name__}."
+        )
+    x = embedding.token_embedding(ids)
+    pe = embedding.position_embedding
+    if pe is None:
+        return x
+    positions = ops.maximum(ops.cast(positions, "int32"), 0)
+    if isinstance(pe, LearnedPositionalEmbedding):
+        positions = ops.minimum(positions, pe.max_length - 1)
+        table = ops.take(ops.convert_to_tensor(pe.position_embeddings), positions, axis=0)
+        return x + ops.cast(table, x.dtype)
+    if isinstance(pe, PositionalEncoding):
+        flat = ops.reshape(positions, (-1,))
+        table = sinusoidal_table(flat, x.shape[-1], pe.max_wavelength)
+        table = ops.reshape(table, ops.shape(x))
+        return x + ops.cast(table, x.dtype)
+    raise TypeError(f"Unsupported position embedding {type(pe).__name__}.")
+
+
+def get_layer_or_none(model, name):
+    try:
+        return model.get_layer(name)
+    except ValueError:
+        return None
+
+
+def numbered_layers(model, prefix):
+    layers = []
+    while True:
+        layer = get_layer_or_none(model, f"{prefix}{len(layers)}")
+        if layer is None:
+            return layers
+        layers.append(layer)
+
+
+# --------------------------------------------------------------------------- loop pieces
+def prefill(adapter, prompt_ids, prompt_lengths, cache_length, context=None):
+    """Runs the left-padded prompts through the model in one pass.
+
+    Returns:
+        dict with `logits` (last-position logits), `caches` (first segment
+        size), `valid` (bool `(batch, cache_length)`, slots of real tokens or
+        later tokens), `pad` (int32 `(batch,)`), `sizes` (segment sizes) and
+        `prompt_length` (`P`, int32 scalar).
+    """
+    prompt_ids = ops.cast(prompt_ids, "int32")
+    static_p = prompt_ids.shape[1]
+    p = ops.shape(prompt_ids)[1] if static_p is None else static_p
+    batch = ops.shape(prompt_ids)[0]
+    pad = ops.cast(p, "int32") - ops.cast(prompt_lengths, "int32")
+    valid = ops.arange(cache_length, dtype="int32")[None, :] >= pad[:, None]
+    mask_id = getattr(adapter, "mask_token_id", None)
+    if mask_id is not None:
+        real = ops.not_equal(prompt_ids, mask_id)
+        rest = ops.ones((batch, cache_length - p), "bool")
+        valid = ops.logical_and(valid, ops.concatenate([real, rest], axis=1))
+    positions = ops.arange(p, dtype="int32")[None, :] - pad[:, None]
+    sizes = cache_lib.segment_sizes(static_p, cache_length)
+    caches = adapter.init_caches(batch, sizes[0])
+    logits, caches = adapter.forward(
+        prompt_ids, positions, caches, ops.zeros((), "int32"), valid[:, : sizes[0]], context
+    )
+    return {
+        "logits": logits,
+        "caches": caches,
+        "valid": valid,
+        "pad": pad,
+        "sizes": sizes,
+        "prompt_length": ops.cast(p, "int32"),
+    }
+
+
+def run_segments(state, prompt_length, sizes, keep_going, body):
+    """Runs `tf.while_loop(keep_going & slot < size, body)` once per segment.
+
+    `state` is a dict with an int32 step counter `"i"`, the caches under
+    `"caches"` and the bool `(batch, cache_length)` slot mask under
+    `"valid"`; the body writes slot `prompt_length + i`. Between segments
+    the caches are zero-padded to the next size (log2(L/64) times per call,
+    never per token). `body(state, size)` returns the next state; it attends
+    over `size` slots (`state["valid"][:, :size]`).
+    """
+    for n, size in enumerate(sizes):
+        if n:
+            state = dict(state, caches=cache_lib.grow_caches(state["caches"], size))
+
+        def cond(s, size=size):
+            return ops.logical_and(keep_going(s), prompt_length + s["i"] < size)
+
+        def loop_body(s, size=size):
+            return (body(s, size),)
+
+        (state,) = tf.while_loop(cond, loop_body, (state,))
+    return state
+
+
+def mark_slot(valid, slot, token, mask_token_id):
+    """Marks `slot` invalid for rows whose token is the model's padding id
+    (models with `mask_zero` embeddings treat that id as padding anywhere)."""
+    if mask_token_id is None:
+        return valid
+    keep = ops.not_equal(token, mask_token_id)[:, None]  # slots >= P start valid
+    return ops.slice_update(valid, (ops.zeros((), "int32"), slot), keep)
+
+
+def make_selector(sampler, seed, temperature, top_k, top_p):
+    """`select(logits, step) -> int32 (batch,)` for a static `sampler` name."""
+    if sampler == "greedy":
+        return lambda logits, step: samplers.greedy(logits)
+    if sampler in ("sample", "temperature", "top_k", "top_p"):
+        seed = ops.cast(seed, "int32")
+
+        def select(logits, step):
+            return samplers.sample(logits, samplers.split_seed(seed, step), temperature, top_k, top_p)
+
+        return select
+    raise ValueError(f"Unknown `sampler` {sampler!r}; expected 'greedy', 'sample', 'top_k' or 'top_p'.")
+
+
+def decode(
+    adapter,
+    prompt_ids,
+    prompt_lengths,
+    max_new_tokens,
+    select,
+    *,
+    cache_length,
+    eos_id=-1,
+    pad_id=0,
+    context=None,
+    output_scores=False,
+):
+    """THE decoding loop: prefill, then one token per step in a while loop.
+
+    Traceable (use inside `tf.function(jit_compile=True)`); all inputs other
+    than the adapter, `select`, `cache_length`, `pad_id` and `output_scores`
+    may be tensors.
+
+    Args:
+        adapter: a `DecoderAdapter`.
+        prompt_ids: int32 `(batch, P)`, LEFT-padded prompts.
+        prompt_lengths: int32 `(batch,)`, real tokens per row (>= 1).
+        max_new_tokens: int32 scalar, <= cache_length - P.
+        select: `select(logits, step) -> (batch,)` token chooser.
+        cache_length: Python int, cache slots (>= P + max_new_tokens).
+        eos_id: int32 scalar; a row stops after emitting it (-1: never).
+        pad_id: Python int, emitted by finished rows.
+        context: adapter context (seq2seq: cross-attention caches).
+        output_scores: also return the logits of every step.
+
+    Returns:
+        dict: `tokens` int32 `(batch, cache_length - P)` (new tokens, `pad_id`
+        after EOS and beyond `max_new_tokens`), `lengths` int32 `(batch,)`
+        (new tokens per row, EOS included), and `scores` float32
+        `(batch, cache_length - P, vocab)` if `output_scores`.
+    """
+    pre = prefill(adapter, prompt_ids, prompt_lengths, cache_length, context)
+    p, pad = pre["prompt_length"], pre["pad"]
+    batch = ops.shape(pre["logits"])[0]
+    num_new = cache_length - (prompt_ids.shape[1] if prompt_ids.shape[1] is not None else p)
+    eos_id = ops.cast(eos_id, "int32")
+    max_new_tokens = ops.cast(max_new_tokens, "int32")
+    state = {
+        "i": ops.zeros((), "int32"),
+        "logits": pre["logits"],
+        "caches": pre["caches"],
+        "done": ops.zeros((batch,), "bool"),
+        "tokens": ops.full((batch, num_new), pad_id, dtype="int32"),
+        "lengths": ops.zeros((batch,), "int32"),
+        "valid": pre["valid"],
+    }
+    if output_scores:
+        state["scores"] = ops.zeros((batch, num_new, adapter.vocabulary_size), "float32")
+
+    def keep_going(s):
+        return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
+
+    mask_id = getattr(adapter, "mask_token_id", None)
+
+    def body(s, size):
+        i = s["i"]
+        token = ops.cast(select(s["logits"], i), "int32")
+        token = ops.where(s["done"], pad_id, token)
+        new = dict(s)
+        new["tokens"] = ops.slice_update(s["tokens"], (ops.zeros((), "int32"), i), token[:, None])
+        if output_scores:
+            new["scores"] = ops.slice_update(
+                s["scores"], (ops.zeros((), "int32"), i, ops.zeros((), "int32")), s["logits"][:, None, :]
+            )
+        new["lengths"] = s["lengths"] + ops.cast(ops.logical_not(s["done"]), "int32")
+        new["done"] = ops.logical_or(s["done"], ops.logical_and(eos_id >= 0, ops.equal(token, eos_id)))
+        slot = p + i
+        new["valid"] = mark_slot(s["valid"], slot, token, mask_id)
+        new["logits"], new["caches"] = adapter.forward(
+            token[:, None], (slot - pad)[:, None], s["caches"], slot, new["valid"][:, :size], context
+        )
+        new["i"] = i + 1
+        return new
+
+    state = run_segments(state, p, pre["sizes"], keep_going, body)
+    out = {"tokens": state["tokens"], "lengths": state["lengths"]}
+    if output_scores:
+        out["scores"] = state["scores"]
+    return out

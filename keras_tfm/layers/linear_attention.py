@@ -1,0 +1,168 @@
+"""Kernelized linear attention: `attention_impl="linear"`.
+
+Katharopoulos et al. (2020), "Transformers are RNNs": with the feature map
+φ(x) = elu(x) + 1 (strictly positive),
+
+    non-causal:  O_i = φ(Q_i) (Σ_j φ(K_j)ᵀ V_j) / (φ(Q_i) · Σ_j φ(K_j))
+    causal:      O_i = φ(Q_i) (Σ_{j≤i} φ(K_j)ᵀ V_j) / (φ(Q_i) · Σ_{j≤i} φ(K_j))
+
+in O(T) time and memory. The causal prefix sums are computed chunk-wise: inside
+a chunk of `chunk_size` positions the (chunk × chunk) lower-triangular product
+is formed directly, and the state Σ φ(K)ᵀV of all earlier chunks comes from an
+exclusive cumulative sum over per-chunk states (B, T/chunk, H, D, Dv); with
+`chunk_size=1` this is the plain per-position cumsum. This is a different
+model from softmax attention (no softmax, no score scale), not an
+approximation of it.
+
+Masks. Linear attention cannot apply an arbitrary (Tq, Tk) mask or an additive
+score bias. What it supports:
+  * key padding, applied by zeroing φ(K) at padded keys;
+  * causality, requested explicitly with `attention_options={"causal": True}`.
+The mask passed by the layers (causal ∧ padding, materialised by
+`MultiHeadSelfAttention`) is reduced to a key-padding mask (a key is valid if
+any query may attend it) and then checked to be exactly
+`padding` (causal=False) or `tril ∧ padding` (causal=True). Any other mask
+(e.g. a causal mask without `causal=True`, a sliding window, per-query masks)
+raises: a `ValueError` eagerly, an `InvalidArgumentError` with the same
+message inside a `tf.function` (the check is skipped under XLA, which drops
+assertions). An explicit option is used instead of guessing causality from
+the mask because the mask is a runtime tensor, while the causal/non-causal
+algorithm must be chosen when the graph is built.
+
+A query with no valid key gets a zero output. `return_weights`, attention
+dropout in training, `bias` and `scale` raise a `ValueError`.
+"""
+
+import tensorflow as tf
+
+from keras_tfm.layers.attention_core import _expand_mask, register_attention_impl
+from keras_tfm.layers.chunked_attention import _pad_axis, _static_or_dynamic, check_no_weights
+
+_MASK_MESSAGE = (
+    "attention_impl='linear' only supports key-padding masks, combined with a causal "
+    "mask when attention_options={'causal': True}; the given mask is neither "
+    "(if the layer is causal, set attention_options={'causal': True})."
+)
+
+
+def elu_feature_map(x):
+    """φ(x) = elu(x) + 1 > 0."""
+    return tf.nn.elu(x) + 1.0
+
+
+def _key_padding(mask, causal, tq, tk):
+    """Reduces a layer mask to key validity `(B|1, H|1, Tk)` and checks its form."""
+    mask4 = _expand_mask(mask)
+    if mask4.shape[3] == 1:
+        raise ValueError(
+            "attention_impl='linear' needs a mask that varies over keys (a key-padding "
+            f"mask); received a mask of shape {tuple(mask.shape)}."
+        )
+    key_valid = tf.reduce_any(mask4, axis=2)
+    if mask4.shape[2] == 1 and not causal:
+        return key_valid
+    expected = key_valid[:, :, None, :]
+    if causal:
+        expected = tf.logical_and(expected, tf.range(tq)[:, None] >= tf.range(tk)[None, :])
+    ok = tf.reduce_all(tf.equal(mask4, expected))
+    if tf.executing_eagerly():
+        if not bool(ok):
+            raise ValueError(_MASK_MESSAGE)
+        return key_valid
+    with tf.control_dependencies([tf.debugging.Assert(ok, [tf.constant(_MASK_MESSAGE)])]):
+        return tf.identity(key_valid)
+
+
+def linear_attention_reference(query, key, value, key_valid=None, causal=False):
+    """Quadratic reference of linear attention (for tests): materialises
+    A = φ(Q)φ(K)ᵀ, zeroes padded (and, if causal, future) keys, normalises rows."""
+    fq = elu_feature_map(tf.cast(query, tf.float32))
+    fk = elu_feature_map(tf.cast(key, tf.float32))
+    a = tf.einsum("bqhd,bkhd->bhqk", fq, fk)
+    tq, tk = a.shape[2], a.shape[3]
+    if key_valid is not None:
+        a = a * tf.cast(tf.reshape(key_valid, [-1, 1, 1, tk]), tf.float32)
+    if causal:
+        a = a * tf.cast(tf.range(tq)[:, None] >= tf.range(tk)[None, :], tf.float32)
+    den = tf.reduce_sum(a, axis=-1, keepdims=True)
+    w = tf.math.divide_no_nan(a, den)
+    return tf.einsum("bhqk,bkhd->bqhd", w, tf.cast(value, tf.float32))
+
+
+@register_attention_impl("linear")
+@tf.autograph.experimental.do_not_convert
+def linear_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    bias=None,
+    scale=None,
+    dropout=None,
+    training=None,
+    return_weights=False,
+    causal=False,
+    chunk_size=64,
+):
+    """O(T) kernelized attention; see module docs."""
+    check_no_weights("linear", dropout, training, return_weights)
+    if bias is not None:
+        raise ValueError(
+            "attention_impl='linear' cannot add a score `bias` (ALiBi / relative "
+            "positions): there is no score matrix. Use position=None or 'rope'."
+        )
+    if scale is not None:
+        raise ValueError("attention_impl='linear' has no score `scale`; leave `scale=None`.")
+    if not isinstance(causal, bool):
+        raise ValueError(f"`causal` must be a bool; received {causal!r}.")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
+        raise ValueError(f"`chunk_size` must be a positive int; received {chunk_size!r}.")
+    tq = _static_or_dynamic(query, 1)
+    tk = _static_or_dynamic(key, 1)
+    if causal and isinstance(tq, int) and isinstance(tk, int) and tq != tk:
+        raise ValueError(
+            "attention_impl='linear' with causal=True needs query_length == key_length "
+            f"(no cached decoding); received {tq} and {tk}."
+        )
+
+    fq = elu_feature_map(tf.cast(query, tf.float32))  # (B, Tq, H, D)
+    fk = elu_feature_map(tf.cast(key, tf.float32))  # (B, Tk, H, D)
+    v = tf.cast(value, tf.float32)
+    if mask is not None:
+        key_valid = _key_padding(mask, causal, tq, tk)  # (B|1, H|1, Tk)
+        fk = fk * tf.cast(tf.transpose(key_valid, [0, 2, 1]), tf.float32)[..., None]
+
+    if not causal:
+        kv = tf.einsum("bkhd,bkhe->bhde", fk, v)
+        z = tf.reduce_sum(fk, axis=1)  # (B, H, D)
+        num = tf.einsum("bqhd,bhde->bqhe", fq, kv)
+        den = tf.einsum("bqhd,bhd->bqh", fq, z)
+    else:
+        c = min(chunk_size, tq) if isinstance(tq, int) else chunk_size
+        n = -(-tq // c) if isinstance(tq, int) else (tq + c - 1) // c
+        pad = n * c - tq
+        batch = tf.shape(fq)[0]
+        h, d, e = fq.shape[2], fq.shape[3], v.shape[3]
+
+        def blocks(x, last):
+            x = _pad_axis(x, 1, pad)
+            return tf.reshape(x, tf.stack([batch, n, c, h, last]))
+
+        qb, kb, vb = blocks(fq, d), blocks(fk, d), blocks(v, e)
+        # State of all previous chunks: exclusive prefix sums of per-chunk sums.
+        kv = tf.cumsum(tf.einsum("bnchd,bnche->bnhde", kb, vb), axis=1, exclusive=True)
+        z = tf.cumsum(tf.reduce_sum(kb, axis=2), axis=1, exclusive=True)  # (B, n, H, D)
+        num = tf.einsum("bnchd,bnhde->bnche", qb, kv)
+        den = tf.einsum("bnchd,bnhd->bnch", qb, z)
+        # Within a chunk: the masked quadratic form on (c × c) blocks.
+        tril = tf.cast(tf.range(c)[:, None] >= tf.range(c)[None, :], tf.float32)
+        a = tf.einsum("bnqhd,bnkhd->bnhqk", qb, kb) * tril
+        num = num + tf.einsum("bnhqk,bnkhe->bnqhe", a, vb)
+        den = den + tf.transpose(tf.reduce_sum(a, axis=-1), [0, 1, 3, 2])
+        num = tf.reshape(num, tf.stack([batch, n * c, h, e]))[:, :tq]
+        den = tf.reshape(den, tf.stack([batch, n * c, h]))[:, :tq]
+
+    has_keys = den > 0.0
+    output = num / tf.where(has_keys, den, 1.0)[..., None]
+    output = tf.where(has_keys[..., None], output, 0.0)
+    return output, None

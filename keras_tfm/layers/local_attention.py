@@ -1,0 +1,184 @@
+"""Sliding-window (local) attention: `attention_impl="local"`.
+
+Query i attends to the keys j with |i - j| ≤ w (`window=w`), or, with
+`causal=True`, to i - w ≤ j ≤ i; optionally the first `global_tokens=g`
+positions are global (Longformer-style): they attend to every key and every
+query attends to them.
+
+Blocked computation, O(T·w) time and memory: the sequence is split into blocks
+of w queries; block n attends to the keys of blocks n-1, n, n+1 (causal: n-1,
+n), i.e. a `(w, 3w)` score block, gathered from K and V without ever forming a
+T × T matrix. The band (and the window edges inside it) is masked exactly, the
+g global keys are appended to every block's keys, and the g global queries are
+computed as ordinary rows over all keys (O(g·T)). Softmax in float32, fully
+masked rows give zeros, as in `attention_core`.
+
+Any mask and bias of the `attention_core` contract are supported: only the
+band entries of a full (Tq, Tk) mask / bias are read (gathered blockwise), and
+key-padding masks `(B, 1, Tk)` are broadcast. Causal masks passed by the layers
+are therefore honoured even without `causal=True`; `causal=True` additionally
+skips the future block (2w instead of 3w keys per block) and applies the
+causal restriction itself. Self-attention only (query_length == key_length).
+
+Attention-weight dropout is applied to the banded weights; `return_weights`
+raises a `ValueError` (the T × T weights are never formed).
+"""
+
+import math
+
+import tensorflow as tf
+
+from keras_tfm.layers.attention_core import MASK_FILL_VALUE, _expand_bias, _expand_mask, register_attention_impl
+from keras_tfm.layers.chunked_attention import _static_or_dynamic, check_no_weights
+
+
+def _band(x4, nb, w, nkw, t, fill):
+    """Gathers the band entries of a rank-4 `(xb, xh, Tq|1, Tk|1)` tensor.
+
+    Returns `(xb, xh, nb, w|1, nkw|1)` with entry `[.., n, r, c]` = x at query
+    `n*w + r` and key `(n-1)*w + c` (`fill` outside the sequence).
+    """
+    xq, xk = x4.shape[2], x4.shape[3]
+    if xq != 1:
+        x4 = tf.pad(x4, [[0, 0], [0, 0], [0, nb * w - t], [0, 0]], constant_values=fill)
+        sh = tf.shape(x4)
+        x4 = tf.reshape(x4, tf.stack([sh[0], sh[1], nb, w, sh[3]]))
+    else:
+        x4 = x4[:, :, :, None, :]
+    if xk == 1:
+        return x4
+    x4 = tf.pad(
+        x4, [[0, 0], [0, 0], [0, 0], [0, 0], [w, (nb + 2) * w - w - t]], constant_values=fill
+    )
+    idx = tf.range(nb)[:, None] * w + tf.range(nkw)[None, :]  # (nb, nkw)
+    if xq != 1:
+        params = tf.transpose(x4, [2, 0, 1, 3, 4])  # (nb, xb, xh, w, Kp)
+        out = tf.gather(params, idx, axis=4, batch_dims=1)  # (nb, xb, xh, w, nkw)
+        return tf.transpose(out, [1, 2, 0, 3, 4])
+    out = tf.gather(x4[:, :, 0, 0, :], idx, axis=2)  # (xb, xh, nb, nkw)
+    return out[:, :, :, None, :]
+
+
+def _rows(x4, nb, w, t, fill, cols):
+    """Rows of `(xb, xh, Tq|1, Tk|1)` blocked as `(xb, xh, nb|1, w|1, cols)`."""
+    if x4.shape[3] != 1:
+        x4 = x4[:, :, :, :cols]
+    if x4.shape[2] == 1:
+        return x4[:, :, :, None, :]
+    x4 = tf.pad(x4, [[0, 0], [0, 0], [0, nb * w - t], [0, 0]], constant_values=fill)
+    sh = tf.shape(x4)
+    return tf.reshape(x4, tf.stack([sh[0], sh[1], nb, w, sh[3]]))
+
+
+@register_attention_impl("local")
+@tf.autograph.experimental.do_not_convert
+def local_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    bias=None,
+    scale=None,
+    dropout=None,
+    training=None,
+    return_weights=False,
+    window=128,
+    causal=False,
+    global_tokens=0,
+):
+    """Sliding-window attention in O(T·window); see module docs."""
+    check_no_weights("local", None, None, return_weights)
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(f"`window` must be a positive int; received {window!r}.")
+    if isinstance(global_tokens, bool) or not isinstance(global_tokens, int) or global_tokens < 0:
+        raise ValueError(f"`global_tokens` must be a non-negative int; received {global_tokens!r}.")
+    if not isinstance(causal, bool):
+        raise ValueError(f"`causal` must be a bool; received {causal!r}.")
+    t = _static_or_dynamic(query, 1)
+    tk = key.shape[1]
+    if isinstance(t, int) and tk is not None and t != tk:
+        raise ValueError(
+            "attention_impl='local' is for self-attention (query_length == key_length); "
+            f"received {t} and {tk}."
+        )
+    if scale is None:
+        scale = 1.0 / math.sqrt(float(query.shape[-1]))
+    w = min(window, t) if isinstance(t, int) else window
+    g = min(global_tokens, t) if isinstance(t, int) else global_tokens
+    nb = -(-t // w) if isinstance(t, int) else (t + w - 1) // w
+    nkw = 2 * w if causal else 3 * w
+    batch = tf.shape(query)[0]
+    h, d, dv = query.shape[2], query.shape[3], value.shape[3]
+
+    q = tf.cast(query, tf.float32) * scale
+    k = tf.cast(key, tf.float32)
+    v = tf.cast(value, tf.float32)
+    mask4 = None if mask is None else _expand_mask(mask)
+    bias4 = None if bias is None else _expand_bias(bias)
+
+    # ------------------------------------------------ banded (local) part
+    qb = tf.reshape(tf.pad(q, [[0, 0], [0, nb * w - t], [0, 0], [0, 0]]), tf.stack([batch, nb, w, h, d]))
+
+    def windows(x, dim):
+        x = tf.pad(x, [[0, 0], [w, (nb + 2) * w - w - t], [0, 0], [0, 0]])
+        x = tf.reshape(x, tf.stack([batch, nb + 2, w, h, dim]))
+        parts = [x[:, 0:nb], x[:, 1 : nb + 1]] + ([] if causal else [x[:, 2 : nb + 2]])
+        return tf.concat(parts, axis=2)  # (B, nb, nkw, H, dim)
+
+    kw, vw = windows(k, d), windows(v, dv)
+    s = tf.einsum("bnqhd,bnkhd->bhnqk", qb, kw)  # (B, H, nb, w, nkw)
+    qpos = tf.range(nb)[:, None, None] * w + tf.range(w)[None, :, None]
+    kpos = (tf.range(nb)[:, None, None] - 1) * w + tf.range(nkw)[None, None, :]
+    rel = qpos - kpos
+    valid = (kpos >= 0) & (kpos < t) & (kpos >= g) & (rel <= w)
+    valid &= (rel >= 0) if causal else (rel >= -w)
+    valid = valid[None, None]  # (1, 1, nb, w, nkw)
+    if bias4 is not None:
+        s = s + _band(bias4, nb, w, nkw, t, 0.0)
+    if mask4 is not None:
+        valid = tf.logical_and(valid, _band(mask4, nb, w, nkw, t, False))
+
+    if g:
+        # Every query also attends to the g global keys.
+        sg = tf.einsum("bnqhd,bkhd->bhnqk", qb, k[:, :g])  # (B, H, nb, w, g)
+        valid_g = tf.ones([1, 1, 1, 1, g], tf.bool)
+        if causal:
+            valid_g = (qpos >= tf.range(g)[None, None, :])[None, None]
+        if bias4 is not None:
+            sg = sg + _rows(bias4, nb, w, t, 0.0, g)
+        if mask4 is not None:
+            valid_g = tf.logical_and(valid_g, _rows(mask4, nb, w, t, False, g))
+        s = tf.concat([sg, s], axis=-1)
+        valid = tf.concat([tf.broadcast_to(valid_g, tf.shape(sg)), tf.broadcast_to(valid, tf.shape(s[..., g:]))], -1)
+
+    s = tf.where(valid, s, MASK_FILL_VALUE)
+    p = tf.nn.softmax(s, axis=-1)
+    p = tf.where(valid, p, 0.0)
+    if dropout is not None:
+        p = tf.cast(dropout(tf.cast(p, value.dtype), training=training), tf.float32)
+    out = tf.einsum("bhnqk,bnkhe->bnqhe", p[..., g:], vw)
+    if g:
+        out = out + tf.einsum("bhnqk,bkhe->bnqhe", p[..., :g], v[:, :g])
+    out = tf.reshape(out, tf.stack([batch, nb * w, h, dv]))[:, :t]
+
+    if g:
+        # The g global queries attend to every key (ordinary rows, O(g·T)).
+        sq = tf.einsum("bqhd,bkhd->bhqk", q[:, :g], k)
+        valid_q = None
+        if causal:
+            valid_q = (tf.range(g)[:, None] >= tf.range(t)[None, :])[None, None]
+        if bias4 is not None:
+            sq = sq + (bias4 if bias4.shape[2] == 1 else bias4[:, :, :g])
+        if mask4 is not None:
+            mq = mask4 if mask4.shape[2] == 1 else mask4[:, :, :g]
+            valid_q = mq if valid_q is None else tf.logical_and(valid_q, mq)
+        if valid_q is not None:
+            sq = tf.where(valid_q, sq, MASK_FILL_VALUE)
+        pq = tf.nn.softmax(sq, axis=-1)
+        if valid_q is not None:
+            pq = tf.where(valid_q, pq, 0.0)
+        if dropout is not None:
+            pq = tf.cast(dropout(tf.cast(pq, value.dtype), training=training), tf.float32)
+        out_g = tf.einsum("bhqk,bkhe->bqhe", pq, v)
+        out = tf.concat([out_g, out[:, g:]], axis=1)
+    return out, None

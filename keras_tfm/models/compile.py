@@ -1,0 +1,147 @@
+"""`model.compile` helpers with the masked token loss and metrics.
+
+    compile_for_lm(model)              GPT / seq2seq / BERT masked-LM / token classifier
+    compile_for_classification(model)  BERT sequence classifier
+
+Optimizers can be given as an instance, a Keras name ("adam", "sgd", ...),
+"adamw" (`keras_tfm.optimizers.adamw`, no decay on biases/norms/embeddings)
+or "vaswani" (`keras_tfm.optimizers.vaswani_adam`, Adam(0.9, 0.98, 1e-9)
+with the inverse-square-root warmup schedule; d_model is read from the model).
+"""
+
+import keras
+
+from keras_tfm.losses import MaskedSparseCategoricalCrossentropy
+from keras_tfm.metrics import MaskedAccuracy
+from keras_tfm.optimizers import adamw, vaswani_adam
+
+DEFAULT_LEARNING_RATE = 5e-4
+
+
+def _resolve_jit(jit_compile):
+    if jit_compile is None:
+        import tensorflow as tf
+
+        return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
+    return jit_compile
+
+
+def model_d_model(model):
+    """d_model of a keras_tfm model, read from its embedding layer."""
+    for name in ("embedding", "decoder_embedding", "encoder_embedding"):
+        try:
+            return model.get_layer(name).d_model
+        except ValueError:
+            continue
+    raise ValueError(f"Cannot find an embedding layer in model {model.name!r} to read d_model from.")
+
+
+def resolve_optimizer(model, optimizer, learning_rate=None, warmup_steps=4000):
+    """An optimizer instance from an instance, a name, "adamw" or "vaswani"."""
+    if isinstance(optimizer, keras.optimizers.Optimizer):
+        if learning_rate is not None:
+            raise ValueError("`learning_rate` cannot be combined with an optimizer instance.")
+        return optimizer
+    if not isinstance(optimizer, str):
+        raise TypeError(f"`optimizer` must be a keras Optimizer or a name; received {optimizer!r}.")
+    if optimizer == "vaswani":
+        if learning_rate is not None:
+            raise ValueError("optimizer='vaswani' uses the Transformer schedule; `learning_rate` cannot be set.")
+        return vaswani_adam(model_d_model(model), warmup_steps=warmup_steps)
+    lr = DEFAULT_LEARNING_RATE if learning_rate is None else learning_rate
+    if optimizer == "adamw":
+        return adamw(lr)
+    opt = keras.optimizers.get({"class_name": optimizer, "config": {"learning_rate": lr}})
+    return opt
+
+
+def compile_for_lm(
+    model,
+    optimizer="adam",
+    *,
+    learning_rate=None,
+    warmup_steps=4000,
+    label_smoothing=0.0,
+    ignore_index=0,
+    metrics=True,
+    jit_compile=None,
+    steps_per_execution=1,
+    **compile_kwargs,
+):
+    """Compiles a token-prediction model with the masked token loss.
+
+    Loss: `MaskedSparseCategoricalCrossentropy(from_logits=True,
+    label_smoothing, ignore_index)`: the mean over tokens whose label is not
+    `ignore_index` (id 0 = padding by default), also weighted by
+    `sample_weight` (e.g. 1 at BERT's masked positions) and by the Keras mask
+    of the logits (seq2seq target padding). Metric: `MaskedAccuracy` as a
+    *weighted* metric, so it honours `sample_weight` like the loss.
+
+    Args:
+        model: a keras_tfm model with `logits` (B, T, V).
+        optimizer: instance or name ("adam" default, "adamw", "vaswani", ...).
+        learning_rate: for named optimizers (default 5e-4).
+        warmup_steps: for optimizer="vaswani".
+        label_smoothing: α in [0, 1) (0.1 in Vaswani et al.).
+        ignore_index: label excluded from loss and accuracy; None keeps all
+            (GPT-2's id 0 is a real token: use None or a dedicated pad id).
+        metrics: True for `MaskedAccuracy`, False for none, or a list.
+        jit_compile: XLA-compile the train/eval steps. Default (None): True
+            when a GPU/TPU is visible, False on CPU only, where XLA compilation
+            of a Transformer step costs tens of seconds and runs no faster.
+        steps_per_execution: batches per compiled call.
+        **compile_kwargs: passed on to `model.compile`.
+
+    Returns:
+        The model (compiled in place).
+    """
+    loss = MaskedSparseCategoricalCrossentropy(
+        from_logits=True, label_smoothing=label_smoothing, ignore_index=ignore_index
+    )
+    if metrics is True:
+        metrics = [MaskedAccuracy(ignore_index=ignore_index, name="accuracy")]
+    elif metrics is False or metrics is None:
+        metrics = []
+    model.compile(
+        optimizer=resolve_optimizer(model, optimizer, learning_rate, warmup_steps),
+        loss=loss,
+        weighted_metrics=list(metrics),
+        jit_compile=_resolve_jit(jit_compile),
+        steps_per_execution=steps_per_execution,
+        **compile_kwargs,
+    )
+    return model
+
+
+def compile_for_classification(
+    model,
+    optimizer="adam",
+    *,
+    learning_rate=None,
+    warmup_steps=4000,
+    label_smoothing=0.0,
+    jit_compile=None,
+    steps_per_execution=1,
+    **compile_kwargs,
+):
+    """Compiles a sequence classifier (`logits` (B, C), integer labels (B,))
+    with sparse categorical cross-entropy from logits and accuracy.
+
+    Returns:
+        The model (compiled in place).
+    """
+    if label_smoothing:
+        loss = MaskedSparseCategoricalCrossentropy(
+            from_logits=True, label_smoothing=label_smoothing, ignore_index=None
+        )
+    else:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(
+        optimizer=resolve_optimizer(model, optimizer, learning_rate, warmup_steps),
+        loss=loss,
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=_resolve_jit(jit_compile),
+        steps_per_execution=steps_per_execution,
+        **compile_kwargs,
+    )
+    return model

@@ -1,0 +1,140 @@
+"""Vision Transformer (ViT) image classifier, encoder-only (Dosovitskiy et al. 2021).
+
+    z_0   = [x_cls ; patches W_E] + PE                "patch_embedding", "class_token",
+                                                      "position_encoding", "embedding_dropout"
+    z_i   = TransformerBlock_i(z_{i-1}), pre-norm     "encoder_block_{i}"
+    y     = Dense(LN(z_L)[:, 0])                      "final_norm", "cls_pooling", "classifier"
+
+Layer names: `patch_embedding` (`PatchEmbedding`), `class_token`
+(`ClassToken`), `position_encoding` (`PositionalEncoding2D` for
+position="sinusoidal2d", `LearnedPositionalEmbedding` for "learned"),
+`embedding_dropout`, `encoder_block_{i}`, `final_norm`, `cls_pooling` (`SequencePooling("cls")`)
+or `mean_pooling` (`MeanPatchPooling`, mean of the patch tokens), `head_dropout`,
+`classifier` (float32 logits). The input is `images`, float
+`(B, height, width, channels)` (rescale to ~[0, 1] yourself).
+"""
+
+import keras
+
+from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
+from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
+from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
+from keras_tfm.layers.transformer_block import TransformerBlock
+from keras_tfm.models.heads import SequencePooling
+
+VIT_POSITIONS = ("sinusoidal2d", "learned")
+VIT_POOLINGS = ("cls", "mean")
+
+
+def vit_classifier(
+    image_size,
+    patch_size,
+    num_classes,
+    num_layers=4,
+    num_heads=4,
+    d_model=64,
+    d_ff=None,
+    num_channels=3,
+    dropout=0.0,
+    attention_dropout=None,
+    position="sinusoidal2d",
+    pooling="cls",
+    activation="gelu",
+    layer_norm_epsilon=1e-6,
+    dtype=None,
+    name="vit",
+):
+    """Builds a ViT image classifier.
+
+    Args:
+        image_size: int or (height, width); multiples of `patch_size`.
+        patch_size: int or (height, width) of the patches.
+        num_classes: number of classes (logits width).
+        num_layers, num_heads, d_model: encoder sizes.
+        d_ff: FFN width (default 4·d_model).
+        num_channels: image channels (1 for grayscale).
+        dropout: embedding, residual, FFN and head dropout.
+        attention_dropout: dropout on attention weights (default `dropout`).
+        position: "sinusoidal2d" (fixed, `PositionalEncoding2D`; needs an even
+            d_model) or "learned" (one vector per token, [CLS] included).
+        pooling: "cls" (the [CLS] token, ViT) or "mean" (mean of the patch
+            tokens; the [CLS] token is still prepended).
+        activation: FFN activation ("gelu", "relu", "gelu_tanh", "silu").
+        layer_norm_epsilon: LayerNorm ε (1e-6 as in ViT).
+        dtype: dtype policy of every layer; logits are float32.
+        name: model name.
+
+    Returns:
+        A functional `keras.Model` images (B, H, W, C) → logits (B, num_classes).
+
+    Raises:
+        ValueError: bad sizes (image not divisible by patch, d_model not
+            divisible by num_heads, odd d_model with sinusoidal2d), unknown
+            position/pooling.
+    """
+    height, width = _pair("image_size", image_size)
+    ph, pw = _pair("patch_size", patch_size)
+    if height % ph or width % pw:
+        raise ValueError(
+            f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
+        )
+    num_classes = check_positive_int("num_classes", num_classes)
+    num_layers = check_positive_int("num_layers", num_layers)
+    num_heads = check_positive_int("num_heads", num_heads)
+    d_model = check_positive_int("d_model", d_model)
+    d_ff = check_positive_int("d_ff", d_ff if d_ff is not None else 4 * d_model)
+    num_channels = check_positive_int("num_channels", num_channels)
+    if d_model % num_heads:
+        raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
+    if position not in VIT_POSITIONS:
+        raise ValueError(f"Unknown `position` {position!r}; expected one of {list(VIT_POSITIONS)}.")
+    if position == "sinusoidal2d" and d_model % 2:
+        raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
+    if pooling not in VIT_POOLINGS:
+        raise ValueError(f"Unknown `pooling` {pooling!r}; expected one of {list(VIT_POOLINGS)}.")
+    rows, cols = height // ph, width // pw
+
+    images = keras.Input(shape=(height, width, num_channels), name="images")
+    x = PatchEmbedding((ph, pw), d_model, dtype=dtype, name="patch_embedding")(images)
+    x = ClassToken(dtype=dtype, name="class_token")(x)
+    if position == "sinusoidal2d":
+        x = PositionalEncoding2D(grid_size=(rows, cols), num_prefix_tokens=1, dtype=dtype, name="position_encoding")(x)
+    else:
+        x = LearnedPositionalEmbedding(
+            rows * cols + 1, initializer=keras.initializers.RandomNormal(stddev=0.02), dtype=dtype,
+            name="position_encoding",
+        )(x)
+    x = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")(x)
+    for i in range(num_layers):
+        x = TransformerBlock(
+            d_model,
+            num_heads,
+            d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            norm_first=True,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=dtype,
+            name=f"encoder_block_{i}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm")(x)
+    if pooling == "cls":
+        pooled = SequencePooling("cls", dtype=dtype, name="cls_pooling")(x)
+    else:
+        pooled = MeanPatchPooling(dtype=dtype, name="mean_pooling")(x)
+    pooled = keras.layers.Dropout(dropout, dtype=dtype, name="head_dropout")(pooled)
+    logits = keras.layers.Dense(num_classes, dtype="float32", name="classifier")(pooled)
+    return keras.Model(images, logits, name=name)
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class MeanPatchPooling(keras.layers.Layer):
+    """Mean of the tokens after the [CLS] token: (B, 1 + N, d) → (B, d)."""
+
+    def call(self, inputs):
+        return keras.ops.mean(inputs[:, 1:], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[2])

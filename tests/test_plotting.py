@@ -1,0 +1,155 @@
+"""PNG pictures and the `plot` subcommand."""
+
+import argparse
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras
+
+from keras_tfm import plotting
+from keras_tfm.models import gpt
+from keras_tfm.schedules import TransformerSchedule, nanogpt_schedule
+
+
+def assert_png(path, min_kb=5):
+    assert os.path.isfile(path), path
+    with open(path, "rb") as f:
+        head = f.read(8)
+    assert head == plotting.PNG_SIGNATURE
+    assert os.path.getsize(path) > min_kb * 1024
+
+
+@pytest.fixture(scope="module")
+def model():
+    return gpt("tiny", num_layers=2)
+
+
+def test_plot_attention_heads(tmp_path, model):
+    x = np.arange(1, 9, dtype="int32")[None]
+    tokens = list("abcdefgh")
+    for layer in ("decoder_block_1", 0, -1, "1"):
+        path = plotting.plot_attention_heads(model, x, layer, tokens=tokens, path=tmp_path / f"a_{layer}.png")
+        assert_png(path)
+    with pytest.raises(ValueError, match="Unknown `layer` 'decoder_block_7'.*decoder_block_0"):
+        plotting.plot_attention_heads(model, x, "decoder_block_7", path=tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="`layer` index 5"):
+        plotting.plot_attention_heads(model, x, 5, path=tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="`tokens`"):
+        plotting.plot_attention_heads(model, x, 0, tokens=["a"], path=tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="`example`"):
+        plotting.plot_attention_heads(model, x, 0, example=3, path=tmp_path / "bad.png")
+    assert not (tmp_path / "bad.png").exists()
+
+
+def test_positional_encoding_pictures(tmp_path):
+    assert_png(plotting.plot_positional_encoding(64, 32, tmp_path / "pe.png"))
+    assert_png(plotting.plot_position_similarity(64, 32, tmp_path / "sim.png"))
+    sim = plotting.position_similarity(16, 32)
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-6)
+    # depends on |p - q| only (Toeplitz)
+    np.testing.assert_allclose(sim[3, 5], sim[7, 9], atol=1e-5)
+    for bad in (dict(length=0, d_model=8), dict(length=8, d_model=-1), dict(length=2.5, d_model=8)):
+        name = "length" if bad["length"] != 8 else "d_model"
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            plotting.plot_positional_encoding(path=tmp_path / "x.png", **bad)
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            plotting.plot_position_similarity(path=tmp_path / "x.png", **bad)
+
+
+def test_plot_lr_schedule(tmp_path):
+    schedule = TransformerSchedule(64, warmup_steps=50)
+    lr = plotting.learning_rates(schedule, 200)
+    assert int(np.argmax(lr)) == 49
+    assert_png(plotting.plot_lr_schedule(schedule, 200, tmp_path / "lr.png"))
+    assert_png(plotting.plot_lr_schedule(nanogpt_schedule(1e-3, 100, warmup_steps=10), 120, tmp_path / "lr2.png"))
+    assert_png(plotting.plot_lr_schedule(lambda step: 1e-3 * keras.ops.ones_like(step), 10, tmp_path / "c.png"),
+               min_kb=3)
+    with pytest.raises(ValueError, match="`steps`"):
+        plotting.plot_lr_schedule(schedule, 0, tmp_path / "x.png")
+    with pytest.raises(ValueError, match="`schedule`"):
+        plotting.plot_lr_schedule("adam", 10, tmp_path / "x.png")
+
+
+def test_plot_training_curves_from_history_dict_json_and_tensorboard(tmp_path):
+    history = {"loss": [2.0, 1.5, 1.2], "val_loss": [2.1, 1.7, 1.6], "grad_norm": [3.0, 2.0, 1.0]}
+    assert_png(plotting.plot_training_curves(history, tmp_path / "h.png"))
+    h = keras.callbacks.History()
+    h.history = history
+    assert_png(plotting.plot_training_curves(h, tmp_path / "h2.png", keys=["loss"]))
+    with open(tmp_path / "history.json", "w") as f:
+        json.dump(history, f)
+    assert_png(plotting.plot_training_curves(str(tmp_path / "history.json"), tmp_path / "h3.png"))
+    with pytest.raises(ValueError, match="Unknown curve key.*'accuracy'.*`keys`"):
+        plotting.plot_training_curves(history, tmp_path / "x.png", keys=["accuracy"])
+
+    # A Keras-style TensorBoard log dir: train/ and validation/ with epoch_ tags.
+    logdir = tmp_path / "tb"
+    for sub, offset in (("train", 0.0), ("validation", 0.2)):
+        writer = tf.summary.create_file_writer(str(logdir / sub))
+        with writer.as_default():
+            for step in range(4):
+                tf.summary.scalar("epoch_loss", 2.0 - 0.3 * step + offset, step=step)
+        writer.flush()
+    scalars = plotting.read_tensorboard_scalars(logdir)
+    assert set(scalars) == {"loss", "val_loss"}
+    np.testing.assert_allclose(scalars["val_loss"][1], [2.2, 1.9, 1.6, 1.3], atol=1e-6)
+    assert_png(plotting.plot_training_curves(logdir, tmp_path / "tb.png"))
+
+    with pytest.raises(FileNotFoundError, match="history_or_logdir"):
+        plotting.plot_training_curves(tmp_path / "missing", tmp_path / "x.png")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no TensorBoard event file"):
+        plotting.plot_training_curves(tmp_path / "empty", tmp_path / "x.png")
+
+
+def _cli():
+    parser = argparse.ArgumentParser(prog="keras-tfm")
+    plotting.add_plot_subcommand(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def test_plot_subcommand(tmp_path, model, capsys):
+    parser = _cli()
+
+    def run(*argv):
+        args = parser.parse_args(["plot", *map(str, argv)])
+        return args.func(args)
+
+    assert run("pe", "--length", 32, "--d-model", 16, "--out", tmp_path / "pe.png") == 0
+    assert_png(tmp_path / "pe.png")
+    assert run("similarity", "--length", 32, "--d-model", 16, "--out", tmp_path / "sim.png") == 0
+    assert_png(tmp_path / "sim.png")
+    assert run("lr", "--schedule", "transformer", "--d-model", 64, "--warmup-steps", 10, "--steps", 100,
+               "--out", tmp_path / "lr.png") == 0
+    assert_png(tmp_path / "lr.png")
+    assert run("lr", "--schedule", "nanogpt", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr2.png") == 0
+    with open(tmp_path / "h.json", "w") as f:
+        json.dump({"loss": [3.0, 2.0], "accuracy": [0.1, 0.3]}, f)
+    assert run("curves", tmp_path / "h.json", "--keys", "loss", "--out", tmp_path / "c.png") == 0
+    assert_png(tmp_path / "c.png")
+    model.save(tmp_path / "m.keras")
+    assert run("attention", "--model", tmp_path / "m.keras", "--ids", "1,2,3,4,5", "--layer", "decoder_block_1",
+               "--out", tmp_path / "att.png") == 0
+    assert_png(tmp_path / "att.png")
+    assert str(tmp_path / "att.png") in capsys.readouterr().out
+
+    with pytest.raises(ValueError, match="`length`"):
+        run("pe", "--length", 0, "--out", tmp_path / "x.png")
+    with pytest.raises(ValueError, match="`d_model`"):
+        run("similarity", "--d-model", -4, "--out", tmp_path / "x.png")
+    with pytest.raises(ValueError, match="Unknown `layer`"):
+        run("attention", "--model", tmp_path / "m.keras", "--ids", "1 2", "--layer", "block_9", "--out", tmp_path / "x.png")
+    with pytest.raises(FileNotFoundError, match="--model"):
+        run("attention", "--model", tmp_path / "nope.keras", "--ids", "1")
+    with pytest.raises(ValueError, match="--ids"):
+        run("attention", "--model", tmp_path / "m.keras", "--ids", "a,b")
+    with pytest.raises(ValueError, match="Unknown curve key"):
+        run("curves", tmp_path / "h.json", "--keys", "bleu", "--out", tmp_path / "x.png")
+    with pytest.raises(FileNotFoundError, match="history_or_logdir"):
+        run("curves", tmp_path / "nope", "--out", tmp_path / "x.png")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plot", "heatmap"])
