@@ -113,7 +113,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--query-chunk", type=int, default=512)

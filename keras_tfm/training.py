@@ -218,6 +218,16 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     # ---- state ---------------------------------------------------------- #
 
+    @property
+    def step(self):
+        """Global training step (batches done) as last seen by the callback."""
+        return self._step
+
+    @property
+    def last_saved_step(self):
+        """Step of the last backup written (or restored)."""
+        return self._last_saved_step
+
     def read_metadata(self):
         """The metadata of the last committed backup, or None."""
         if not os.path.exists(self._metadata_path):

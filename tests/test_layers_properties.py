@@ -436,3 +436,24 @@ def test_causal_relative_bias_only_uses_past_buckets():
     table = causal.relative_bias.get_weights()[0]
     for dist in range(4):
         np.testing.assert_allclose(bias[:, dist, 0], table[dist], rtol=1e-6)
+
+
+def test_implicit_source_mask_reaches_the_decoder_block_cross_attention():
+    """Encoder–decoder in the functional API: padded source ids (implicit mask of
+    the encoder output) never change the decoder's outputs."""
+    src = keras.Input((None,), dtype="int32")
+    tgt = keras.Input((None,), dtype="int32")
+    enc = L.TransformerBlock(D, H, 32)(L.TokenEmbedding(11, D, mask_zero=True)(src))
+    dec = L.TransformerBlock(D, H, 32, causal=True, cross_attention=True)(
+        L.TokenEmbedding(11, D, mask_zero=True)(tgt), enc
+    )
+    model = keras.Model([src, tgt], dec)
+    source = np.array([[3, 4, 5], [6, 7, 8]], "int32")
+    target = np.array([[1, 2], [9, 10]], "int32")
+    out = np.asarray(model([source, target]))
+    padded = np.asarray(model([np.pad(source, ((0, 0), (0, 2))), target]))
+    np.testing.assert_allclose(padded, out, atol=1e-5)
+    # The source content does matter (the mask is not hiding everything).
+    changed = source.copy()
+    changed[:, 0] = 1
+    assert not np.allclose(np.asarray(model([changed, target])), out, atol=1e-4)

@@ -212,19 +212,21 @@ class GPTServing:
                 )
                 return out["tokens"], out["lengths"]
 
-            self._decoders[p] = tf.function(
-                run,
-                jit_compile=self.jit_compile,
-                input_signature=[
-                    tf.TensorSpec([None, p], tf.int32),
-                    tf.TensorSpec([None], tf.int32),
-                    tf.TensorSpec([], tf.int32),
-                    tf.TensorSpec([], tf.int32),
-                    tf.TensorSpec([], tf.float32),
-                    tf.TensorSpec([], tf.int32),
-                    tf.TensorSpec([], tf.float32),
-                ],
-            )
+            with tf.init_scope():  # trace once, eagerly: a ConcreteFunction is shared by every endpoint
+                self._decoders[p] = tf.function(
+                    run,
+                    jit_compile=self.jit_compile,
+                    autograph=False,
+                    input_signature=[
+                        tf.TensorSpec([None, p], tf.int32),
+                        tf.TensorSpec([None], tf.int32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.float32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.float32),
+                    ],
+                ).get_concrete_function()
         return self._decoders[p]
 
     def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
@@ -426,16 +428,18 @@ class Seq2SeqServing:
                 )
                 return out["sequences"][:, 0], out["lengths"][:, 0]
 
-            self._decoders[width] = tf.function(
-                run,
-                jit_compile=self.jit_compile,
-                input_signature=[
-                    tf.TensorSpec([None, None], tf.int32),
-                    tf.TensorSpec([None], tf.int32),
-                    tf.TensorSpec([], tf.int32),
-                    tf.TensorSpec([], tf.float32),
-                ],
-            )
+            with tf.init_scope():
+                self._decoders[width] = tf.function(
+                    run,
+                    jit_compile=self.jit_compile,
+                    autograph=False,
+                    input_signature=[
+                        tf.TensorSpec([None, None], tf.int32),
+                        tf.TensorSpec([None], tf.int32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.float32),
+                    ],
+                ).get_concrete_function()
         return self._decoders[width]
 
     def endpoints(self):

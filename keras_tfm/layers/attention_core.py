@@ -19,7 +19,10 @@ Tensor layouts:
 
 Implementations are selected by `impl`: "standard" materialises the full score
 matrix; other entries of `ATTENTION_IMPLS` (e.g. memory-efficient ones) are
-registered with `register_attention_impl` and share the same contract.
+registered with `register_attention_impl` and share the same contract:
+"chunked" (exact, O(T) memory, `chunked_attention.py`), "local" (sliding
+window, `local_attention.py`) and "linear" (kernelized, `linear_attention.py`),
+all registered when `keras_tfm.layers` is imported.
 """
 
 import math

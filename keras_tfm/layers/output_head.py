@@ -77,6 +77,10 @@ class OutputHead(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocabulary_size,)
 
+    def compute_output_spec(self, inputs, temperature=None):
+        # Logits/probabilities are float32 under every dtype policy.
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype="float32")
+
     def get_config(self):
         config = super().get_config()
         config.update(
