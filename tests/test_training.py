@@ -258,18 +258,18 @@ def test_resume_is_exact_and_writes_are_atomic(tmp_path):
     backup_dir = str(tmp_path / "backup")
     backup = training.AtomicBackupAndRestore(backup_dir, save_freq=3)
     with pytest.raises(KeyboardInterrupt):
-        training.train(_tiny_gpt(), _data, steps=13, steps_per_epoch=5, callbacks=[backup, _Interrupt(backup, 8)],
+        training.train(_tiny_gpt(), _data, steps=13, steps_per_epoch=5, callbacks=[backup, _Interrupt(backup, 9)],
                        verbose=0)
     meta = backup.read_metadata()
-    assert meta["step"] == 6  # backups at 3, 5 (epoch end), 6; interrupted at 8
+    assert meta["step"] == 8  # backups at 3, 5 (epoch end), 8; interrupted at 9 (mid-epoch)
     files = sorted(os.listdir(backup_dir))
-    assert files == ["ckpt-6.weights.h5", "training_metadata.json"], files  # no temp files, old ckpt removed
+    assert files == ["ckpt-8.weights.h5", "training_metadata.json"], files  # no temp files, old ckpt removed
 
     log_dir = str(tmp_path / "logs")
     resumed = training.train(_tiny_gpt(), _data, steps=13, steps_per_epoch=5, backup_dir=backup_dir, save_freq=3,
                              log_dir=log_dir, verbose=0)
-    assert resumed.start_step == 6 and resumed.steps == 13
-    assert resumed.epochs == [1, 2]  # the rest of epoch 1 (steps 6..9), then epoch 2 (10..12)
+    assert resumed.start_step == 8 and resumed.steps == 13
+    assert resumed.epochs == [1, 2]  # the rest of epoch 1 (steps 8, 9), then epoch 2 (10..12)
     for a, b in zip(resumed.model.get_weights(), reference.model.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
     assert not os.path.exists(backup_dir)  # deleted once training completed
