@@ -32,31 +32,31 @@ def parse_args(argv=None):
 # EXPORT STEP (TF Serving). Owned by the export module: keep this function's
 # name and arguments; `keras_tfm.export.export_for_serving` does the work.
 # --------------------------------------------------------------------------- #
-def export_and_generate(model, tokenizer, export_dir, prompt="\n", max_new_tokens=200):
-    """Exports `model` (+ tokenizer) to `export_dir` and generates from the reloaded SavedModel.
+def export_and_generate(model, tokenizer, export_dir, prompt="\n", max_new_tokens=60, seed=0):
+    """Exports `model` (+ tokenizer) to `export_dir/VERSION` and generates from the reloaded SavedModel.
+
+    The reload and the `generate` call use TensorFlow only (`keras_tfm.export.client`), as a
+    TF Serving client would.
 
     Returns:
         The generated text, or None when `keras_tfm.export` is not available.
     """
     try:
-        from keras_tfm.export import export_for_serving
+        from keras_tfm.export import client
+        from keras_tfm.export.exporter import export_for_serving
     except ImportError:
-        print("[export] keras_tfm.export is not available yet: skipping the SavedModel export.", flush=True)
+        print("[export] keras_tfm.export is not available: skipping the SavedModel export.", flush=True)
         return None
-    path = export_for_serving(model, export_dir, tokenizer=tokenizer)
-    print(f"[export] SavedModel written to {path or export_dir}", flush=True)
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(export_dir)
-    generate = getattr(loaded, "generate", None) or loaded.signatures.get("generate")
-    if generate is None:
-        print(f"[export] the SavedModel has no `generate` function; signatures: {list(loaded.signatures)}")
-        return None
-    out = generate(tf.constant([prompt]), tf.constant(max_new_tokens))
-    text = out["text"] if isinstance(out, dict) else out
-    text = text.numpy()[0].decode("utf-8") if hasattr(text, "numpy") else str(text)
-    print("---------- sample from the SavedModel ----------")
-    print(text)
+    # The model's context is its max_length: at most max_length - 1 new tokens from a short prompt.
+    max_new_tokens = min(max_new_tokens, model.get_layer("embedding").max_length - len(prompt))
+    path = export_for_serving(model, export_dir, tokenizer=tokenizer, max_prompt_length=8)
+    print(f"[export] SavedModel written to {path}", flush=True)
+    loaded = client.load_served(path)
+    out = client.call_signature(loaded, "generate", prompts=[prompt.encode("utf-8")], max_new_tokens=max_new_tokens,
+                                temperature=0.8, top_k=200, top_p=1.0, seed=seed)
+    text = out["completions"][0]
+    print("---------- sample from the exported SavedModel ----------")
+    print(prompt + text)
     return text
 
 

@@ -46,25 +46,6 @@ def batches(ids, batch_size, length, rng):
         yield x.astype("int32"), y.astype("int32")
 
 
-class StepRecorder:
-    """Collects per-step values from batch logs into lists (for the curves)."""
-
-    def __new__(cls, keys):
-        import keras
-
-        class _Recorder(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.curves = {}
-
-            def on_train_batch_end(self, batch, logs=None):
-                for k, v in (logs or {}).items():
-                    if any(k == key or k.startswith(key) for key in keys):
-                        self.curves.setdefault(k, []).append(float(v))
-
-        return _Recorder()
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="Tiny Shakespeare input.txt (any text file).")
@@ -79,6 +60,8 @@ def main(argv=None):
     parser.add_argument("--learning-rate", dest="learning_rate", type=float, default=3e-3)
     parser.add_argument("--probe", default=None, help="Probe text for the pictures (default: a slice of --data).")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eager", action="store_true",
+                        help="Run training eagerly (no graph tracing: quicker for a few steps).")
     args = parser.parse_args(argv)
     for name in ("steps", "batch_size", "length", "d_model", "heads", "layers"):
         if getattr(args, name) <= 0:
@@ -106,7 +89,6 @@ def main(argv=None):
     schedule = nanogpt_schedule(args.learning_rate, args.steps, warmup_steps=min(100, args.steps // 10),
                                 min_ratio=0.1)
     curves = {}
-
     if args.model:
         if not os.path.isfile(args.model):
             raise FileNotFoundError(f"`--model` {args.model!r} does not exist.")
@@ -118,6 +100,10 @@ def main(argv=None):
             raise ValueError(f"`--model` has a vocabulary of {vocab} but `--data` has {len(chars)} characters.")
         length = min(args.length, model.get_layer("embedding").max_length or args.length)
         print(f"loaded {args.model} ({model.count_params():,} parameters)")
+        saved_curves = os.path.join(os.path.dirname(os.path.abspath(args.model)), "history.json")
+        if os.path.isfile(saved_curves):  # the curves of the run that trained it
+            with open(saved_curves) as f:
+                curves = json.load(f)
     else:
         length = args.length
         model = gpt(
@@ -128,28 +114,30 @@ def main(argv=None):
             optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.1, clipnorm=1.0),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             jit_compile=False,
+            run_eagerly=args.eager,
         )
         train = batches(ids[:split], args.batch_size, length, rng)
         probe_x, probe_y = next(batches(ids[split:], 8, length, np.random.default_rng(1)))
         every = max(1, args.steps // 20)
         monitors = [
-            GradientNormMonitor((probe_x, probe_y), every_n_steps=every, per_layer=True),
+            GradientNormMonitor((probe_x, probe_y), every_n_steps=every, use_tf_function=not args.eager),
             AttentionEntropyMonitor(probe_x, every_n_steps=every),
             LossSpikeDetector(factor=3.0, warmup=10, warn=True),
         ]
-        recorder = StepRecorder(["batch_loss", "grad_norm", "attention_entropy/mean", "loss_spike"])
         print(f"training a {args.layers}-layer character GPT ({model.count_params():,} parameters, "
               f"vocabulary {len(chars)}) for {args.steps} steps")
         start = time.time()
-        history = model.fit(train, steps_per_epoch=args.steps, epochs=1, verbose=2, callbacks=monitors + [recorder])
+        history = model.fit(train, steps_per_epoch=args.steps, epochs=1, verbose=2, shuffle=False,
+                            callbacks=monitors)
         print(f"trained in {time.time() - start:.0f} s; final running loss {history.history['loss'][-1]:.3f}")
         val_x, val_y = next(batches(ids[split:], 64, length, np.random.default_rng(2)))
         val_loss = model.evaluate(val_x, val_y, verbose=0)
         print(f"validation loss (64 windows): {float(np.ravel(val_loss)[0]):.3f}")
         # per-step curves; the sparse ones (every `every` steps) from the monitors' records
-        curves["loss"] = recorder.curves.get("batch_loss", history.history["loss"])
+        curves["loss"] = {"step": [s for s, _ in monitors[2].losses], "value": [v for _, v in monitors[2].losses]}
         for name, monitor in (("grad_norm", monitors[0]), ("attention_entropy/mean", monitors[1])):
-            curves[name] = [values[name] for _, values in monitor.records if name in values]
+            records = [(step, values[name]) for step, values in monitor.records if name in values]
+            curves[name] = {"step": [s for s, _ in records], "value": [v for _, v in records]}
         model.save(os.path.join(args.out, "char_gpt.keras"))
 
     # ---- pictures
@@ -172,7 +160,8 @@ def main(argv=None):
     if curves:
         with open(os.path.join(args.out, "history.json"), "w") as f:
             json.dump(curves, f)
-        written.append(plotting.plot_training_curves(curves, os.path.join(args.out, "training_curves.png")))
+        written.append(plotting.plot_training_curves(curves, os.path.join(args.out, "training_curves.png"),
+                                                       xlabel="step"))
 
     # ---- what the heads attend to (statistics over a batch of windows)
     stats_x, _ = next(batches(ids[split:] if len(ids) - split > length + 1 else ids, 16, length,

@@ -6,10 +6,14 @@ directly with NumPy: install the optional extra (`pip install
 keras-tfm[examples]`, i.e. scikit-learn) or pass `--data path/to/digits.csv.gz`.
 Nothing is downloaded.
 
-    python examples/vit_digits.py                 # patch 2 → 16 tokens + [CLS]
-    python examples/vit_digits.py --patch 4 --epochs 60
+    python examples/vit_digits.py                 # patch 4 → 4 tokens + [CLS]
+    python examples/vit_digits.py --patch 2       # 16 tokens + [CLS]
 
-Prints the test accuracy on a fixed, stratified 20 % split.
+Prints the test accuracy on a fixed, stratified 20 % split (359 images).
+Measured on CPU with the defaults (4 layers, 4 heads, d_model 64, 40 epochs,
+~135k parameters, 1-4 min): patch 4 → 97.2 % (seed 0), 97.8 % (seed 1);
+patch 2 → 94.4 % (seed 0); patch 2 with `--augment --epochs 60` → 84.7 %
+(±1 pixel shifts are too strong for 8×8 digits).
 """
 
 import argparse
@@ -60,7 +64,7 @@ def stratified_split(labels, test_fraction=0.2, seed=0):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=None, help="digits.csv.gz (default: the one inside scikit-learn).")
-    parser.add_argument("--patch", type=int, default=2, choices=[1, 2, 4, 8], help="Patch size (default 2).")
+    parser.add_argument("--patch", type=int, default=4, choices=[1, 2, 4, 8], help="Patch size (default 4).")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--d-model", dest="d_model", type=int, default=64)

@@ -118,15 +118,19 @@ class GradientNormMonitor(_DiagnosticCallback):
         per_layer: also log the per-layer norms.
         training: run the model in training mode (dropout on) for the probe.
         log_dir: TensorBoard log directory (optional).
+        use_tf_function: compile the probe computation with `tf.function`
+            (False: run it eagerly; quicker for a handful of measurements).
 
     Logs: `grad_norm`, `grad_norm/<layer>` (epoch logs: the last measurement).
     """
 
-    def __init__(self, probe_data, every_n_steps=100, per_layer=True, training=False, log_dir=None):
+    def __init__(self, probe_data, every_n_steps=100, per_layer=True, training=False, log_dir=None,
+                 use_tf_function=True):
         super().__init__(log_dir=log_dir, every_n_steps=check_positive_int("every_n_steps", every_n_steps))
         self.x, self.y, self.sample_weight = _unpack_probe(probe_data)
         self.per_layer = bool(per_layer)
         self.training = bool(training)
+        self.use_tf_function = bool(use_tf_function)
         self._fn = None
 
     def _groups(self):
@@ -145,7 +149,6 @@ class GradientNormMonitor(_DiagnosticCallback):
         index = [names.index(g) for g in groups]
         training = self.training
 
-        @tf.function
         def grad_norms(x, y, sample_weight):
             variables = model.trainable_variables
             with tf.GradientTape() as tape:
@@ -162,7 +165,7 @@ class GradientNormMonitor(_DiagnosticCallback):
             return tf.sqrt(tf.reduce_sum(per)), tf.sqrt(per), loss
 
         self._names = names
-        self._fn = grad_norms
+        self._fn = tf.function(grad_norms) if self.use_tf_function else grad_norms
 
     def measure(self):
         """Computes the norms now; returns {name: float}."""
@@ -213,6 +216,7 @@ class LossSpikeDetector(_DiagnosticCallback):
 
     Attributes:
         spikes: list of `(step, loss, reference)`.
+        losses: list of `(step, batch loss)` of every training batch.
 
     Logs: batch logs `loss_spike` 0/1 and `batch_loss`; epoch logs `loss_spike`
     (1 if the epoch had a spike) and `loss_spikes` (their number).
@@ -239,6 +243,7 @@ class LossSpikeDetector(_DiagnosticCallback):
         self.stop_training = bool(stop_training)
         self.warn = bool(warn)
         self.spikes = []
+        self.losses = []
         self._history = deque(maxlen=self.window)
         self._ema = None
         self._seen = 0
@@ -305,6 +310,7 @@ class LossSpikeDetector(_DiagnosticCallback):
         if loss is None:
             return
         ref = self.reference()
+        self.losses.append((self.step, loss))
         spike = self.update(loss, self.step)
         values = {"batch_loss": loss, "loss_spike": float(spike)}
         if logs is not None:

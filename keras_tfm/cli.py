@@ -15,8 +15,10 @@ value is the exit status), and decorate it with `@subcommand`:
         p.add_argument(...)
         p.set_defaults(func=run_export)
 
-Subcommands in other modules register the same way; list the module in
-`SUBCOMMAND_MODULES` so it is imported before the parser is built.
+Subcommands in other modules register the same way, or define functions
+named `add_<name>_subcommand(subparsers)`: every such function of a module
+listed in `SUBCOMMAND_MODULES` is registered when the parser is built
+(`keras_tfm.export.cli`: export, generate; `keras_tfm.plotting`: plot).
 """
 
 import argparse
@@ -25,8 +27,9 @@ import sys
 
 _REGISTRY = []
 
-#: Modules imported by `build_parser` so that their `@subcommand` functions register.
-SUBCOMMAND_MODULES = ("keras_tfm.cli_export", "keras_tfm.cli_generate", "keras_tfm.cli_plot")
+#: Modules imported by `build_parser`: their `@subcommand` functions and their
+#: `add_*_subcommand(subparsers)` functions are registered (missing modules are skipped).
+SUBCOMMAND_MODULES = ("keras_tfm.export.cli", "keras_tfm.plotting")
 
 
 def subcommand(register):
@@ -53,12 +56,16 @@ def _train(subparsers):
 
 
 def _import_subcommand_modules():
-    for module in SUBCOMMAND_MODULES:
+    for name in SUBCOMMAND_MODULES:
         try:
-            importlib.import_module(module)
+            module = importlib.import_module(name)
         except ModuleNotFoundError as e:
-            if e.name != module:
+            if not name.startswith(str(e.name)):
                 raise
+            continue
+        for attr in sorted(vars(module)):
+            if attr.startswith("add_") and attr.endswith("_subcommand") and callable(getattr(module, attr)):
+                subcommand(getattr(module, attr))
 
 
 def build_parser():

@@ -72,8 +72,20 @@ def resolve_layer(model, layer):
     return layer
 
 
+def _label(token):
+    """Visible tick label of a token: space → ␣, newline → ↵, other control characters escaped."""
+    token = str(token)
+    if token == " ":
+        return "\u2423"
+    if token == "\n":
+        return "\u21b5"
+    return repr(token)[1:-1]
+
+
 def plot_attention_weights(weights, path, tokens=None, title=None, query_tokens=None, max_cols=4):
     """Heatmaps of a (H, T, S) attention array, one panel per head."""
+    from matplotlib.colors import PowerNorm  # square-root colour scale: small weights stay visible
+
     w = np.asarray(weights, dtype=np.float32)
     if w.ndim == 2:
         w = w[None]
@@ -96,16 +108,17 @@ def plot_attention_weights(weights, path, tokens=None, title=None, query_tokens=
         if h >= heads:
             ax.axis("off")
             continue
-        image = ax.imshow(w[h], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        image = ax.imshow(w[h], cmap="viridis", norm=PowerNorm(gamma=0.5, vmin=0.0, vmax=1.0), aspect="auto",
+                          interpolation="nearest")
         ax.set_title(f"head {h}", fontsize=9)
         ax.set_xlabel("key", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
         if keys is not None and s <= 64:
             ax.set_xticks(range(s))
-            ax.set_xticklabels([repr(k)[1:-1] for k in keys], rotation=90, fontsize=6)
+            ax.set_xticklabels([_label(k) for k in keys], rotation=90, fontsize=6)
         if queries is not None and t <= 64:
             ax.set_yticks(range(t))
-            ax.set_yticklabels([repr(q)[1:-1] for q in queries], fontsize=6)
+            ax.set_yticklabels([_label(q) for q in queries], fontsize=6)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8)
     if title:
         fig.suptitle(title)
@@ -318,27 +331,39 @@ def _curves(source):
         )
     curves = {}
     for name, values in source.items():
-        y = np.asarray(values, dtype=np.float64).reshape(-1)
-        curves[name] = (np.arange(1, len(y) + 1), y)
+        if isinstance(values, dict):  # {"step": [...], "value": [...]}
+            if set(values) != {"step", "value"}:
+                raise ValueError(f"Curve {name!r} must be a list of values or a dict with 'step' and 'value'.")
+            x = np.asarray(values["step"], dtype=np.float64).reshape(-1)
+            y = np.asarray(values["value"], dtype=np.float64).reshape(-1)
+            if x.shape != y.shape:
+                raise ValueError(f"Curve {name!r} has {x.size} steps but {y.size} values.")
+        else:
+            y = np.asarray(values, dtype=np.float64).reshape(-1)
+            x = np.arange(1, len(y) + 1)
+        curves[name] = (x, y)
     return curves, "epoch"
 
 
-def plot_training_curves(history_or_logdir, path="training_curves.png", keys=None, log_scale=None):
+def plot_training_curves(history_or_logdir, path="training_curves.png", keys=None, log_scale=None, xlabel=None):
     """Training curves, one panel per metric (a metric and its `val_` twin share a panel).
 
     Args:
         history_or_logdir: a `keras.callbacks.History`, a dict {name: list of
-            values}, a path to a History JSON file, or a TensorBoard log dir.
+            values (one per epoch/step) or {"step": [...], "value": [...]}},
+            a path to such a JSON file, or a TensorBoard log dir.
         path: output PNG path.
         keys: metrics to draw (default: all; e.g. ["loss", "grad_norm"]).
         log_scale: log y-axis (default: for names containing "loss" or "norm"
-            when all values are positive).
+            when all values are positive and span more than a factor 10).
+        xlabel: x-axis label (default "epoch", or "step" for a log dir).
 
     Raises:
         ValueError: unknown `keys`, nothing to plot.
         FileNotFoundError: missing log directory / JSON file / event files.
     """
-    curves, xlabel = _curves(history_or_logdir)
+    curves, default_xlabel = _curves(history_or_logdir)
+    xlabel = xlabel or default_xlabel
     if not curves:
         raise ValueError("`history_or_logdir` holds no curve to plot.")
     if keys is not None:
@@ -362,14 +387,18 @@ def plot_training_curves(history_or_logdir, path="training_curves.png", keys=Non
             ax.axis("off")
             continue
         base = panels[i]
-        positive = True
+        positive, low, high = True, np.inf, -np.inf
         for name, label in ((base, "train" if f"val_{base}" in curves else base), (f"val_{base}", "validation")):
             if name not in curves:
                 continue
             x, y = curves[name]
             ax.plot(x, y, marker="o" if len(x) < 30 else None, markersize=3, label=label)
-            positive = positive and bool(np.all(y[np.isfinite(y)] > 0))
-        use_log = log_scale if log_scale is not None else (positive and ("loss" in base or "norm" in base))
+            finite = y[np.isfinite(y)]
+            positive = positive and bool(np.all(finite > 0))
+            if finite.size:
+                low, high = min(low, finite.min()), max(high, finite.max())
+        wide = positive and np.isfinite(low) and high > 10 * low
+        use_log = log_scale if log_scale is not None else (wide and ("loss" in base or "norm" in base))
         if use_log:
             ax.set_yscale("log")
         ax.set_title(base, fontsize=9)
@@ -439,9 +468,10 @@ def run_plot(args):
             raise ValueError("`--ids`/`--text` gave no token.")
         x = np.asarray([ids], dtype="int32")
         inputs = x
-        if isinstance(model.input, dict):
-            inputs = {k: np.ones_like(x) for k in model.input}
-            inputs[next(iter(model.input))] = x
+        if isinstance(model.input, dict):  # e.g. BERT: token ids, zero segments, full padding mask
+            inputs = {}
+            for k in model.input:
+                inputs[k] = x if "token" in k else (np.zeros_like(x) if "segment" in k else np.ones_like(x))
         out = plot_attention_heads(model, inputs, args.layer, tokens=tokens or [str(i) for i in ids], path=args.out)
     else:  # pragma: no cover (argparse restricts choices)
         raise ValueError(f"Unknown plot {what!r}.")

@@ -213,6 +213,28 @@ def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_
     return out
 
 
+def nanogpt_init(model, num_layers, seed=0, layer_norm_bias=False):
+    """nanoGPT's details on top of the GPT-2 layout of `keras_tfm.models.gpt`.
+
+    * residual output projections (attention output, FFN output) drawn from
+      N(0, 0.02 / sqrt(2 · num_layers)) (GPT-2's scaled init);
+    * with `layer_norm_bias=False`, the LayerNorm offsets stay at 0 (frozen),
+      as nanoGPT's `bias=False` LayerNorm.
+    """
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    std = 0.02 / math.sqrt(2 * num_layers)
+    for v in model.weights:
+        if v.path.endswith(("attention_output/kernel", "feed_forward/output/kernel")):
+            v.assign(rng.normal(0.0, std, tuple(v.shape)).astype(v.dtype))
+        if not layer_norm_bias and "norm" in v.path and v.path.endswith("/beta"):
+            v.trainable = False
+    return model
+
+
 def run_gpt(args):
     """Trains the character GPT; prints val loss every `--eval-interval` steps, a sample and the wall time."""
     t_start = time.perf_counter()
@@ -257,6 +279,7 @@ def run_gpt(args):
             use_bias=False,  # nanoGPT bias=False
             activation="gelu",  # torch nn.GELU (exact)
         )
+        nanogpt_init(model, args.n_layer, seed=args.seed)
         # Keras advances the schedule on every micro-batch when accumulating.
         schedule = schedules.nanogpt_schedule(
             args.learning_rate,

@@ -53,6 +53,29 @@ def test_attention_maps_gpt_match_manual_run_and_do_not_change_model(tmp_path):
     keras.saving.load_model(tmp_path / "m.keras", compile=False)
 
 
+def test_attention_maps_nested_sequential_and_errors():
+    inner = gpt("tiny", num_layers=2)
+    ids = keras.Input((None,), dtype="int32", name="ids")
+    outer = keras.Model(ids, keras.layers.Activation("softmax", name="probs")(inner(ids)))
+    x, _ = _data(2)
+    nested, direct = attention_maps(outer, x), attention_maps(inner, x)
+    assert list(nested) == list(direct)
+    for name in direct:
+        np.testing.assert_allclose(nested[name], direct[name], atol=1e-6)
+
+    from keras_tfm.layers import TransformerBlock
+
+    seq = keras.Sequential([keras.Input((T,), dtype="int32"), keras.layers.Embedding(V, 16),
+                            TransformerBlock(16, 2, 32, causal=True, name="b0"),
+                            TransformerBlock(16, 4, 32, name="b1")])
+    maps = attention_maps(seq, x)
+    assert maps["b0"].shape == (2, 2, T, T) and maps["b1"].shape == (2, 4, T, T)
+
+    plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="no TransformerBlock"):
+        attention_maps(plain, np.zeros((1, 3)))
+
+
 def test_attention_maps_bert_padding_and_seq2seq_cross():
     encoder = bert_encoder("tiny", num_layers=2)
     x, _ = _data(2)

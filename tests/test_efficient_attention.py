@@ -287,7 +287,6 @@ def test_transformer_block_with_efficient_impl(impl):
         expected_output_shape=(B, T, 12),
         expected_num_trainable_weights=16,
         call_kwargs={"padding_mask": pad},
-        run_mixed_precision=impl == "chunked",
     )
 
 
@@ -326,3 +325,24 @@ def test_chunked_causal_option_skips_blocks_exactly(chunks, layer_mask):
         fn = tf.function(lambda: _grads("chunked", q, k, v, mask, bias, causal=True, **chunks), jit_compile=True)
         for g, w in zip(fn(), want):
             _close(g, w)
+
+
+def test_layer_passes_its_causality_to_the_implementation():
+    """A causal layer tells chunked/local/linear it is causal; no option needed,
+    and a contradicting option is rejected by name."""
+    import keras
+    import numpy as np
+
+    from keras_tfm.layers import MultiHeadSelfAttention
+
+    x = np.random.default_rng(0).normal(size=(2, 19, 16)).astype("float32")
+    ref = MultiHeadSelfAttention(2, causal=True)
+    expected = ref(x)
+    for impl, options in (("chunked", {"query_chunk_size": 4, "key_chunk_size": 8}), ("local", {"window": 32})):
+        layer = MultiHeadSelfAttention(2, causal=True, attention_impl=impl, attention_options=options)
+        layer.build(x.shape)
+        layer.set_weights(ref.get_weights())
+        np.testing.assert_allclose(layer(x), expected, atol=1e-5)
+    bad = MultiHeadSelfAttention(2, causal=False, attention_impl="linear", attention_options={"causal": True})
+    with pytest.raises(ValueError, match="causal"):
+        bad(keras.ops.convert_to_tensor(x))

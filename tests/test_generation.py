@@ -122,9 +122,6 @@ def test_xla_loop_no_retrace_seeded_and_temperature_zero(gpt_learned):
     xla.generate([[1, 2, 3], list(range(4, 16)), [11]], 20, sampler="sample", seed=0, top_p=0.9)
     xla.generate([[3] * 16] * 3, 5, sampler="sample", seed=0)
     assert xla.trace_count == 1
-    # A new bucket (prompt longer than 16) traces once more.
-    xla.generate([list(range(1, 18))] * 3, 5, sampler="sample", seed=0)
-    assert xla.trace_count == 2
 
 
 def test_same_seed_same_output_eager(gpt_learned):
@@ -268,10 +265,15 @@ def test_seq2seq_beam_width_one_equals_greedy():
 
 
 def test_public_generate_and_beam_search(gpt_learned):
-    tokens = generation.generate(gpt_learned, PROMPTS, 4)
+    assert isinstance(generation.get_generator(gpt_learned), CausalLMGenerator)
+    assert isinstance(generation.get_generator(seq2seq(preset="tiny")), Seq2SeqGenerator)
+    assert generation.get_generator(gpt_learned) is generation.get_generator(gpt_learned)
+    # A generator object is accepted in place of the model (eager here, for speed).
+    eager = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    tokens = generation.generate(eager, PROMPTS, 4)
     assert tokens.shape == (3, 4) and tokens.dtype == np.int32
-    seqs, scores, lengths = generation.beam_search(gpt_learned, PROMPTS, 4, num_beams=2)
-    assert seqs.shape == (3, 2, 4)
+    seqs, scores, lengths = generation.beam_search(eager, PROMPTS, 4, num_beams=2)
+    assert seqs.shape == (3, 2, 4) and scores.shape == (3, 2) and lengths.shape == (3, 2)
 
 
 # --------------------------------------------------------------------------- buckets

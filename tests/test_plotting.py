@@ -153,3 +153,46 @@ def test_plot_subcommand(tmp_path, model, capsys):
         run("curves", tmp_path / "nope", "--out", tmp_path / "x.png")
     with pytest.raises(SystemExit):
         parser.parse_args(["plot", "heatmap"])
+
+
+def _load_example(name):
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lab_analysis_end_to_end(tmp_path, capsys):
+    lab = _load_example("lab_analysis")
+    rng = np.random.default_rng(0)
+    words = ["to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"]
+    text = "\n".join(" ".join(rng.choice(words, 8)) for _ in range(60))
+    data = tmp_path / "input.txt"
+    data.write_text(text)
+    out = tmp_path / "lab"
+    small = ["--length", "16", "--d-model", "32", "--heads", "2", "--batch-size", "4"]
+    assert lab.main(["--data", str(data), "--out", str(out), "--steps", "3", "--eager", *small]) == 0
+    printed = capsys.readouterr().out
+    expected = [f"attention_decoder_block_{i}.png" for i in range(4)] + [
+        "positional_encoding.png", "position_similarity.png", "lr_schedule.png", "training_curves.png"]
+    for name in expected:
+        assert_png(out / name, min_kb=3)
+    history = json.loads((out / "history.json").read_text())
+    assert history["loss"]["step"] == [1, 2, 3] and len(history["grad_norm"]["value"]) == 4
+    stats = json.loads((out / "head_stats.json").read_text())
+    assert set(stats) == {f"decoder_block_{i}" for i in range(4)}
+    assert len(stats["decoder_block_0"]["previous_token"]) == 2
+    assert "decoder_block_3" in printed and "entropy" in printed
+
+    # load the saved model instead of training
+    out2 = tmp_path / "lab2"
+    assert lab.main(["--data", str(data), "--out", str(out2), "--model", str(out / "char_gpt.keras"), *small]) == 0
+    for name in expected:
+        assert_png(out2 / name, min_kb=3)
+    with pytest.raises(FileNotFoundError, match="--data"):
+        lab.main(["--data", str(tmp_path / "nope.txt"), "--out", str(out2)])
+    with pytest.raises(ValueError, match="--steps"):
+        lab.main(["--data", str(data), "--out", str(out2), "--steps", "0"])

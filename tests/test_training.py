@@ -323,7 +323,7 @@ def _tiny_model_and_batch(kind):
 
 
 @pytest.mark.parametrize("kind", ["gpt", "bert", "seq2seq"])
-@pytest.mark.parametrize("precision,jit", [("mixed_float16", False), ("mixed_bfloat16", True), ("float32", True)])
+@pytest.mark.parametrize("precision,jit", [("mixed_float16", False), ("mixed_bfloat16", True)])
 def test_precision_and_xla_train(kind, precision, jit):
     previous = training.set_precision(precision)
     try:
@@ -334,7 +334,7 @@ def test_precision_and_xla_train(kind, precision, jit):
         if precision == "mixed_float16":
             assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
         assert model.get_layer("logits").compute_dtype == "float32"
-        losses = [float(model.train_on_batch(x, y, sample_weight=w, return_dict=True)["loss"]) for _ in range(3)]
+        losses = [float(model.train_on_batch(x, y, sample_weight=w, return_dict=True)["loss"]) for _ in range(2)]
         assert np.all(np.isfinite(losses)), losses
     finally:
         training.set_precision(previous)

@@ -135,3 +135,22 @@ def test_vit_keras_round_trip(tmp_path, options):
 def test_vit_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         _tiny_vit(**kwargs)
+
+
+def test_vit_digits_example_data_errors(tmp_path, monkeypatch):
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "vit_digits.py")
+    spec = importlib.util.spec_from_file_location("example_vit_digits", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with pytest.raises(FileNotFoundError, match="--data"):
+        example.find_digits_csv(str(tmp_path / "missing.csv.gz"))
+    # a tiny digits-format CSV (64 pixels in 0..16, then the label) loads as 8×8×1 images
+    rows = np.concatenate([np.random.default_rng(0).integers(0, 17, (20, 64)), np.arange(20)[:, None] % 10], axis=1)
+    np.savetxt(tmp_path / "digits.csv", rows, fmt="%d", delimiter=",")
+    images, labels = example.load_digits(str(tmp_path / "digits.csv"))
+    assert images.shape == (20, 8, 8, 1) and images.max() <= 1.0 and list(labels[:3]) == [0, 1, 2]
+    train, test = example.stratified_split(labels, 0.5)
+    assert len(set(train) & set(test)) == 0 and len(train) + len(test) == 20

@@ -57,7 +57,7 @@ def _split_tokenizers(tokenizer):
 
 
 def build_serving(model, tokenizer=None, kind="auto", label_names=None, max_new_tokens_limit=None, beam_widths=(1, 2, 4),
-                  eos_id=None, jit_compile=True):
+                  eos_id=None, jit_compile=True, max_prompt_length=None):
     """The serving helper object of `model` (endpoints + warmup requests)."""
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
@@ -67,7 +67,7 @@ def build_serving(model, tokenizer=None, kind="auto", label_names=None, max_new_
         raise ValueError(f"Unknown `kind` {kind!r}; expected 'auto' or one of {list(KINDS)}.")
     if kind == "gpt":
         return sig.GPTServing(model, tokenizer, max_new_tokens_limit=max_new_tokens_limit, eos_id=eos_id,
-                              jit_compile=jit_compile)
+                              jit_compile=jit_compile, max_prompt_length=max_prompt_length)
     if kind == "seq2seq":
         source, target = _split_tokenizers(tokenizer)
         return sig.Seq2SeqServing(model, source, target, max_new_tokens_limit=max_new_tokens_limit,
@@ -99,6 +99,7 @@ def export_for_serving(
     beam_widths=(1, 2, 4),
     eos_id=None,
     jit_compile=True,
+    max_prompt_length=None,
     verbose=False,
 ):
     """Exports a keras_tfm model as a TF Serving model version, atomically.
@@ -142,6 +143,9 @@ def export_for_serving(
         beam_widths: seq2seq beam widths compiled into `translate`.
         eos_id: GPT: stop id (default none); seq2seq: default EOS.
         jit_compile: compile the decoding loops with XLA.
+        max_prompt_length: GPT: longest prompt accepted (default the model's
+            max_length); one decoding loop is compiled per power-of-two prompt
+            bucket up to it, so a smaller value exports faster.
         verbose: print the endpoints (Keras' summary).
 
     Returns:
@@ -156,7 +160,7 @@ def export_for_serving(
         raise ValueError(f"`version` must be a positive int or None; received {version!r}.")
     serving = build_serving(model, tokenizer, kind=kind, label_names=label_names,
                             max_new_tokens_limit=max_new_tokens_limit, beam_widths=beam_widths, eos_id=eos_id,
-                            jit_compile=jit_compile)
+                            jit_compile=jit_compile, max_prompt_length=max_prompt_length)
     os.makedirs(base, exist_ok=True)
     if version is None:
         existing = list_versions(base)

@@ -32,7 +32,7 @@ gives the same tokens, as `generate(..., seed=int)` in process).
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data.special_tokens import BOS, CLS, EOS, MASK, NUM_SPECIAL_TOKENS, PAD, SEP, SPECIAL_TOKENS
+from keras_tfm.data.special_tokens import BOS, CLS, EOS, MASK, NUM_SPECIAL_TOKENS, PAD, SEP, SPECIAL_TOKENS, UNK
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding, samplers
@@ -139,7 +139,17 @@ def raw_encode(tokenizer, strings):
 
 
 def detokenize(tokenizer, ids, lengths):
-    return tokenizer.detokenize(ragged_from_padded(ids, lengths))
+    """Generated ids → strings; ids the tokenizer does not know (a model
+    vocabulary larger than the tokenizer's) become `[UNK]` (or are dropped
+    without special tokens)."""
+    ragged = ragged_from_padded(ids, lengths)
+    if getattr(tokenizer, "special_tokens", False):
+        ragged = tf.ragged.map_flat_values(
+            lambda v: tf.where(v < tokenizer.vocabulary_size, v, tf.constant(UNK, v.dtype)), ragged
+        )
+    else:
+        ragged = tf.ragged.boolean_mask(ragged, tf.ragged.map_flat_values(tf.less, ragged, tokenizer.vocabulary_size))
+    return tokenizer.detokenize(ragged)
 
 
 def _sample_text(tokenizer, count=4):
@@ -598,7 +608,9 @@ class BertMaskedLMServing(_BertBase):
 
     def __init__(self, model, tokenizer, top_k=FILL_MASK_TOP_K):
         super().__init__(model, tokenizer)
-        self.top_k = min(int(top_k), self.vocabulary_size - NUM_SPECIAL_TOKENS)
+        # Predictions are restricted to the tokenizer's ordinary tokens.
+        self.num_predictable = tokenizer.vocabulary_size
+        self.top_k = min(int(top_k), self.num_predictable - NUM_SPECIAL_TOKENS)
 
     def encode_masked(self, strings):
         """Splits on the literal `[MASK]`, tokenizes the pieces and joins them
@@ -620,7 +632,7 @@ class BertMaskedLMServing(_BertBase):
 
     def endpoints(self):
         model, tokenizer = self.model, self.tokenizer
-        vocab_strings = tf.constant(tokenizer.get_vocabulary() + ["[UNK]"] * (self.vocabulary_size - tokenizer.vocabulary_size))
+        vocab_strings = tf.constant(tokenizer.get_vocabulary())
 
         def fill_mask(inputs):
             ids, num_masks = self.encode_masked(inputs)
@@ -632,7 +644,8 @@ class BertMaskedLMServing(_BertBase):
             x = self.encode(ids, "inputs")
             token_ids = x["token_ids"]
             logits = tf.cast(model(x, training=False), tf.float32)
-            ordinary = tf.range(self.vocabulary_size) >= NUM_SPECIAL_TOKENS
+            ids_range = tf.range(self.vocabulary_size)
+            ordinary = (ids_range >= NUM_SPECIAL_TOKENS) & (ids_range < self.num_predictable)
             logits = tf.where(ordinary[None, None, :], logits, samplers.MASK_VALUE)
             best = tf.argmax(logits, axis=-1, output_type=tf.int32)
             is_mask = tf.equal(token_ids, MASK)

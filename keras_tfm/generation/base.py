@@ -126,6 +126,15 @@ def check_sampler(sampler, temperature, top_k, top_p):
     return samplers.check_sampling_args(temperature, top_k, top_p)
 
 
+class _FunctionCache:
+    """Plain (non-trackable) holder of compiled functions, so that
+    `tf.saved_model.save(generator, ...)` saves only the model's variables and
+    the signatures one passes explicitly."""
+
+    def __init__(self):
+        self.functions = {}
+
+
 class BaseGenerator(tf.Module):
     """Holds a model and its compiled generation functions.
 
@@ -142,20 +151,21 @@ class BaseGenerator(tf.Module):
         self.pad_id = check_int("pad_id", pad_id, minimum=0)
         self.jit_compile = bool(jit_compile)
         self.run_eagerly = bool(run_eagerly)
-        self._functions = {}
+        self._cache = _FunctionCache()
         self.trace_count = 0
 
     def _compiled(self, key, fn):
-        if key not in self._functions:
+        functions = self._cache.functions
+        if key not in functions:
             def traced(*args):
                 self.trace_count += 1
                 return fn(*args)
 
             if self.run_eagerly:
-                self._functions[key] = traced
+                functions[key] = traced
             else:
-                self._functions[key] = tf.function(traced, jit_compile=self.jit_compile, reduce_retracing=False)
-        return self._functions[key]
+                functions[key] = tf.function(traced, jit_compile=self.jit_compile, reduce_retracing=False)
+        return functions[key]
 
     @staticmethod
     def _eos(eos_id):

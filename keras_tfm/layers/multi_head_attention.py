@@ -158,8 +158,20 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             return self.relative_bias.compute_bias(query_length, key_length, query_offset)
         return None
 
-    def _attend(self, query, key, value, mask, bias, return_attention_scores, training):
-        """Runs the attention core on projected heads and the output projection."""
+    def _attend(self, query, key, value, mask, bias, return_attention_scores, training, causal=False):
+        """Runs the attention core on projected heads and the output projection.
+
+        `causal` tells non-standard implementations that `mask` includes the
+        causal mask of equal-length self-attention, so they can skip blocks
+        above the diagonal (chunked, local) or use prefix sums (linear).
+        """
+        options = dict(self.attention_options)
+        if self.attention_impl != "standard":
+            if options.setdefault("causal", causal) != causal:
+                raise ValueError(
+                    f"`attention_options['causal']`={options['causal']} contradicts the layer "
+                    f"(causal={causal}); leave it out, the layer sets it."
+                )
         output, weights = attention_core.dot_product_attention(
             query,
             key,
@@ -170,7 +182,7 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             training=training,
             return_weights=return_attention_scores,
             impl=self.attention_impl,
-            **self.attention_options,
+            **options,
         )
         return self.output_dense(output), weights
 

@@ -125,12 +125,13 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
         new_cache = None
         if cache is not None:
+            # One in-place slice update of the whole (B, 2, L, H, D) cache
+            # (slicing K and V out, updating and re-stacking them would copy
+            # the entire cache at every step).
             zero = ops.zeros((), "int32")
-            idx = (zero, start, zero, zero)
-            key_cache = ops.slice_update(cache[:, 0], idx, ops.cast(key, cache.dtype))
-            value_cache = ops.slice_update(cache[:, 1], idx, ops.cast(value, cache.dtype))
-            new_cache = ops.stack([key_cache, value_cache], axis=1)
-            key, value = ops.cast(key_cache, key.dtype), ops.cast(value_cache, value.dtype)
+            new_kv = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
+            new_cache = ops.slice_update(cache, (zero, zero, start, zero, zero), new_kv)
+            key, value = ops.cast(new_cache[:, 0], key.dtype), ops.cast(new_cache[:, 1], value.dtype)
 
         full_mask = masks_lib.merge_masks(
             causal,
@@ -138,7 +139,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             attention_mask,
         )
         bias = self._position_bias(length, key_length, start)
-        output, weights = self._attend(query, key, value, full_mask, bias, return_attention_scores, training)
+        output, weights = self._attend(
+            query, key, value, full_mask, bias, return_attention_scores, training, causal=self.causal and cache is None
+        )
 
         outputs = (output,)
         if return_attention_scores:

@@ -1,0 +1,174 @@
+"""The example scripts and the `keras-tfm` CLI, end to end on tiny generated data files.
+
+The examples run in-process (runpy, as `__main__`) to share one TensorFlow start-up; one test
+runs the installed console script in a subprocess.
+"""
+
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from keras_tfm import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+LINES = [
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\n",
+    "All:\nSpeak, speak.\n\n",
+    "First Citizen:\nYou are all resolved rather to die than to famish?\n\n",
+]
+
+
+def _run_example(name, argv, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [name] + list(argv))
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(os.path.join(EXAMPLES, name), run_name="__main__")
+    return exit_info.value.code
+
+
+@pytest.fixture
+def shakespeare(tmp_path):
+    path = tmp_path / "input.txt"
+    path.write_text("".join(LINES[i % 3] for i in range(40)))
+    return str(path)
+
+
+@pytest.fixture
+def sst2_dir(tmp_path):
+    folder = tmp_path / "sst2"
+    folder.mkdir()
+    good = ["a gorgeous , witty film", "a fun and moving story", "good acting and a great script"]
+    bad = ["a dull , boring mess", "bad acting and a weak script", "the worst film of the year"]
+    for split, n in (("train", 24), ("dev", 8), ("test", 6)):
+        rows = [f"1 {good[i % 3]}" if i % 2 else f"0 {bad[i % 3]}" for i in range(n)]
+        (folder / f"stsa.binary.{split}").write_text("\n".join(rows) + "\n")
+    return str(folder)
+
+
+@pytest.fixture
+def spa_file(tmp_path):
+    pairs = [("Go.", "Ve."), ("Hi.", "Hola."), ("Run!", "¡Corre!"), ("I see.", "Ya veo."), ("Thanks.", "Gracias."),
+             ("I won!", "¡He ganado!"), ("We lost.", "Perdimos."), ("Be kind.", "Sé amable.")]
+    path = tmp_path / "spa.txt"
+    path.write_text("".join(f"{en}\t{es}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n" for en, es in pairs * 6))
+    return str(path)
+
+
+TINY_GPT = ["--steps", "4", "--eval-interval", "2", "--eval-iters", "1", "--n-layer", "1", "--n-head", "2",
+            "--n-embd", "16", "--block-size", "8", "--batch-size", "4", "--sample-tokens", "5",
+            "--steps-per-execution", "2", "--verbose", "0"]
+TINY_BERT = ["--steps", "3", "--eval-interval", "3", "--batch-size", "4", "--vocabulary-size", "60",
+             "--sequence-length", "12", "--num-layers", "1", "--num-heads", "2", "--d-model", "16", "--d-ff", "32",
+             "--finetune-epochs", "1", "--finetune-batch-size", "8", "--verbose", "0"]
+TINY_SEQ2SEQ = ["--steps", "3", "--eval-interval", "3", "--batch-size", "4", "--test-pairs", "8", "--bleu-pairs", "4",
+                "--show", "2", "--num-layers", "1", "--num-heads", "2", "--d-model", "16", "--d-ff", "32",
+                "--max-words", "6", "--warmup-steps", "2", "--verbose", "0"]
+
+
+@pytest.mark.parametrize("name", ["gpt_shakespeare.py", "bert_sst2.py", "translate.py", "demo.py"])
+def test_example_help(name, monkeypatch, capsys):
+    assert _run_example(name, ["--help"], monkeypatch) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage:") and "--steps" in out
+
+
+def test_gpt_example_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
+    results = tmp_path / "gpt.json"
+    log_dir = tmp_path / "logs"
+    code = _run_example("gpt_shakespeare.py",
+                        ["--data", shakespeare, "--results", str(results), "--log-dir", str(log_dir)] + TINY_GPT,
+                        monkeypatch)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "val loss" in out and "wall time" in out and "sample" in out
+    r = json.loads(results.read_text())
+    assert r["steps"] == 4 and len(r["history"]["val_loss"]) == 2 and r["val_loss"] > 0
+    assert len(r["sample"]) == 5
+
+
+def test_bert_example_end_to_end(sst2_dir, tmp_path, monkeypatch, capsys):
+    results = tmp_path / "bert.json"
+    code = _run_example("bert_sst2.py", ["--data-dir", sst2_dir, "--results", str(results)] + TINY_BERT, monkeypatch)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "SST-2 dev accuracy" in out
+    r = json.loads(results.read_text())
+    assert 0.0 <= r["dev_accuracy"] <= 1.0 and "test_accuracy" in r
+    assert r["mlm_steps"] == 3 and r["finetune_steps"] == 3
+
+
+def test_translate_example_end_to_end(spa_file, tmp_path, monkeypatch, capsys):
+    results = tmp_path / "mt.json"
+    code = _run_example("translate.py", ["--data", spa_file, "--results", str(results)] + TINY_SEQ2SEQ, monkeypatch)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "corpus BLEU-4" in out and "token accuracy" in out and "translation:" in out
+    r = json.loads(results.read_text())
+    assert 0.0 <= r["bleu"] <= 1.0 and 0.0 <= r["token_accuracy"] <= 1.0 and len(r["examples"]) == 2
+
+
+def test_demo_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
+    export_dir = tmp_path / "saved_models" / "gpt"
+    argv = ["--data", shakespeare, "--export-dir", str(export_dir)] + TINY_GPT
+    assert _run_example("demo.py", argv, monkeypatch) == 0
+    out = capsys.readouterr().out
+    assert "sample" in out and "[export]" in out
+
+
+def test_cli_train_gpt_with_backup_and_logs(shakespeare, tmp_path, capsys):
+    backup = tmp_path / "backup"
+    status = cli.main(["train", "gpt", "--data", shakespeare, "--backup-dir", str(backup), "--save-freq", "2",
+                       "--log-dir", str(tmp_path / "tb")] + TINY_GPT)
+    assert status == 0
+    assert "val loss" in capsys.readouterr().out
+    assert not backup.exists()  # removed once training completed
+
+
+def test_cli_errors_and_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "gpt", "--no-such-option"])
+    assert e.value.code == 2
+    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "llama"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main([])
+    assert e.value.code == 2
+    for argv in (["--help"], ["train", "--help"], ["train", "bert", "--help"], ["train", "seq2seq", "--help"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "train" in out and "--data-dir" in out and "--label-smoothing" in out
+
+
+def test_cli_subcommands_are_registered_from_functions():
+    calls = []
+
+    @cli.subcommand
+    def _hello(subparsers):
+        p = subparsers.add_parser("hello-test")
+        p.add_argument("--name", default="x")
+        p.set_defaults(func=lambda args: calls.append(args.name) or 0)
+
+    try:
+        assert cli.main(["hello-test", "--name", "y"]) == 0
+        assert calls == ["y"]
+    finally:
+        cli._REGISTRY.remove(_hello)
+
+
+def test_console_script_help():
+    exe = shutil.which("keras-tfm") or os.path.join(os.path.dirname(sys.executable), "keras-tfm")
+    if not os.path.exists(exe):
+        pytest.skip("keras-tfm console script not installed (pip install -e .)")
+    proc = subprocess.run([exe, "train", "gpt", "--help"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--manual-dir" in proc.stdout and "--block-size" in proc.stdout

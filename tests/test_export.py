@@ -1,0 +1,348 @@
+"""TF Serving export: signatures, Keras-free loading (TF2 and the TF1 session
+loader), saved_model_cli, atomic versioned writes, request validation, CLI.
+
+The tiny models are exported once per module; a single subprocess
+(`tests/serving_client.py`, where importing keras / keras_tfm fails) checks
+every signature of every export through both loaders.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_tfm.data import CharTokenizer, WordTokenizer
+from keras_tfm.export import (
+    add_export_subcommand,
+    add_generate_subcommand,
+    detect_kind,
+    export_for_serving,
+    list_versions,
+    read_warmup_requests,
+)
+from keras_tfm.export import warmup as warmup_lib
+from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator
+from keras_tfm.models import bert_classifier, bert_masked_lm, gpt, seq2seq
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENT = os.path.join(HERE, "serving_client.py")
+SUBPROCESS_TIMEOUT = 420
+
+GPT_PROMPTS = ["hello world", "a", "this is a tiny"]
+GPT_TEXT = "hello world, this is a tiny corpus! yes."
+S2S_SOURCES = ["the cat sat", "a dog", "the dog sat on the mat"]
+S2S_WORDS = "the cat sat on a mat dog ran far".split()
+BERT_TEXTS = ["the cat sat on the mat", "a dog ran", "cat"]
+BERT_WORDS = "the cat sat on a mat dog ran far good bad movie".split()
+MAX_NEW = 10
+
+
+def sampling(max_new_tokens=MAX_NEW, temperature=0.0, top_k=0, top_p=1.0, seed=0):
+    return {"max_new_tokens": max_new_tokens, "temperature": temperature, "top_k": top_k, "top_p": top_p,
+            "seed": seed}
+
+
+def detok(tokenizer, tokens, lengths):
+    ragged = tf.RaggedTensor.from_tensor(tf.constant(tokens, tf.int32), lengths=tf.constant(lengths, tf.int64))
+    return [s.decode("utf-8") for s in tokenizer.detokenize(ragged).numpy()]
+
+
+def ids_of(tokenizer, texts):
+    return [list(tokenizer.tokenize(t).numpy()) for t in texts]
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    root = tmp_path_factory.mktemp("saved_models")
+    out = {"root": str(root)}
+
+    # ---- GPT (CharTokenizer), max_length 24 → prompt buckets 8, 16, 32.
+    keras.utils.set_random_seed(1)
+    char_tok = CharTokenizer.from_corpus(GPT_TEXT)
+    gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=24)
+    out["gpt_path"] = export_for_serving(gpt_model, root / "gpt", tokenizer=char_tok, max_new_tokens_limit=12)
+    gen = CausalLMGenerator(gpt_model)
+    prompt_ids = ids_of(char_tok, GPT_PROMPTS)
+    tokens, lengths = gen.generate(prompt_ids, MAX_NEW, return_lengths=True)
+    out["gpt_greedy"] = detok(char_tok, tokens, lengths)
+    out["gpt_greedy_ids"] = tokens.tolist()
+    sampled = gen.generate(prompt_ids, MAX_NEW, sampler="sample", temperature=1.0, top_k=5, top_p=0.9, seed=7)
+    out["gpt_sampled_ids"] = sampled.tolist()
+    padded = np.zeros((len(prompt_ids), max(map(len, prompt_ids))), np.int32)
+    for b, p in enumerate(prompt_ids):
+        padded[b, : len(p)] = p
+    out["gpt_padded"], out["gpt_lengths"] = padded.tolist(), [len(p) for p in prompt_ids]
+    out["gpt_logits"] = np.asarray(gpt_model(padded[:1, : len(prompt_ids[0])])).tolist()
+    out["gpt_model"], out["char_tok"] = gpt_model, char_tok
+
+    # ---- seq2seq (shared WordTokenizer), beam widths 1 and 2.
+    keras.utils.set_random_seed(2)
+    word_tok = WordTokenizer(S2S_WORDS)
+    s2s = seq2seq(preset="tiny", vocabulary_size=word_tok.vocabulary_size)
+    out["s2s_path"] = export_for_serving(s2s, root / "s2s", tokenizer=word_tok, beam_widths=(1, 2))
+    sgen = Seq2SeqGenerator(s2s)
+    src = ids_of(word_tok, S2S_SOURCES)
+    tokens, lengths = sgen.generate(src, MAX_NEW, bos_id=5, eos_id=6, return_lengths=True)
+    out["s2s_greedy"] = detok(word_tok, tokens, np.minimum(lengths, MAX_NEW))
+    seqs, _, blens = sgen.beam_search(src, MAX_NEW, num_beams=2, length_penalty=0.6, bos_id=5, eos_id=6)
+    out["s2s_beam"] = detok(word_tok, seqs[:, 0], np.minimum(blens[:, 0], MAX_NEW))
+
+    # ---- BERT classifier and masked LM (WordTokenizer).
+    keras.utils.set_random_seed(3)
+    bert_tok = WordTokenizer(BERT_WORDS)
+    clf = bert_classifier("tiny", num_classes=2, vocabulary_size=64)
+    out["clf_path"] = export_for_serving(clf, root / "clf", tokenizer=bert_tok, label_names=["neg", "pos"])
+    ids = ids_of(bert_tok, BERT_TEXTS)
+    width = max(map(len, ids)) + 2
+    token_ids = np.zeros((len(ids), width), np.int32)
+    for b, row in enumerate(ids):
+        token_ids[b, : len(row) + 2] = [2] + row + [3]
+    x = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "padding_mask": (token_ids > 0).astype("int32")}
+    out["clf_probs"] = tf.nn.softmax(clf(x)).numpy().tolist()
+    out["clf_model"], out["bert_tok"] = clf, bert_tok
+    mlm = bert_masked_lm("tiny", vocabulary_size=64)
+    out["mlm_path"] = export_for_serving(mlm, root / "mlm", tokenizer=bert_tok)
+    masked = np.array([[2, 7, 4, 9, 3]], np.int32)  # [CLS] the [MASK] sat [SEP]
+    logits = np.array(mlm({"token_ids": masked, "segment_ids": np.zeros_like(masked),
+                             "padding_mask": np.ones_like(masked)}))[0, 2]
+    logits[:7] = -np.inf
+    logits[bert_tok.vocabulary_size:] = -np.inf  # predictions restricted to the tokenizer's tokens
+    out["mlm_top1"] = bert_tok.get_vocabulary()[int(np.argmax(logits))]
+    return out
+
+
+def bad_gpt_requests():
+    base = dict(prompts=["hello"], **sampling())
+    cases = [
+        ("empty batch", dict(base, prompts=[]), "empty batch"),
+        ("max_new_tokens < 0", dict(base, max_new_tokens=-1), "`max_new_tokens` must be >= 0"),
+        ("max_new_tokens > limit", dict(base, max_new_tokens=13), "`max_new_tokens` must be <= 12"),
+        ("top_p > 1", dict(base, top_p=1.5), "`top_p` must be in (0, 1]"),
+        ("top_p = 0", dict(base, top_p=0.0), "`top_p` must be in (0, 1]"),
+        ("top_k < 0", dict(base, top_k=-2), "`top_k` must be >= 0"),
+        ("temperature < 0", dict(base, temperature=-1.0), "`temperature` must be a finite float >= 0"),
+        ("empty prompt", dict(base, prompts=["hello", ""]), "needs at least one token"),
+        ("too long for the model", dict(base, prompts=["h" * 20]), "maximum length 24"),
+    ]
+    requests = [{"signature": "generate", "inputs": inputs} for _, inputs, _ in cases]
+    expected = [(name, "InvalidArgumentError", text) for name, _, text in cases]
+    # Wrong dtype: rejected by the signature itself.
+    requests.append({"signature": "generate_ids", "inputs": dict(token_ids=[[1.5, 2.0]], lengths=[2], **sampling()),
+                     "dtypes": {"token_ids": "float32"}})
+    expected.append(("float token_ids", None, "int32"))
+    requests.append({"signature": "generate_ids", "inputs": dict(token_ids=[[7, 8]], lengths=[3], **sampling())})
+    expected.append(("lengths > width", "InvalidArgumentError", "`lengths` must be in"))
+    return requests, expected
+
+
+@pytest.fixture(scope="module")
+def served(exports, tmp_path_factory):
+    """Runs tests/serving_client.py once (keras and keras_tfm blocked)."""
+    gpt_calls = [
+        {"signature": "generate", "inputs": dict(prompts=GPT_PROMPTS, **sampling())},
+        {"signature": "generate_ids",
+         "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"], **sampling())},
+        {"signature": "generate_ids",
+         "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"],
+                        **sampling(temperature=1.0, top_k=5, top_p=0.9, seed=7))},
+        {"signature": "serving_default", "inputs": {"token_ids": [exports["gpt_padded"][0][: len(GPT_PROMPTS[0])]]}},
+    ]
+    bad, _ = bad_gpt_requests()
+    s2s_calls = [
+        {"signature": "translate", "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=1,
+                                                  length_penalty=0.6)},
+        {"signature": "translate", "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=2,
+                                                  length_penalty=0.6)},
+    ]
+    s2s_bad = [
+        {"signature": "translate", "inputs": dict(inputs=["a"], max_new_tokens=MAX_NEW, num_beams=3,
+                                                  length_penalty=0.6)},
+        {"signature": "translate", "inputs": dict(inputs=[], max_new_tokens=MAX_NEW, num_beams=1,
+                                                  length_penalty=0.6)},
+        {"signature": "translate", "inputs": dict(inputs=["a"], max_new_tokens=100, num_beams=1,
+                                                  length_penalty=0.6)},
+    ]
+    spec = {"models": [
+        {"path": exports["gpt_path"], "calls": gpt_calls, "bad": bad},
+        {"path": exports["s2s_path"], "calls": s2s_calls, "bad": s2s_bad},
+        {"path": exports["clf_path"], "calls": [{"signature": "classify", "inputs": {"inputs": BERT_TEXTS}}],
+         "bad": [{"signature": "classify", "inputs": {"inputs": []}}]},
+        {"path": exports["mlm_path"], "calls": [{"signature": "fill_mask", "inputs": {"inputs": ["the [MASK] sat"]}}],
+         "bad": [{"signature": "fill_mask", "inputs": {"inputs": ["no mask here"]}}]},
+    ]}
+    work = tmp_path_factory.mktemp("client")
+    spec_path, result_path = work / "spec.json", work / "result.json"
+    spec_path.write_text(json.dumps(spec))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, CLIENT, str(spec_path), str(result_path)], capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT, env=env, cwd=str(work))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(result_path.read_text())
+
+
+def test_loads_without_keras(served):
+    assert served["blocked_modules_loaded"] == []
+
+
+def test_gpt_signatures_match_in_process(exports, served):
+    gpt_result = served["models"][0]
+    assert set(gpt_result["signatures"]) == {"serving_default", "generate", "generate_ids"}
+    for loader in ("tf2", "tf1"):
+        generate, ids, sampled, logits = gpt_result[loader]
+        assert generate["completions"] == exports["gpt_greedy"], loader
+        assert generate["num_tokens"] == [MAX_NEW] * len(GPT_PROMPTS)
+        assert ids["token_ids"] == exports["gpt_greedy_ids"], loader
+        # Same seed → same tokens as in-process sampling (both XLA on the same device).
+        assert sampled["token_ids"] == exports["gpt_sampled_ids"], loader
+        np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
+    assert gpt_result["tf1_signatures"]["generate"] == {
+        "inputs": ["max_new_tokens", "prompts", "seed", "temperature", "top_k", "top_p"],
+        "outputs": ["completions", "num_tokens"],
+    }
+
+
+def test_seq2seq_translate_matches_in_process(exports, served):
+    s2s = served["models"][1]
+    assert "translate" in s2s["signatures"]
+    for loader in ("tf2", "tf1"):
+        greedy, beam = s2s[loader]
+        assert greedy["translations"] == exports["s2s_greedy"], loader
+        assert beam["translations"] == exports["s2s_beam"], loader
+    widths, empty, too_many = s2s["bad"]
+    assert widths["error"] == "InvalidArgumentError" and "`num_beams` must be one of" in widths["message"]
+    assert empty["error"] == "InvalidArgumentError" and "empty batch" in empty["message"]
+    assert too_many["error"] == "InvalidArgumentError" and "`max_new_tokens` must be <=" in too_many["message"]
+
+
+def test_bert_signatures(exports, served):
+    clf, mlm = served["models"][2], served["models"][3]
+    for loader in ("tf2", "tf1"):
+        out = clf[loader][0]
+        np.testing.assert_allclose(out["probabilities"], exports["clf_probs"], atol=1e-5)
+        expected = ["pos" if p[1] > p[0] else "neg" for p in exports["clf_probs"]]
+        assert out["labels"] == expected
+        filled = mlm[loader][0]
+        assert len(filled["top_tokens"][0]) == 5 and len(filled["top_probabilities"][0]) == 5
+        assert filled["top_tokens"][0][0] == exports["mlm_top1"]
+        assert filled["filled"][0] == f"the {exports['mlm_top1']} sat"
+    assert "empty batch" in clf["bad"][0]["message"]
+    assert mlm["bad"][0]["error"] == "InvalidArgumentError" and "[MASK]" in mlm["bad"][0]["message"]
+
+
+def test_malformed_requests_fail_cleanly(served):
+    _, expected = bad_gpt_requests()
+    results = served["models"][0]["bad"]
+    assert len(results) == len(expected)
+    for (name, error, text), result in zip(expected, results):
+        assert result["error"] is not None, f"{name}: accepted"
+        if error is not None:
+            assert result["error"] == error, (name, result)
+        assert text in result["message"], (name, result["message"])
+
+
+def test_warmup_records(exports, served):
+    for path, result in zip((exports["gpt_path"], exports["s2s_path"], exports["clf_path"], exports["mlm_path"]),
+                            served["models"]):
+        records = read_warmup_requests(path)
+        assert records, path
+        signatures = [r[1] for r in records]
+        assert set(signatures) <= set(result["signatures"])
+        assert all(r[0] == os.path.basename(os.path.dirname(path)) for r in records)
+        for parsed in result["warmup"]:  # replayed by the client when tensorflow_serving is installed
+            if parsed["parsed_with"]:
+                assert parsed["outputs"]
+    name, signature, inputs = read_warmup_requests(exports["gpt_path"])[1]
+    assert signature == "generate" and inputs["prompts"].dtype == object and inputs["max_new_tokens"].dtype == np.int32
+
+
+def test_warmup_encoding_matches_official_protos():
+    data = warmup_lib.encode_prediction_log("m", "generate", {"x": np.array([1, 2], np.int32),
+                                                              "s": np.array([b"hi"])})
+    name, signature, inputs = warmup_lib.decode_prediction_log(data)
+    assert (name, signature) == ("m", "generate")
+    np.testing.assert_array_equal(inputs["x"], [1, 2])
+    assert inputs["s"].tolist() == [b"hi"]
+    prediction_log_pb2 = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
+    log = prediction_log_pb2.PredictionLog.FromString(data)
+    assert log.predict_log.request.model_spec.signature_name == "generate"
+    np.testing.assert_array_equal(tf.make_ndarray(log.predict_log.request.inputs["x"]), [1, 2])
+
+
+def test_saved_model_cli_lists_signatures(exports):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    if not os.path.exists(cli):
+        pytest.skip("saved_model_cli is not installed next to the interpreter")
+    proc = subprocess.run([cli, "show", "--all", "--dir", exports["gpt_path"]], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("signature_def['generate']", "signature_def['generate_ids']", "signature_def['serving_default']",
+                 "inputs['prompts']", "outputs['completions']", "DT_STRING"):
+        assert name in proc.stdout, name
+
+
+def test_versions_and_atomic_writes(exports, tmp_path, monkeypatch):
+    clf, tok = exports["clf_model"], exports["bert_tok"]
+    base = tmp_path / "clf"
+    first = export_for_serving(clf, base, tokenizer=tok, warmup=False)
+    second = export_for_serving(clf, base, tokenizer=tok, warmup=False)
+    assert os.path.basename(first) == "1" and os.path.basename(second) == "2"
+    assert list_versions(base) == [1, 2]
+    with pytest.raises(FileExistsError, match=r"clf[/\\]2"):
+        export_for_serving(clf, base, tokenizer=tok, version=2)
+
+    def broken_write_out(self, path, *args, **kwargs):
+        os.makedirs(os.path.join(path, "variables"), exist_ok=True)
+        with open(os.path.join(path, "saved_model.pb"), "wb") as f:
+            f.write(b"partial")
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(type(keras.export.ExportArchive()), "write_out", broken_write_out)
+    with pytest.raises(OSError, match="simulated"):
+        export_for_serving(clf, base, tokenizer=tok)
+    assert sorted(os.listdir(base)) == ["1", "2"]  # no version 3, no temporary directory left
+
+
+def test_export_argument_errors(exports, tmp_path):
+    clf, tok = exports["clf_model"], exports["bert_tok"]
+    assert detect_kind(clf) == "bert_classifier" and detect_kind(exports["gpt_model"]) == "gpt"
+    with pytest.raises(ValueError, match="version"):
+        export_for_serving(clf, tmp_path / "x", tokenizer=tok, version=0)
+    with pytest.raises(ValueError, match="kind"):
+        export_for_serving(clf, tmp_path / "x", tokenizer=tok, kind="vit")
+    with pytest.raises(ValueError, match="label_names"):
+        export_for_serving(clf, tmp_path / "x", tokenizer=tok, label_names=["a", "b", "c"])
+    big = WordTokenizer([f"w{i}" for i in range(100)])
+    with pytest.raises(ValueError, match="tokenizer has"):
+        export_for_serving(clf, tmp_path / "x", tokenizer=big)
+    assert not os.path.exists(tmp_path / "x") or list_versions(tmp_path / "x") == []
+
+
+def test_cli_export_and_generate(exports, tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="keras-tfm")
+    sub = parser.add_subparsers(dest="command")
+    add_export_subcommand(sub)
+    add_generate_subcommand(sub)
+    model_path, vocab_path = tmp_path / "clf.keras", tmp_path / "vocab.txt"
+    exports["clf_model"].save(model_path)
+    exports["bert_tok"].save_vocabulary(vocab_path)
+    args = parser.parse_args(["export", "--model", str(model_path), "--tokenizer", str(vocab_path), "--name", "clf",
+                              "--dir", str(tmp_path / "sm"), "--labels", "neg,pos", "--no-warmup"])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.strip().endswith(os.path.join("clf", "1"))
+    args = parser.parse_args(["generate", "--model", str(tmp_path / "sm" / "clf"), "--prompt", BERT_TEXTS[0],
+                              "--json"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["labels"][0] in ("neg", "pos")
+    np.testing.assert_allclose(out["probabilities"][0], exports["clf_probs"][0], atol=1e-5)
+    gpt_base = os.path.dirname(exports["gpt_path"])
+    args = parser.parse_args(["generate", "--model", gpt_base, "--version", "1", "--prompt", GPT_PROMPTS[0],
+                              "--prompt", GPT_PROMPTS[1], "--max-new-tokens", str(MAX_NEW)])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_greedy"][:2]
