@@ -10,12 +10,13 @@ Tiny GPT (4 layers, 4 heads, d_model 128, ByteTokenizer, 263 ids), greedy,
   `generate_ids` signature (ids in, ids out) and the `generate` signature
   (strings in, strings out: tokenization + detokenization in the graph).
 
-Each variant is warmed up (XLA compilation) and then timed `--reps` times;
-the table reports the median and the minimum (the minimum is the least
-disturbed by other processes on a shared machine). The served tokens are
-checked equal to the in-process tokens.
+The served process stays up and answers requests over a pipe, so the three
+variants are timed interleaved, rep by rep (load from other jobs on a shared
+machine hits them alike); the first rep compiles and is discarded. The table
+reports the median and the minimum of `--reps` timed reps. The served tokens
+are checked equal to the in-process tokens.
 
-    python bench/serve_latency.py [--reps 5] [--out bench/results_serve_latency.txt]
+    python bench/serve_latency.py [--reps 10] [--out bench/results_serve_latency.txt]
 """
 
 import argparse
@@ -41,113 +42,135 @@ def summary(times):
     return {"median_ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times)}
 
 
-def served_child(path, reps):
-    """Runs in a fresh process: keras and keras_tfm cannot be imported."""
+def served_child(path):
+    """Runs in a fresh process where keras / keras_tfm cannot be imported.
+
+    Protocol (line based, stdin → stdout): "VARIANT BATCH" runs the signature
+    once and answers a JSON line {"s": seconds, "tokens": ...}; "quit" ends.
+    The first call of each (variant, batch) compiles (the parent discards it).
+    """
     for name in ("keras", "tf_keras", "keras_tfm"):
         sys.modules[name] = None
     import numpy as np
     import tensorflow as tf
 
     loaded = tf.saved_model.load(path)
-    results = {}
-    for batch in BATCHES:
-        texts = [p.encode() for p in prompts(batch)]
-        ids = np.array([[b + 7 for b in t] for t in texts], np.int32)  # ByteTokenizer ids (special tokens on)
-        common = dict(max_new_tokens=tf.constant(NEW_TOKENS), temperature=tf.constant(0.0), top_k=tf.constant(0),
-                      top_p=tf.constant(1.0), seed=tf.constant(0))
-        calls = {
-            "generate_ids": lambda: loaded.signatures["generate_ids"](
-                token_ids=tf.constant(ids), lengths=tf.constant([PROMPT_LENGTH] * batch, tf.int32), **common),
-            "generate": lambda: loaded.signatures["generate"](prompts=tf.constant(texts), **common),
-        }
-        for name, call in calls.items():
-            out = call()  # warmup / compile
-            times = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                out = call()
-                next(iter(out.values())).numpy()
-                times.append(time.perf_counter() - t)
-            results[f"{name}/{batch}"] = dict(summary(times))
-            if name == "generate_ids":
-                results[f"{name}/{batch}"]["tokens"] = out["token_ids"].numpy().tolist()
-    results["keras_imported"] = any(sys.modules.get(n) is not None for n in ("keras", "keras_tfm"))
-    return results
-
-
-def in_process(model, reps):
-    import numpy as np
-
-    from keras_tfm.generation import CausalLMGenerator
-
-    gen = CausalLMGenerator(model)
-    results = {}
-    for batch in BATCHES:
-        ids = [[b + 7 for b in p.encode()] for p in prompts(batch)]
-        tokens = gen.generate(ids, NEW_TOKENS)  # warmup / compile
-        times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            tokens = np.asarray(gen.generate(ids, NEW_TOKENS))
-            times.append(time.perf_counter() - t)
-        results[f"in_process/{batch}"] = dict(summary(times), tokens=tokens.tolist())
-    return results
+    common = dict(max_new_tokens=tf.constant(NEW_TOKENS), temperature=tf.constant(0.0), top_k=tf.constant(0),
+                  top_p=tf.constant(1.0), seed=tf.constant(0))
+    keras_imported = any(sys.modules.get(n) is not None for n in ("keras", "keras_tfm"))
+    print(json.dumps({"ready": True, "keras_imported": keras_imported}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "quit":
+            break
+        variant, batch = line.split()
+        texts = [p.encode() for p in prompts(int(batch))]
+        t = time.perf_counter()
+        if variant == "generate_ids":
+            ids = np.array([[b + 7 for b in x] for x in texts], np.int32)  # ByteTokenizer ids (special tokens on)
+            out = loaded.signatures["generate_ids"](
+                token_ids=tf.constant(ids), lengths=tf.constant([PROMPT_LENGTH] * len(texts), tf.int32), **common)
+            tokens = out["token_ids"].numpy()
+        else:
+            out = loaded.signatures["generate"](prompts=tf.constant(texts), **common)
+            tokens = out["completions"].numpy()
+        elapsed = time.perf_counter() - t
+        reply = {"s": elapsed}
+        if variant == "generate_ids":
+            reply["tokens"] = tokens.tolist()
+        print(json.dumps(reply), flush=True)
+    return 0
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                       "results_serve_latency.txt"))
     parser.add_argument("--served-child", dest="served_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.served_child:
-        print(json.dumps(served_child(args.served_child, args.reps)))
-        return 0
+        return served_child(args.served_child)
 
     import keras
+    import numpy as np
 
     from keras_tfm.data import ByteTokenizer
     from keras_tfm.export import export_for_serving
+    from keras_tfm.generation import CausalLMGenerator
     from keras_tfm.models import gpt
 
     keras.utils.set_random_seed(0)
     tokenizer = ByteTokenizer()
     model = gpt(vocabulary_size=tokenizer.vocabulary_size, max_length=512, num_layers=4, num_heads=4, d_model=128,
                 dropout=0.0)
+    gen = CausalLMGenerator(model)
+    variants = ("in_process", "generate_ids", "generate")
+    times = {(v, b): [] for v in variants for b in BATCHES}
+    tokens = {}
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         path = export_for_serving(model, os.path.join(tmp, "gpt"), tokenizer=tokenizer,
                                   max_new_tokens_limit=NEW_TOKENS, max_prompt_length=PROMPT_LENGTH)
         export_s = time.perf_counter() - t
-        local = in_process(model, args.reps)
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--reps", str(args.reps),
-                               "--served-child", path], capture_output=True, text=True, env=env, check=False)
-        if proc.returncode:
-            sys.stderr.write(proc.stderr[-4000:])
-            return proc.returncode
-        served = json.loads(proc.stdout.strip().split("\n")[-1])
-        local_again = in_process(model, args.reps)  # drift check on a shared machine
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--served-child", path],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            ready = json.loads(child.stdout.readline())
 
+            def served(variant, batch):
+                child.stdin.write(f"{variant} {batch}\n")
+                child.stdin.flush()
+                return json.loads(child.stdout.readline())
+
+            # Interleaved: every rep runs in-process, then both served variants,
+            # so load from other jobs hits all of them alike. Rep 0 = warmup.
+            for rep in range(args.reps + 1):
+                for batch in BATCHES:
+                    ids = [[b + 7 for b in p.encode()] for p in prompts(batch)]
+                    t = time.perf_counter()
+                    out = np.asarray(gen.generate(ids, NEW_TOKENS))
+                    elapsed = time.perf_counter() - t
+                    tokens[("in_process", batch)] = out.tolist()
+                    results = {"in_process": elapsed}
+                    for variant in variants[1:]:
+                        reply = served(variant, batch)
+                        results[variant] = reply["s"]
+                        if "tokens" in reply:
+                            tokens[(variant, batch)] = reply["tokens"]
+                    if rep:
+                        for variant, s in results.items():
+                            times[(variant, batch)].append(s)
+            child.stdin.write("quit\n")
+            child.stdin.flush()
+            child.wait(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+
+    names = {"in_process": "in-process", "generate_ids": "served generate_ids", "generate": "served generate (text)"}
     lines = [
         "Served (SavedModel, fresh process without keras) vs in-process generation",
         f"tiny GPT: 4 layers, 4 heads, d_model 128, vocab {tokenizer.vocabulary_size}; greedy; prompt "
-        f"{PROMPT_LENGTH} -> {NEW_TOKENS} new tokens; {args.reps} timed reps after warmup; CPU "
-        f"({os.cpu_count()} cores visible, machine shared with other jobs)",
-        f"export_for_serving: {export_s:.1f} s; keras imported in the served process: {served['keras_imported']}",
+        f"{PROMPT_LENGTH} -> {NEW_TOKENS} new tokens; {args.reps} timed reps after 1 warmup, the three variants "
+        "interleaved rep by rep",
+        f"CPU, {os.cpu_count()} cores visible, machine shared with other jobs (load average "
+        f"{os.getloadavg()[0]:.1f}); ratio = served / in-process, on medians and on minima",
+        f"export_for_serving: {export_s:.1f} s; keras imported in the served process: {ready['keras_imported']}",
         "",
-        f"{'batch':>5}  {'variant':<24}{'median ms':>10}{'min ms':>10}{'min/in-proc':>13}{'tok/s (min)':>13}",
+        f"{'batch':>5}  {'variant':<24}{'median ms':>10}{'min ms':>10}{'ratio med':>11}{'ratio min':>11}"
+        f"{'tok/s (med)':>13}",
     ]
     for batch in BATCHES:
-        base = min(local[f"in_process/{batch}"]["min_ms"], local_again[f"in_process/{batch}"]["min_ms"])
-        rows = [("in-process", local[f"in_process/{batch}"]), ("in-process (again)", local_again[f"in_process/{batch}"]),
-                ("served generate_ids", served[f"generate_ids/{batch}"]), ("served generate (text)",
-                                                                            served[f"generate/{batch}"])]
-        for name, r in rows:
-            lines.append(f"{batch:>5}  {name:<24}{r['median_ms']:>10.1f}{r['min_ms']:>10.1f}"
-                         f"{r['min_ms'] / base:>12.2f}x{batch * NEW_TOKENS / (r['min_ms'] / 1000):>13.0f}")
-        same = served[f"generate_ids/{batch}"]["tokens"] == local[f"in_process/{batch}"]["tokens"]
+        base = summary(times[("in_process", batch)])
+        for variant in variants:
+            r = summary(times[(variant, batch)])
+            lines.append(
+                f"{batch:>5}  {names[variant]:<24}{r['median_ms']:>10.1f}{r['min_ms']:>10.1f}"
+                f"{r['median_ms'] / base['median_ms']:>10.2f}x{r['min_ms'] / base['min_ms']:>10.2f}x"
+                f"{batch * NEW_TOKENS / (r['median_ms'] / 1000):>13.0f}"
+            )
+        same = tokens[("generate_ids", batch)] == tokens[("in_process", batch)]
         lines.append(f"{batch:>5}  served tokens == in-process tokens: {same}")
     text = "\n".join(lines) + "\n"
     print(text)

@@ -351,8 +351,8 @@ def add_bert_arguments(parser):
     src.add_argument("--data-dir", help="folder with stsa.binary.{train,dev,test} ('<label> <sentence>' lines)")
     src.add_argument("--manual-dir", help="folder holding SST-2.zip for TFDS glue/sst2 (offline)")
     d.add_argument("--tfds-data-dir", default=None, help="TFDS data_dir (default ~/tensorflow_datasets)")
-    d.add_argument("--vocabulary-size", type=int, default=6000, help="WordPiece vocabulary (default: %(default)s)")
-    d.add_argument("--sequence-length", type=int, default=64, help="tokens per sentence (default: %(default)s)")
+    d.add_argument("--vocabulary-size", type=int, default=4000, help="WordPiece vocabulary (default: %(default)s)")
+    d.add_argument("--sequence-length", type=int, default=48, help="tokens per sentence (default: %(default)s)")
     m = parser.add_argument_group("model")
     m.add_argument("--num-layers", type=int, default=2, help="(default: %(default)s)")
     m.add_argument("--num-heads", type=int, default=4, help="(default: %(default)s)")
@@ -365,7 +365,7 @@ def add_bert_arguments(parser):
     p.add_argument("--finetune-learning-rate", type=float, default=2e-4, help="(default: %(default)s)")
     p.add_argument("--mask-rate", type=float, default=0.15, help="MLM selection rate (default: %(default)s)")
     p.add_argument("--results", default=None, help="write the results as JSON here")
-    add_training_arguments(parser, steps=2000, batch_size=64, steps_per_epoch=500, learning_rate=1e-3)
+    add_training_arguments(parser, steps=800, batch_size=64, steps_per_epoch=200, learning_rate=1e-3)
 
 
 def load_sst2(args):
@@ -549,7 +549,7 @@ def add_seq2seq_arguments(parser):
     d.add_argument("--max-pairs", type=int, default=0, help="use only the first N pairs after shuffling, 0 = all")
     d.add_argument("--max-words", type=int, default=20, help="drop pairs with a side longer than this (default: %(default)s)")
     d.add_argument("--test-pairs", type=int, default=1000, help="held-out pairs for accuracy and BLEU (default: %(default)s)")
-    d.add_argument("--vocabulary-size", type=int, default=8000, help="per language (default: %(default)s)")
+    d.add_argument("--vocabulary-size", type=int, default=6000, help="per language (default: %(default)s)")
     m = parser.add_argument_group("model")
     m.add_argument("--num-layers", type=int, default=2, help="encoder and decoder layers (default: %(default)s)")
     m.add_argument("--num-heads", type=int, default=4, help="(default: %(default)s)")
@@ -564,7 +564,7 @@ def add_seq2seq_arguments(parser):
     e.add_argument("--bleu-pairs", type=int, default=500, help="held-out pairs translated for BLEU (default: %(default)s)")
     e.add_argument("--show", type=int, default=5, help="translations printed (default: %(default)s)")
     e.add_argument("--results", default=None, help="write the results as JSON here")
-    add_training_arguments(parser, steps=4000, batch_size=64, steps_per_epoch=500)
+    add_training_arguments(parser, steps=3000, batch_size=64, steps_per_epoch=500)
 
 
 def run_seq2seq(args):

@@ -41,6 +41,7 @@ S2S_WORDS = "the cat sat on a mat dog ran far".split()
 BERT_TEXTS = ["the cat sat on the mat", "a dog ran", "cat"]
 BERT_WORDS = "the cat sat on a mat dog ran far good bad movie".split()
 MAX_NEW = 10
+LONG_NEW = 60
 
 
 def sampling(max_new_tokens=MAX_NEW, temperature=0.0, top_k=0, top_p=1.0, seed=0):
@@ -62,13 +63,15 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("saved_models")
     out = {"root": str(root)}
 
-    # ---- GPT (CharTokenizer), max_length 24 → prompt buckets 8, 16, 32.
+    # ---- GPT (CharTokenizer): prompt widths 8, 16 × cache lengths 64, 128.
     keras.utils.set_random_seed(1)
     char_tok = CharTokenizer.from_corpus(GPT_TEXT)
-    gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=24)
-    out["gpt_path"] = export_for_serving(gpt_model, root / "gpt", tokenizer=char_tok, max_new_tokens_limit=12)
+    gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=80)
+    out["gpt_path"] = export_for_serving(gpt_model, root / "gpt", tokenizer=char_tok, max_new_tokens_limit=70,
+                                         max_prompt_length=16)
     gen = CausalLMGenerator(gpt_model)
     prompt_ids = ids_of(char_tok, GPT_PROMPTS)
+    out["gpt_long_ids"] = gen.generate(prompt_ids, LONG_NEW).tolist()  # cache length 128 (64 for MAX_NEW)
     tokens, lengths = gen.generate(prompt_ids, MAX_NEW, return_lengths=True)
     out["gpt_greedy"] = detok(char_tok, tokens, lengths)
     out["gpt_greedy_ids"] = tokens.tolist()
@@ -103,7 +106,8 @@ def exports(tmp_path_factory):
     token_ids = np.zeros((len(ids), width), np.int32)
     for b, row in enumerate(ids):
         token_ids[b, : len(row) + 2] = [2] + row + [3]
-    x = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "padding_mask": (token_ids > 0).astype("int32")}
+    x = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+         "padding_mask": (token_ids > 0).astype("int32")}
     out["clf_probs"] = tf.nn.softmax(clf(x)).numpy().tolist()
     out["clf_model"], out["bert_tok"] = clf, bert_tok
     mlm = bert_masked_lm("tiny", vocabulary_size=64)
@@ -122,13 +126,14 @@ def bad_gpt_requests():
     cases = [
         ("empty batch", dict(base, prompts=[]), "empty batch"),
         ("max_new_tokens < 0", dict(base, max_new_tokens=-1), "`max_new_tokens` must be >= 0"),
-        ("max_new_tokens > limit", dict(base, max_new_tokens=13), "`max_new_tokens` must be <= 12"),
+        ("max_new_tokens > limit", dict(base, max_new_tokens=71), "`max_new_tokens` must be <= 70"),
         ("top_p > 1", dict(base, top_p=1.5), "`top_p` must be in (0, 1]"),
         ("top_p = 0", dict(base, top_p=0.0), "`top_p` must be in (0, 1]"),
         ("top_k < 0", dict(base, top_k=-2), "`top_k` must be >= 0"),
         ("temperature < 0", dict(base, temperature=-1.0), "`temperature` must be a finite float >= 0"),
         ("empty prompt", dict(base, prompts=["hello", ""]), "needs at least one token"),
-        ("too long for the model", dict(base, prompts=["h" * 20]), "maximum length 24"),
+        ("prompt too long", dict(base, prompts=["h" * 20]), "maximum prompt length 16"),
+        ("prompt + max_new_tokens too long", dict(base, prompts=["h" * 15], max_new_tokens=70), "maximum length 80"),
     ]
     requests = [{"signature": "generate", "inputs": inputs} for _, inputs, _ in cases]
     expected = [(name, "InvalidArgumentError", text) for name, _, text in cases]
@@ -152,6 +157,9 @@ def served(exports, tmp_path_factory):
          "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"],
                         **sampling(temperature=1.0, top_k=5, top_p=0.9, seed=7))},
         {"signature": "serving_default", "inputs": {"token_ids": [exports["gpt_padded"][0][: len(GPT_PROMPTS[0])]]}},
+        {"signature": "generate_ids",
+         "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"],
+                        **sampling(max_new_tokens=LONG_NEW))},
     ]
     bad, _ = bad_gpt_requests()
     s2s_calls = [
@@ -194,13 +202,14 @@ def test_gpt_signatures_match_in_process(exports, served):
     gpt_result = served["models"][0]
     assert set(gpt_result["signatures"]) == {"serving_default", "generate", "generate_ids"}
     for loader in ("tf2", "tf1"):
-        generate, ids, sampled, logits = gpt_result[loader]
+        generate, ids, sampled, logits, long = gpt_result[loader]
         assert generate["completions"] == exports["gpt_greedy"], loader
         assert generate["num_tokens"] == [MAX_NEW] * len(GPT_PROMPTS)
         assert ids["token_ids"] == exports["gpt_greedy_ids"], loader
         # Same seed → same tokens as in-process sampling (both XLA on the same device).
         assert sampled["token_ids"] == exports["gpt_sampled_ids"], loader
         np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
+        assert long["token_ids"] == exports["gpt_long_ids"], loader
     assert gpt_result["tf1_signatures"]["generate"] == {
         "inputs": ["max_new_tokens", "prompts", "seed", "temperature", "top_k", "top_p"],
         "outputs": ["completions", "num_tokens"],
@@ -346,3 +355,6 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
                               "--prompt", GPT_PROMPTS[1], "--max-new-tokens", str(MAX_NEW)])
     assert args.func(args) == 0
     assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_greedy"][:2]
+    args = parser.parse_args(["generate", "--model", gpt_base, "--prompt", "x", "--max-new-tokens", "-3"])
+    assert args.func(args) == 2
+    assert "invalid request" in capsys.readouterr().err

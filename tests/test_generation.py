@@ -281,13 +281,14 @@ def test_buckets_and_segments():
     assert cache_lib.cache_bucket(16 + 10) == 64
     assert cache_lib.cache_bucket(16 + 256) == 512
     assert cache_lib.prompt_bucket(5) == 8 and cache_lib.prompt_bucket(9) == 16
-    assert cache_lib.segment_sizes(16, 512) == (64, 128, 256, 512)
-    assert cache_lib.segment_sizes(128, 512) == (256, 512)
+    assert cache_lib.segment_sizes(16, 512) == (80, 144, 272, 512)
+    assert cache_lib.segment_sizes(128, 512) == (192, 256, 384, 512)
+    assert cache_lib.segment_sizes(16, 64) == (64,)
     assert cache_lib.segment_sizes(None, 512) == (512,)
 
 
 def test_long_generation_crosses_segments():
-    """Cache segments (64 → 128) are transparent: a 100-token toy run."""
+    """Cache segments (65 → 128) are transparent: a 100-token toy run."""
     adapter, _ = counting_toy(vocab=7)
     out = decode(
         adapter, np.array([[3]], np.int32), np.array([1], np.int32), 100,

@@ -11,3 +11,16 @@ from keras_tfm.export.client import latest_version, load_served, resolve_version
 from keras_tfm.export.cli import add_export_subcommand, add_generate_subcommand  # noqa: F401
 from keras_tfm.export.exporter import KINDS, detect_kind, export_for_serving, list_versions  # noqa: F401
 from keras_tfm.export.warmup import read_warmup_requests  # noqa: F401
+
+__all__ = [
+    "KINDS",
+    "add_export_subcommand",
+    "add_generate_subcommand",
+    "detect_kind",
+    "export_for_serving",
+    "latest_version",
+    "list_versions",
+    "load_served",
+    "read_warmup_requests",
+    "resolve_version_dir",
+]

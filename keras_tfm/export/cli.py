@@ -54,7 +54,9 @@ def run_export(args):
 
 def add_generate_subcommand(subparsers):
     """Registers `generate`: query an exported version with tf.saved_model.load (no Keras)."""
-    p = subparsers.add_parser("generate", help="Run an exported SavedModel (generate / translate / classify / fill_mask).")
+    p = subparsers.add_parser(
+        "generate", help="Run an exported SavedModel (generate / translate / classify / fill_mask)."
+    )
     p.add_argument("--model", required=True, help="saved_models/NAME (latest version) or a version directory.")
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--prompt", action="append", required=True, help="Input text (repeat for a batch).")
@@ -71,6 +73,22 @@ def add_generate_subcommand(subparsers):
 
 
 def run_generate(args):
+    import tensorflow as tf
+
+    try:
+        return _run_generate(args)
+    except tf.errors.InvalidArgumentError as error:  # a request the model's signature rejected
+        message = str(error)
+        if "assertion failed:" in message:
+            message = message.split("assertion failed:", 1)[1].split("\n")[0].strip()
+        print(f"keras-tfm generate: invalid request: {message}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, TypeError, ValueError) as error:
+        print(f"keras-tfm generate: {error}", file=sys.stderr)
+        return 2
+
+
+def _run_generate(args):
     from keras_tfm.export.client import call_signature, load_served
 
     loaded = load_served(args.model, args.version)

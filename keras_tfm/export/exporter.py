@@ -25,7 +25,8 @@ def _has_layer(model, name):
 def detect_kind(model):
     """"gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the builders' layer names."""
     input_names = {getattr(t, "name", "").split(":")[0] for t in tf.nest.flatten(getattr(model, "inputs", None) or [])}
-    if "encoder_token_ids" in input_names or (_has_layer(model, "encoder_block_0") and _has_layer(model, "decoder_block_0")):
+    encoder_decoder = _has_layer(model, "encoder_block_0") and _has_layer(model, "decoder_block_0")
+    if "encoder_token_ids" in input_names or encoder_decoder:
         return "seq2seq"
     if _has_layer(model, "decoder_block_0"):
         return "gpt"
@@ -56,8 +57,8 @@ def _split_tokenizers(tokenizer):
     return tokenizer, tokenizer
 
 
-def build_serving(model, tokenizer=None, kind="auto", label_names=None, max_new_tokens_limit=None, beam_widths=(1, 2, 4),
-                  eos_id=None, jit_compile=True, max_prompt_length=None):
+def build_serving(model, tokenizer=None, kind="auto", label_names=None, max_new_tokens_limit=None,
+                  beam_widths=(1, 2, 4), eos_id=None, jit_compile=True, max_prompt_length=None):
     """The serving helper object of `model` (endpoints + warmup requests)."""
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
@@ -185,6 +186,9 @@ def export_for_serving(
             warmup_lib.write_warmup_requests(temp, os.path.basename(base), serving.warmup_requests())
         if os.path.exists(final):
             raise FileExistsError(errno.EEXIST, f"Model version already exists (never overwritten): {final}", final)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp, 0o777 & ~umask)  # mkdtemp makes it 0700; the server may run as another user
         try:
             os.rename(temp, final)
         except OSError as error:  # a concurrent export created it (non-empty target)

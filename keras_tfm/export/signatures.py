@@ -12,16 +12,16 @@ Every endpoint is built from three parts:
 3. the *compiled decoding loop* (`keras_tfm.generation.decoding.decode` /
    `beam.beam_search_loop`), one XLA function per static configuration:
 
-   * GPT: one function per prompt-length bucket P (8, 16, 32, ... up to the
-     model's length); the request picks its bucket in the graph
-     (`tf.switch_case`), exactly like the in-process generator, so the same
-     shapes, cache segments and tokens are used. The cache length of bucket P
-     is the bucket of P + max_new_tokens_limit: calls with fewer new tokens
-     stop early in the same segments, so the result equals the in-process
-     generator's (which sizes the cache for its own max_new_tokens).
-   * seq2seq: one function per allowed beam width (`beam_widths`, width 1 =
-     greedy decoding); the request's `num_beams` selects it (`tf.switch_case`).
-     Source lengths stay dynamic (XLA compiles each padded length once).
+   * GPT: one function per (prompt width P, cache length L) that the
+     in-process generator can pick for a request within the export's limits
+     (P = `prompt_bucket(longest prompt)`, L = `cache_bucket(P +
+     max_new_tokens)`); the request picks its function in the graph (a table
+     lookup and `tf.switch_case`), so it runs exactly the in-process shapes
+     and cache segments and returns the same tokens.
+   * seq2seq: one function per (beam width, cache length); `num_beams` is a
+     request input and must be one of the exported `beam_widths` (width 1 =
+     greedy decoding). Source lengths stay dynamic (XLA compiles each padded
+     length once, as in process).
 
 Sampling parameters are request tensors: temperature 0 selects greedy
 decoding inside the compiled loop (a `tf.cond`, no recompilation), otherwise
@@ -67,7 +67,7 @@ def check_sampling(max_new_tokens, temperature, top_k, top_p, max_new_tokens_lim
         _assert(max_new_tokens >= 0, "`max_new_tokens` must be >= 0; received:", max_new_tokens),
         _assert(
             max_new_tokens <= max_new_tokens_limit,
-            f"`max_new_tokens` must be <= {max_new_tokens_limit} (the export's max_new_tokens_limit); received:",
+            f"`max_new_tokens` must be <= {max_new_tokens_limit} (max_new_tokens_limit of the export); received:",
             max_new_tokens,
         ),
         _assert(
@@ -89,9 +89,36 @@ def longest(lengths):
     return tf.reduce_max(tf.concat([tf.cast(lengths, tf.int32), [0]], axis=0))
 
 
-def bucket_index(length, buckets):
-    """Index of the smallest bucket >= `length` (buckets increasing)."""
-    return tf.reduce_sum(tf.cast(length > tf.constant(list(buckets[:-1]), tf.int32), tf.int32))
+def lookup(table, *indices):
+    """`table[i][j]...` of a Python (nested) list, with int32 tensor indices
+    clipped to the table's range (the requests were validated before)."""
+    table = tf.constant(table, tf.int32)
+    index = [tf.clip_by_value(tf.cast(i, tf.int32), 0, table.shape[d] - 1) for d, i in enumerate(indices)]
+    return tf.gather_nd(table, tf.stack(index))
+
+
+def generator_shapes(max_prompt_length, max_new_tokens_limit):
+    """The static shapes the in-process generator would pick, for every request.
+
+    Mirrors `CausalLMGenerator._prepare`: prompt width P =
+    `cache.prompt_bucket(longest prompt)` and cache length L =
+    `cache.cache_bucket(P + max(max_new_tokens, 1))`, so a served request runs
+    exactly the computation (shapes, cache segments) of the in-process call
+    and returns the same tokens.
+
+    Returns:
+        `(widths, configs, width_of_length, config_of)`: the prompt widths;
+        the sorted distinct (P, L) pairs (one compiled loop each); the
+        P-index of every prompt length 0..max_prompt_length; a table
+        [P-index][max_new_tokens] → index into `configs`.
+    """
+    bucket = cache_lib.prompt_bucket
+    widths = sorted({bucket(max(n, 1)) for n in range(max_prompt_length + 1)})
+    width_of_length = [widths.index(bucket(max(n, 1))) for n in range(max_prompt_length + 1)]
+    cache_of = [[cache_lib.cache_bucket(p + max(m, 1)) for m in range(max_new_tokens_limit + 1)] for p in widths]
+    configs = sorted({(p, c) for p, row in zip(widths, cache_of) for c in row})
+    config_of = [[configs.index((p, c)) for c in row] for p, row in zip(widths, cache_of)]
+    return widths, configs, width_of_length, config_of
 
 
 def left_pad(ragged, width, pad_id):
@@ -193,12 +220,9 @@ class GPTServing:
         self.eos_id = -1 if eos_id is None else int(eos_id)
         self.pad_id = int(pad_id)
         self.jit_compile = bool(jit_compile)
-        top = cache_lib.prompt_bucket(self.max_prompt_length)
-        self.prompt_buckets = []
-        p = cache_lib.MIN_PROMPT_LENGTH
-        while p <= top:
-            self.prompt_buckets.append(p)
-            p *= 2
+        self.prompt_widths, self.configs, self.width_of_length, self.config_of = generator_shapes(
+            self.max_prompt_length, self.max_new_tokens_limit
+        )
         self._decoders = {}
         if tokenizer is not None and tokenizer.vocabulary_size > self.vocabulary_size:
             raise ValueError(
@@ -206,13 +230,9 @@ class GPTServing:
             )
 
     # ---- compiled pieces
-    def cache_length(self, prompt_bucket):
-        return cache_lib.cache_bucket(prompt_bucket + self.max_new_tokens_limit)
-
-    def decoder(self, p):
-        """The XLA-compiled decoding loop of prompt bucket `p`."""
-        if p not in self._decoders:
-            cache_length = self.cache_length(p)
+    def decoder(self, p, cache_length):
+        """The XLA-compiled decoding loop of prompt width `p` and cache length."""
+        if (p, cache_length) not in self._decoders:
             adapter, eos, pad = self.generator.adapter, self.eos_id, self.pad_id
 
             def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
@@ -223,7 +243,7 @@ class GPTServing:
                 return out["tokens"], out["lengths"]
 
             with tf.init_scope():  # trace once, eagerly: a ConcreteFunction is shared by every endpoint
-                self._decoders[p] = tf.function(
+                self._decoders[p, cache_length] = tf.function(
                     run,
                     jit_compile=self.jit_compile,
                     autograph=False,
@@ -237,7 +257,7 @@ class GPTServing:
                         tf.TensorSpec([], tf.float32),
                     ],
                 ).get_concrete_function()
-        return self._decoders[p]
+        return self._decoders[p, cache_length]
 
     def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
         """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
@@ -271,18 +291,19 @@ class GPTServing:
                 )
             )
         with tf.control_dependencies(checks):
-            index = bucket_index(long, self.prompt_buckets)
             max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
+            index = lookup(self.config_of, lookup(self.width_of_length, long), max_new)
 
-        def branch(p):
+        def branch(p, cache_length):
             def fn():
                 ids = left_pad(ragged, p, self.pad_id)
-                tokens, out_lengths = self.decoder(p)(ids, lengths, max_new, seed, temperature, top_k, top_p)
+                decoder = self.decoder(p, cache_length)
+                tokens, out_lengths = decoder(ids, lengths, max_new, seed, temperature, top_k, top_p)
                 return tokens[:, :max_new], out_lengths
 
             return fn
 
-        tokens, out_lengths = tf.switch_case(index, [branch(p) for p in self.prompt_buckets])
+        tokens, out_lengths = tf.switch_case(index, [branch(p, c) for p, c in self.configs])
         return tf.ensure_shape(tokens, [None, None]), tf.ensure_shape(out_lengths, [None])
 
     # ---- endpoints
@@ -393,7 +414,8 @@ class Seq2SeqServing:
             )
         if target_tokenizer.vocabulary_size > a.vocabulary_size:
             raise ValueError(
-                f"The target tokenizer has {target_tokenizer.vocabulary_size} ids but the model only {a.vocabulary_size}."
+                f"The target tokenizer has {target_tokenizer.vocabulary_size} ids but the model only "
+                f"{a.vocabulary_size}."
             )
         if a.source_max_length is None or a.max_length is None:
             raise ValueError("The seq2seq model must have a maximum length (its embeddings' max_length).")
@@ -409,18 +431,21 @@ class Seq2SeqServing:
         self.bos_id = int(bos_id)
         self.eos_id = -1 if eos_id is None else int(eos_id)
         self.jit_compile = bool(jit_compile)
-        self.cache_length = cache_lib.cache_bucket(1 + limit)
-        top = cache_lib.prompt_bucket(a.source_max_length)
-        self.source_buckets = []
-        s = cache_lib.MIN_PROMPT_LENGTH
-        while s <= top:
-            self.source_buckets.append(s)
-            s *= 2
+        # Source width (right padding) as in Seq2SeqGenerator._prepare: the prompt
+        # bucket of the longest source, cut to the model's source length.
+        self.source_width_of_length = [
+            min(cache_lib.prompt_bucket(max(n, 1)), max(a.source_max_length, n)) for n in range(a.source_max_length + 1)
+        ]
+        # Decoder: the prompt is [BOS] (width 1); cache length by max_new_tokens.
+        caches = [cache_lib.cache_bucket(1 + max(m, 1)) for m in range(limit + 1)]
+        self.configs = [(w, c) for w in widths for c in sorted(set(caches))]
+        self.config_of = [[self.configs.index((w, c)) for c in caches] for w in widths]
         self._decoders = {}
 
-    def decoder(self, width):
-        if width not in self._decoders:
-            gen, cache_length, bos, eos = self.generator, self.cache_length, self.bos_id, self.eos_id
+    def decoder(self, width, cache_length):
+        """XLA-compiled greedy decoding (width 1) or beam search of `width` beams."""
+        if (width, cache_length) not in self._decoders:
+            gen, bos, eos = self.generator, self.bos_id, self.eos_id
 
             def run(source, source_lengths, max_new_tokens, length_penalty):
                 batch = tf.shape(source)[0]
@@ -439,7 +464,7 @@ class Seq2SeqServing:
                 return out["sequences"][:, 0], out["lengths"][:, 0]
 
             with tf.init_scope():
-                self._decoders[width] = tf.function(
+                self._decoders[width, cache_length] = tf.function(
                     run,
                     jit_compile=self.jit_compile,
                     autograph=False,
@@ -450,7 +475,7 @@ class Seq2SeqServing:
                         tf.TensorSpec([], tf.float32),
                     ],
                 ).get_concrete_function()
-        return self._decoders[width]
+        return self._decoders[width, cache_length]
 
     def endpoints(self):
         a = self.adapter
@@ -474,7 +499,7 @@ class Seq2SeqServing:
                 _assert(max_new_tokens >= 0, "`max_new_tokens` must be >= 0; received:", max_new_tokens),
                 _assert(
                     max_new_tokens <= self.max_new_tokens_limit,
-                    f"`max_new_tokens` must be <= {self.max_new_tokens_limit} (the export's max_new_tokens_limit); "
+                    f"`max_new_tokens` must be <= {self.max_new_tokens_limit} (max_new_tokens_limit of the export); "
                     "received:",
                     max_new_tokens,
                 ),
@@ -490,22 +515,22 @@ class Seq2SeqServing:
                 ),
             ]
             with tf.control_dependencies(checks):
-                # Right-padded to the same bucket as the in-process generator.
-                width = tf.minimum(tf.gather(self.source_buckets, bucket_index(long, self.source_buckets)),
-                                   a.source_max_length)
+                # Right-padded to the same width as the in-process generator.
+                width = lookup(self.source_width_of_length, long)
                 source = ragged.to_tensor(default_value=PAD)
                 source = tf.pad(source, [[0, 0], [0, width - tf.shape(source)[1]]])
                 max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
-                index = tf.argmax(tf.cast(tf.equal(widths, num_beams), tf.int32), output_type=tf.int32)
+                beam_index = tf.argmax(tf.cast(tf.equal(widths, num_beams), tf.int32), output_type=tf.int32)
+                index = lookup(self.config_of, beam_index, max_new)
 
-            def branch(w):
+            def branch(w, cache_length):
                 def fn():
-                    tokens, out_lengths = self.decoder(w)(source, lengths, max_new, length_penalty)
+                    tokens, out_lengths = self.decoder(w, cache_length)(source, lengths, max_new, length_penalty)
                     return tokens[:, :max_new], out_lengths
 
                 return fn
 
-            tokens, out_lengths = tf.switch_case(index, [branch(w) for w in self.beam_widths])
+            tokens, out_lengths = tf.switch_case(index, [branch(w, c) for w, c in self.configs])
             out_lengths = tf.minimum(out_lengths, max_new)
             return {"translations": detokenize(tgt_tok, tokens, out_lengths), "num_tokens": out_lengths}
 
@@ -650,7 +675,8 @@ class BertMaskedLMServing(_BertBase):
             best = tf.argmax(logits, axis=-1, output_type=tf.int32)
             is_mask = tf.equal(token_ids, MASK)
             filled_ids = tf.where(is_mask, best, token_ids)
-            filled = tokenizer.detokenize(tf.RaggedTensor.from_tensor(filled_ids, lengths=tf.reduce_sum(x["padding_mask"], 1)))
+            lengths = tf.reduce_sum(x["padding_mask"], axis=1)
+            filled = tokenizer.detokenize(tf.RaggedTensor.from_tensor(filled_ids, lengths=lengths))
             first = tf.argmax(tf.cast(is_mask, tf.int32), axis=1, output_type=tf.int32)
             first_logits = tf.gather(logits, first, batch_dims=1)
             top = tf.math.top_k(tf.nn.softmax(first_logits, axis=-1), k=self.top_k)

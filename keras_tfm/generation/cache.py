@@ -12,10 +12,11 @@ of power-of-two buckets keep the per-token cost O(current length):
   (at least `MIN_CACHE_LENGTH`), so a short generation never pays for a long
   cache, and calls whose lengths fall into the same bucket reuse one trace;
 * inside one call, the decoding loop runs in *segments* of sizes
-  64, 128, ..., L (`segment_sizes`): while the write position is below 64 the
-  cache is 64 slots long, then it is zero-padded once to 128, and so on. A step
-  at context c therefore attends over at most max(64, 2c) slots, and the cache
-  is resized only log2(L / 64) times per call (never per token).
+  P + 64, P + 128, P + 256, ..., L (`segment_sizes`, P = padded prompt
+  length): while the write position is below P + 64 the cache is P + 64 slots
+  long, then it is zero-padded once to P + 128, and so on. A step at context c
+  therefore attends over fewer than max(P + 64, 2c) slots, and the cache is
+  resized only about log2(L / 64) times per call (never per token).
 """
 
 import numpy as np
@@ -44,20 +45,19 @@ def cache_bucket(total_length, minimum=MIN_CACHE_LENGTH):
 
 
 def segment_sizes(prompt_length, cache_length, minimum=MIN_CACHE_LENGTH):
-    """Cache sizes of the decoding segments, e.g. (64, 128, 256) for L = 256.
-
-    Only sizes strictly larger than `prompt_length` are used (the prefill
-    fills `prompt_length` slots). With an unknown (None) prompt length a
-    single segment of `cache_length` is used.
+    """Cache sizes of the decoding segments: P + 64·2^k (k = 0, 1, ...) below
+    `cache_length`, then `cache_length`; e.g. (80, 144, 272, 512) for P = 16,
+    L = 512. A step at context c attends over at most max(P + 64, P + 2(c − P))
+    slots, i.e. O(c) whatever the bucket. With an unknown (None) prompt length
+    a single segment of `cache_length` is used.
     """
     if prompt_length is None:
         return (int(cache_length),)
     sizes = []
-    size = int(minimum)
-    while size < cache_length:
-        if size > prompt_length:
-            sizes.append(size)
-        size *= 2
+    step = int(minimum)
+    while prompt_length + step < cache_length:
+        sizes.append(int(prompt_length + step))
+        step *= 2
     sizes.append(int(cache_length))
     return tuple(sizes)
 
