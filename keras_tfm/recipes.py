@@ -239,8 +239,6 @@ def run_gpt(args):
     """Trains the character GPT; prints val loss every `--eval-interval` steps, a sample and the wall time."""
     t_start = time.perf_counter()
     strategy = _setup(args)
-    import keras
-    import numpy as np
     import tensorflow as tf
 
     from keras_tfm import models, optimizers, schedules
@@ -336,7 +334,6 @@ def run_gpt(args):
     _write_results(args, results)
     results["model"] = model
     results["tokenizer"] = tokenizer
-    del np, keras
     return results
 
 
@@ -495,7 +492,7 @@ def run_bert(args):
             classifier = models.bert_classifier(holder["encoder"], num_classes=2, pooling="cls")
             schedule = schedules.nanogpt_schedule(
                 args.finetune_learning_rate, ft_steps * args.grad_accum,
-                warmup_steps=max(1, ft_steps // 10) * args.grad_accum, min_ratio=0.0 + 1e-3,
+                warmup_steps=max(1, ft_steps // 10) * args.grad_accum, min_ratio=1e-3,
             )
             optimizer = optimizers.adamw(schedule, weight_decay=0.01, beta_2=0.999, global_clipnorm=1.0,
                                          **_optimizer_kwargs(args))
@@ -571,12 +568,11 @@ def run_seq2seq(args):
     """Trains an encoder–decoder Transformer; reports held-out token accuracy and corpus BLEU-4."""
     t_start = time.perf_counter()
     strategy = _setup(args)
-    import numpy as np
     import tensorflow as tf
 
     from keras_tfm import models, optimizers
     from keras_tfm.bleu import corpus_bleu
-    from keras_tfm.data import BOS, EOS, WordTokenizer, load_tab_pairs, seq2seq_pairs, split_words
+    from keras_tfm.data import WordTokenizer, load_tab_pairs, seq2seq_pairs, split_words
 
     rows = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in load_tab_pairs(args.data).as_numpy_iterator()]
     if args.reverse:
@@ -666,7 +662,7 @@ def run_seq2seq(args):
     }
     _write_results(args, results)
     results["model"] = model
-    del np, BOS, EOS
+    results["tokenizer"] = (src_tok, tgt_tok)
     return results
 
 

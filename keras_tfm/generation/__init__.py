@@ -1,4 +1,4 @@
-"""Text generation: samplers (and, later, decoding loops)."""
+"""Text generation: samplers, the cached XLA decoding loop, beam search and generators."""
 
 from keras_tfm.generation.samplers import MASK_VALUE  # noqa: F401
 from keras_tfm.generation.samplers import check_sampling_args  # noqa: F401
