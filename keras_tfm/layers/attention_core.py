@@ -92,7 +92,12 @@ def attention_weights(query, key, mask=None, bias=None, scale=None):
         scale = 1.0 / math.sqrt(float(query.shape[-1]))
     # Scale the (smaller) query rather than the score matrix.
     query = ops.multiply(query, ops.cast(scale, query.dtype))
-    scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+    if query.shape[1] == 1:
+        # One query (a cached decoding step): a broadcast multiply-and-sum is
+        # about twice as fast as a batched matmul with M = 1 on CPU.
+        scores = ops.transpose(ops.sum(query * key, axis=-1), (0, 2, 1))[:, :, None, :]
+    else:
+        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
     scores = ops.cast(scores, "float32")
     if bias is not None:
         scores = scores + _expand_bias(bias)
@@ -122,7 +127,11 @@ def standard_attention(
     probs = ops.cast(weights, value.dtype)
     if dropout is not None:
         probs = dropout(probs, training=training)
-    output = ops.einsum("bhqk,bkhd->bqhd", probs, value)
+    if probs.shape[2] == 1:
+        weights_bkh = ops.transpose(probs[:, :, 0, :], (0, 2, 1))[:, :, :, None]
+        output = ops.sum(weights_bkh * value, axis=1, keepdims=True)
+    else:
+        output = ops.einsum("bhqk,bkhd->bqhd", probs, value)
     return output, (weights if return_weights else None)
 
 

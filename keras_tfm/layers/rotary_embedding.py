@@ -34,6 +34,7 @@ class RotaryEmbedding(keras.layers.Layer):
         if not isinstance(max_wavelength, (int, float)) or max_wavelength <= 0:
             raise ValueError(f"`max_wavelength` must be a positive number; received {max_wavelength!r}.")
         self.max_wavelength = float(max_wavelength)
+        self.supports_masking = True
 
     def call(self, inputs, start_index=0):
         check_rank("inputs", inputs, 4)
