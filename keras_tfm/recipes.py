@@ -357,7 +357,7 @@ def add_bert_arguments(parser):
     m.add_argument("--d-ff", type=int, default=512, help="(default: %(default)s)")
     m.add_argument("--dropout", type=float, default=0.1, help="(default: %(default)s)")
     p = parser.add_argument_group("fine-tuning (the MLM pretraining uses --steps/--batch-size/--learning-rate)")
-    p.add_argument("--finetune-epochs", type=int, default=4, help="classifier epochs (default: %(default)s)")
+    p.add_argument("--finetune-epochs", type=int, default=8, help="classifier epochs (default: %(default)s)")
     p.add_argument("--finetune-batch-size", type=int, default=32, help="(default: %(default)s)")
     p.add_argument("--finetune-learning-rate", type=float, default=2e-4, help="(default: %(default)s)")
     p.add_argument("--mask-rate", type=float, default=0.15, help="MLM selection rate (default: %(default)s)")

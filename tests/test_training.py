@@ -204,7 +204,7 @@ def test_sigkill_then_resume_from_backup(worker, tmp_path):
     backup = training.AtomicBackupAndRestore(backup_dir, save_freq=save_freq)
     meta = backup.read_metadata()
     assert meta is not None and 12 <= meta["step"] < steps
-    assert not [f for f in os.listdir(backup_dir) if f.startswith(".tmp-")] or True  # a kill may leave a temp file
+    # (a kill during a save may leave a `.tmp-*` file; it is never read and never named by the metadata)
 
     resumed = subprocess.run(cmd + ["0"], env=_env(), text=True, capture_output=True, timeout=TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
