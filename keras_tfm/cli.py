@@ -23,7 +23,11 @@ listed in `SUBCOMMAND_MODULES` is registered when the parser is built
 
 import argparse
 import importlib
+import os
 import sys
+
+# A command-line tool should not open with TensorFlow's start-up chatter.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 _REGISTRY = []
 

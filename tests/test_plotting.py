@@ -196,3 +196,14 @@ def test_lab_analysis_end_to_end(tmp_path, capsys):
         lab.main(["--data", str(tmp_path / "nope.txt"), "--out", str(out2)])
     with pytest.raises(ValueError, match="--steps"):
         lab.main(["--data", str(data), "--out", str(out2), "--steps", "0"])
+
+
+def test_keras_tfm_cli_has_plot_subcommand(tmp_path):
+    """The installed CLI (`keras_tfm.cli.main`) reaches the plot subcommand."""
+    from keras_tfm import cli
+
+    out = tmp_path / "pe_cli.png"
+    assert cli.main(["plot", "pe", "--length", "16", "--d-model", "8", "--out", str(out)]) == 0
+    assert_png(out)
+    with pytest.raises(SystemExit):
+        cli.main(["plot", "no-such-picture"])
