@@ -116,7 +116,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         position: "learned", "sinusoidal" or None.
         scale: multiply token embeddings by √d_model.
         mask_zero: id 0 is padding; emit a Keras implicit mask.
-        embeddings_initializer: initializer of the token table.
+        embeddings_initializer: initializer of the token table (and of the
+            learned position table, as in GPT-2 and BERT).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -166,7 +167,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.position_embedding = None
         if self.position == "learned":
             self.position_embedding = LearnedPositionalEmbedding(
-                self.max_length, dtype=self.dtype_policy, name="position_embedding"
+                self.max_length,
+                initializer=self.embeddings_initializer,
+                dtype=self.dtype_policy,
+                name="position_embedding",
             )
             self.position_embedding.build(tuple(input_shape) + (self.d_model,))
         elif self.position == "sinusoidal":
