@@ -5,16 +5,6 @@ import os
 import tensorflow as tf
 
 
-def check_positive_int(name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be a positive int; received {value!r} ({type(value).__name__}).")
-    if value <= 0:
-        raise ValueError(f"`{name}` must be a positive int; received {value}.")
-    return value
-
-
 def check_open_rate(name, value):
     """A float strictly inside (0, 1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

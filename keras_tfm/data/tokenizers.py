@@ -33,7 +33,8 @@ import tempfile
 import keras
 import tensorflow as tf
 
-from keras_tfm.data._checks import as_string_tensor, check_positive_int
+from keras_tfm.data._checks import as_string_tensor
+from keras_tfm.layers._validation import check_positive_int
 from keras_tfm.data.special_tokens import (
     BOS,
     CLS,
