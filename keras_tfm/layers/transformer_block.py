@@ -173,17 +173,19 @@ class TransformerBlock(keras.layers.Layer):
         self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="residual_dropout")
 
     def _residual(self, x, norm, sublayer, training):
-        """Add & norm around `sublayer` (post-norm or pre-norm)."""
+        """Add & norm around `sublayer` (post-norm or pre-norm).
+
+        `sublayer` may return extra outputs after its main one (attention
+        weights, an updated cache); they are returned as a list.
+        """
         h = sublayer(norm(x) if self.norm_first else x)
-        extra = None
-        if isinstance(h, tuple):
-            h, extra = h[0], h[1:]
+        h, *extras = h if isinstance(h, tuple) else (h,)
         if self.dropout > 0:
             h = self.residual_dropout(h, training=training)
         x = x + h
         if not self.norm_first:
             x = norm(x)
-        return x, extra
+        return x, extras
 
     def call(
         self,
@@ -206,42 +208,41 @@ class TransformerBlock(keras.layers.Layer):
         if not self.cross_attention and (context is not None or cross_cache is not None):
             raise ValueError("`context` was given but the block was built with `cross_attention=False`.")
         scores = {}
-
-        def self_attention(x):
-            out = self.self_attention_layer(
-                x,
+        x, extras = self._residual(
+            inputs,
+            self.self_attention_norm,
+            lambda h: self.self_attention_layer(
+                h,
                 padding_mask=padding_mask,
                 attention_mask=attention_mask,
                 return_attention_scores=return_attention_scores,
                 training=training,
                 cache=cache,
                 cache_index=cache_index,
-                inputs_mask=None if cache is not None else merge_masks(mask, inputs_mask),
-            )
-            return out if isinstance(out, tuple) else (out,)
-
-        x, extra = self._residual(inputs, self.self_attention_norm, self_attention, training)
-        extra = list(extra or ())
+                inputs_mask=merge_masks(mask, inputs_mask),
+            ),
+            training,
+        )
         if return_attention_scores:
-            scores["self_attention"] = extra.pop(0)
-        new_cache = extra.pop(0) if cache is not None else None
+            scores["self_attention"] = extras.pop(0)
+        new_cache = extras.pop(0) if cache is not None else None
 
         if self.cross_attention:
-
-            def cross_attention(x):
-                out = self.cross_attention_layer(
-                    x,
+            x, extras = self._residual(
+                x,
+                self.cross_attention_norm,
+                lambda h: self.cross_attention_layer(
+                    h,
                     context,
                     context_mask=context_mask,
                     return_attention_scores=return_attention_scores,
                     training=training,
                     cache=cross_cache,
-                )
-                return out if isinstance(out, tuple) else (out,)
-
-            x, extra = self._residual(x, self.cross_attention_norm, cross_attention, training)
+                ),
+                training,
+            )
             if return_attention_scores:
-                scores["cross_attention"] = extra[0]
+                scores["cross_attention"] = extras[0]
 
         x, _ = self._residual(
             x, self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), training
