@@ -121,11 +121,16 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: int ids `(batch, length)`.
+        inputs: int ids `(batch, length)`, or with `reverse=True` hidden states
+            `(batch, length, d_model)`.
         start_index: position of the first token (cached decoding).
+        reverse: project hidden states to float32 vocabulary logits h Eᵀ (the
+            weight-tied output layer). Calling the *same* layer for input and
+            output makes the tie a shared layer of the functional graph, so it
+            survives `.keras` save/load.
 
     Returns:
-        `(batch, length, d_model)`.
+        `(batch, length, d_model)`, or `(batch, length, V)` logits with `reverse`.
     """
 
     def __init__(
@@ -176,7 +181,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         elif self.position == "sinusoidal":
             self.position_embedding = PositionalEncoding(dtype=self.dtype_policy, name="position_encoding")
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, reverse=False):
+        if reverse:
+            return self.token_embedding(inputs, reverse=True)
         check_rank("inputs", inputs, 2)
         length = inputs.shape[1]
         if (
@@ -194,12 +201,19 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         return x
 
     def compute_mask(self, inputs, mask=None):
+        if len(inputs.shape) == 3:  # reverse: hidden states keep their mask
+            return mask
         if not self.mask_zero:
             return None
         return ops.not_equal(inputs, 0)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.d_model,)
+
+    def compute_output_spec(self, inputs, start_index=0, reverse=False):
+        if reverse:
+            return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.vocabulary_size,), dtype="float32")
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -19,7 +19,7 @@ from keras_tfm.models.bert import (
 )
 from keras_tfm.models.compile import compile_for_classification, compile_for_lm
 from keras_tfm.models.gpt import gpt
-from keras_tfm.models.heads import Bias, ReversibleTokenAndPositionEmbedding, SequencePooling
+from keras_tfm.models.heads import Bias, SequencePooling
 from keras_tfm.models.presets import PRESETS, get_preset, list_presets
 from keras_tfm.models.seq2seq import (
     seq2seq,
@@ -32,7 +32,6 @@ from keras_tfm.models.seq2seq import (
 __all__ = [
     "PRESETS",
     "Bias",
-    "ReversibleTokenAndPositionEmbedding",
     "SequencePooling",
     "bert_classifier",
     "bert_encoder",

@@ -12,7 +12,7 @@ The encoder is the published architecture, weight for weight:
 Inputs (dict): `token_ids`, `segment_ids`, `padding_mask` (int32 (B, T),
 padding_mask 1 = real token). Outputs (dict): `sequence_output` (B, T, d),
 `pooled_output` (B, d). Layer names: `embedding` (token + learned position
-embedding, a `TokenAndPositionEmbedding` subclass), `segment_embedding`,
+embedding, a `TokenAndPositionEmbedding`), `segment_embedding`,
 `embedding_add`, `embedding_norm`, `embedding_dropout`, `encoder_block_{i}`,
 `final_norm` (only with `norm_first=True`), `cls_token`, `pooler`.
 
@@ -57,6 +57,7 @@ TF kernels are already `(in, out)`):
 import keras
 import numpy as np
 
+from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
     block_kwargs,
@@ -67,7 +68,7 @@ from keras_tfm.models._common import (
     split_position,
     truncated_normal,
 )
-from keras_tfm.models.heads import POOLINGS, Bias, ReversibleTokenAndPositionEmbedding, SequencePooling
+from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
 
 
 def bert_encoder(
@@ -156,7 +157,7 @@ def bert_encoder(
     segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
     padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
 
-    embedding = ReversibleTokenAndPositionEmbedding(
+    embedding = TokenAndPositionEmbedding(
         o["vocabulary_size"],
         d,
         max_length=o["max_length"],

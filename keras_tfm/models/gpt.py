@@ -7,8 +7,8 @@
 
 Layer-name contract (relied on by the cached generation loop and the
 SavedModel export; see `gpt`): inputs `token_ids` (and `padding_mask` with
-`with_padding_mask=True`), layers `embedding` (a `TokenAndPositionEmbedding`
-subclass; `position` is None for rope/alibi/relative/none, the scheme then
+`with_padding_mask=True`), layers `embedding` (a `TokenAndPositionEmbedding`;
+`position` is None for rope/alibi/relative/none, the scheme then
 lives in every block), `embedding_dropout`, `decoder_block_{i}` for
 i = 0..num_layers-1, `final_norm` (only when `norm_first`), `lm_head` (an
 `OutputHead`, only when untied) and the output `logits` (float32, (B, T, V)).
@@ -20,10 +20,10 @@ reverse=True)` computes the logits. All sizes are in the layers' configs:
 
 import keras
 
+from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import block_kwargs, check_options, initializer, normal, resolve_sizes, split_position
-from keras_tfm.models.heads import ReversibleTokenAndPositionEmbedding
 
 
 def gpt(
@@ -127,7 +127,7 @@ def gpt(
         padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
         inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
 
-    embedding = ReversibleTokenAndPositionEmbedding(
+    embedding = TokenAndPositionEmbedding(
         o["vocabulary_size"],
         o["d_model"],
         max_length=o["max_length"],

@@ -1,45 +1,15 @@
-"""Small layers used by the model builders: a token embedding that can also run
-in reverse inside a functional graph (weight-tied output projection), mask-aware
-sequence pooling, and a bias-only layer.
+"""Small layers used by the model builders: mask-aware sequence pooling and a
+bias-only layer. (The weight-tied output projection is
+`TokenAndPositionEmbedding(..., reverse=True)`.)
 """
 
 import keras
 from keras import ops
 
 from keras_tfm.layers._validation import check_choice, check_positive_int
-from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
+from keras_tfm.layers.masks import merge_masks
 
 POOLINGS = ("cls", "mean", "max")
-
-
-@keras.saving.register_keras_serializable(package="keras_tfm")
-class ReversibleTokenAndPositionEmbedding(TokenAndPositionEmbedding):
-    """`TokenAndPositionEmbedding` that also projects back to the vocabulary.
-
-        forward:  x_p = E[token_p] · (√d_model if scale) + P(p)
-        reverse:  logits = h Eᵀ   (float32; no position term, no bias)
-
-    `layer(h, reverse=True)` is exactly `layer.token_embedding(h, reverse=True)`.
-    Calling the *same* layer for the input embedding and the output projection
-    makes the tie a shared layer of the functional graph, so it survives
-    `.keras` save/load (calling the inner `token_embedding` directly in a
-    functional model would be serialized as a separate, untied layer).
-    """
-
-    def call(self, inputs, start_index=0, reverse=False):
-        if reverse:
-            return self.token_embedding(inputs, reverse=True)
-        return super().call(inputs, start_index=start_index)
-
-    def compute_mask(self, inputs, mask=None):
-        if len(inputs.shape) == 3:  # reverse: hidden states keep their mask
-            return mask
-        return super().compute_mask(inputs, mask)
-
-    def compute_output_spec(self, inputs, start_index=0, reverse=False):
-        if reverse:
-            return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.vocabulary_size,), dtype="float32")
-        return keras.KerasTensor(tuple(inputs.shape) + (self.d_model,), dtype=self.compute_dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -67,12 +37,8 @@ class SequencePooling(keras.layers.Layer):
     def call(self, inputs, padding_mask=None, mask=None, inputs_mask=None):
         if self.mode == "cls":
             return inputs[:, 0, :]
-        m = padding_mask
         implicit = inputs_mask if inputs_mask is not None else mask
-        if m is None:
-            m = implicit
-        elif implicit is not None:
-            m = ops.logical_and(ops.cast(m, "bool"), ops.cast(implicit, "bool"))
+        m = merge_masks(padding_mask, implicit)
         if m is None:
             return ops.mean(inputs, axis=1) if self.mode == "mean" else ops.max(inputs, axis=1)
         m = ops.cast(m, inputs.dtype)[:, :, None]

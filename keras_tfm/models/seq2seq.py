@@ -21,7 +21,7 @@ Layer-name contract (for cached generation and export): inputs
 `cross_attention=True`), `encoder_final_norm` / `decoder_final_norm` (only
 when `norm_first`), `lm_head` (only when untied) and the output `logits`
 (float32 (B, T_target, V_target)). The embeddings are
-`ReversibleTokenAndPositionEmbedding`s: for a tied model the logits are
+`TokenAndPositionEmbedding`s: for a tied model the logits are
 `decoder_side_embedding.token_embedding(h, reverse=True)`. Helpers:
 `seq2seq_layer_names(model)`, `seq2seq_encoder(model)`,
 `seq2seq_greedy_decode(...)` (reference decoding, full recompute).
@@ -33,10 +33,10 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import block_kwargs, check_options, initializer, normal, resolve_sizes, split_position
-from keras_tfm.models.heads import ReversibleTokenAndPositionEmbedding
 from keras_tfm.models.presets import get_preset
 
 
@@ -177,7 +177,7 @@ def seq2seq(
     d = o["d_model"]
 
     def make_embedding(vocab, layer_name):
-        return ReversibleTokenAndPositionEmbedding(
+        return TokenAndPositionEmbedding(
             vocab,
             d,
             max_length=o["max_length"],
