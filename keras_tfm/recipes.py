@@ -101,6 +101,11 @@ def _optimizer_kwargs(args):
     return {"gradient_accumulation_steps": args.grad_accum} if args.grad_accum > 1 else {}
 
 
+def _skip(ds, start_step):
+    """`ds` resumed at batch `start_step` (unchanged when 0)."""
+    return ds.skip(start_step) if start_step else ds
+
+
 def _log(*parts):
     print(*parts, flush=True)
 
@@ -255,7 +260,7 @@ def run_gpt(args):
     train_windows = lm_windows(train_ids, T, B, random_offsets=True, seed=args.seed)
 
     def data(start_step):  # batch i depends only on (seed, i): exact resumption
-        return train_windows.skip(start_step) if start_step else train_windows
+        return _skip(train_windows, start_step)
 
     if args.eval_iters > 0:  # nanoGPT: `eval_iters` random batches (fixed here, so evaluations compare)
         val_data = lm_windows(val_ids, T, B, random_offsets=True, seed=args.seed + 1).take(args.eval_iters).cache()
@@ -430,7 +435,7 @@ def run_bert(args):
             return inputs, labels, weights
 
         ds = ds.map(to_inputs, num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.skip(start_step) if start_step else ds
+        return _skip(ds, start_step)
 
     dev_ids = tf.data.Dataset.from_tensor_slices(x["dev"]["token_ids"]).batch(256)
     mlm_val = mlm_mask(dev_ids, vocab, mask_rate=args.mask_rate, seed=args.seed + 1).map(
@@ -483,7 +488,7 @@ def run_bert(args):
     def ft_data(start_step):
         ds = tf.data.Dataset.from_tensor_slices((x["train"], y["train"]))
         ds = ds.repeat().shuffle(n_train, seed=args.seed).batch(args.finetune_batch_size, drop_remainder=True)
-        return ds.skip(start_step) if start_step else ds
+        return _skip(ds, start_step)
 
     dev = tf.data.Dataset.from_tensor_slices((x["dev"], y["dev"])).batch(256).cache()
 
@@ -605,7 +610,7 @@ def run_seq2seq(args):
     def data(start_step):
         ds = seq2seq_pairs(train_src, train_tgt, batch_size=args.batch_size, shuffle=True, seed=args.seed,
                            drop_remainder=True, cache=True, prefetch=False).repeat()
-        return ds.skip(start_step) if start_step else ds
+        return _skip(ds, start_step)
 
     test_data = seq2seq_pairs(test_src, test_tgt, batch_size=256, cache=True)
 
