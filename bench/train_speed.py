@@ -1,23 +1,30 @@
-"""Training-step speed: keras_tfm vs KerasHub vs a keras.layers.MultiHeadAttention stack.
+"""Training-step speed: keras_tfm vs KerasHub vs a keras.layers.MultiHeadAttention stack (vs PyTorch).
 
 For each configuration (small = nanoGPT's CPU settings, medium = a 6-layer d=384 GPT) this builds
-three GPT-style decoder-only models of identical sizes:
+GPT-style decoder-only models of identical sizes (pre-norm, GELU, biases, learned positions):
 
   * keras_tfm      `keras_tfm.models.gpt` (the builder users get, default options)
   * keras_hub      a stack of `keras_hub.layers.TransformerDecoder` (pre-norm, GELU) with
                    `TokenAndPositionEmbedding` and a Dense head
   * keras_mha      a hand-written pre-norm block on `keras.layers.MultiHeadAttention`
+  * torch          (only if PyTorch is importable) the same GPT in PyTorch eager mode, laid out
+                   like nanoGPT's `model.py` (fused c_attn, `scaled_dot_product_attention`), written
+                   for this bench; `pip install torch==2.13.0` gives the CPU build on this machine
 
-each compiled with and without XLA (`jit_compile`), trains them on the same random token batches in
-interleaved rounds (so machine-load drift hits all alike) and prints the median step time,
-tokens/s and MFU against a float32 matmul peak measured in the same run.
+Every Keras model is compiled alike (AdamW(1e-3, wd 0.1, β2 0.99, clipnorm 1), sparse categorical
+cross-entropy from logits, no metrics), with and without XLA (`jit_compile`), and trained with
+`model.fit` on the same random token batches, `steps_per_execution` steps per compiled call (no Python
+work per step). One extra row, "keras_tfm compile_for_lm", uses `keras_tfm.models.compile_for_lm` with
+its defaults (masked loss, accuracy metric, XLA). The variants run in interleaved rounds (so machine-load
+drift hits all alike); the table gives the median step time, tokens/s and MFU against a float32
+matmul peak measured in the same run (the faster of XLA and TensorFlow's oneDNN kernel).
 
 FLOPs per step use the standard count 6·N·tokens + 12·L·T·d·tokens (N = non-embedding parameters
 plus the output projection; the second term is attention's QKᵀ and AV), forward + backward.
 
 Usage:
     python bench/train_speed.py                     # small + medium, all peers
-    python bench/train_speed.py --configs small --rounds 5 --steps 20
+    python bench/train_speed.py --configs small --rounds 7 --steps 50
     python bench/train_speed.py --policy mixed_bfloat16   # keras_tfm under a dtype policy too
 
 keras-hub is a bench-only extra: `pip install -e ".[bench]"`. Missing peers are reported, not faked.
@@ -42,16 +49,17 @@ CONFIGS = {
 
 
 def matmul_peak(n=2048, dtype=tf.float32, repeats=10):
-    """Measured matmul throughput (GFLOP/s) of an n×n·n×n product under XLA."""
+    """Measured matmul throughput (GFLOP/s) of an n×n·n×n product: the faster of XLA and oneDNN."""
     a = tf.random.normal((n, n), dtype=tf.float32)
     a, b = tf.cast(a, dtype), tf.cast(tf.transpose(a), dtype)
-    mm = tf.function(lambda x, y: tf.matmul(x, y), jit_compile=True)
-    mm(a, b).numpy()
     best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
+    for jit in (True, False):
+        mm = tf.function(lambda x, y: tf.matmul(x, y), jit_compile=jit)
         mm(a, b).numpy()
-        best = min(best, time.perf_counter() - t)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            mm(a, b).numpy()
+            best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best / 1e9
 
 
@@ -112,62 +120,147 @@ def step_flops(c):
     return 6 * n * tokens + 12 * L * T * d * tokens
 
 
-def make_runner(model, jit, c, data):
-    model.compile(
-        optimizer=keras.optimizers.AdamW(1e-3, weight_decay=0.1, beta_2=0.99, clipnorm=1.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=jit,
-    )
+def _optimizer():
+    return keras.optimizers.AdamW(1e-3, weight_decay=0.1, beta_2=0.99, clipnorm=1.0)
+
+
+def make_keras_runner(model, jit, data, steps_per_execution, helper=False):
+    if helper:
+        from keras_tfm.models import compile_for_lm
+
+        compile_for_lm(model, _optimizer(), ignore_index=None, steps_per_execution=steps_per_execution)
+    else:
+        model.compile(
+            optimizer=_optimizer(),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=jit,
+            steps_per_execution=steps_per_execution,
+        )
     x, y = data
-    model.train_on_batch(x[0], y[0])  # compile / warm up
+    # The same in-memory batches for every peer. tf.data autotuning is off: on 2 cores its thread
+    # competes with the step, and deleting the iterator at the end of each `fit` waits for it
+    # (seconds, at random), which would swamp the differences measured here.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().prefetch(8).with_options(options)
+    model.fit(dataset, steps_per_epoch=2 * steps_per_execution, epochs=1, verbose=0, shuffle=False)  # compile / warm up
 
     def run(steps):
         t = time.perf_counter()
-        for i in range(steps):
-            loss = model.train_on_batch(x[i % len(x)], y[i % len(y)])
-        float(np.asarray(loss))
+        model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
         return (time.perf_counter() - t) / steps
 
     return run
 
 
+def make_torch_runner(c, data):
+    """The same GPT in PyTorch eager mode (nanoGPT's layout), AdamW + global-norm clipping."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    d, h, T, V = c["d_model"], c["num_heads"], c["seq_len"], c["vocab"]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, d))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, d), nn.Embedding(T, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(c["num_layers"]))
+            self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, V)
+
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x))
+
+    model = GPT()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    xs = [torch.from_numpy(b.astype("int64")) for b in data[0]]
+    ys = [torch.from_numpy(b.astype("int64")) for b in data[1]]
+
+    def step(i):
+        logits = model(xs[i % len(xs)])
+        loss = F.cross_entropy(logits.view(-1, V), ys[i % len(ys)].view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    for i in range(5):
+        step(i)
+
+    def run(steps):
+        t = time.perf_counter()
+        for i in range(steps):
+            loss = step(i)
+        float(loss.detach())
+        return (time.perf_counter() - t) / steps
+
+    return run, f"torch {torch.__version__} eager, {torch.get_num_threads()} threads"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", nargs="+", default=["small", "medium"], choices=sorted(CONFIGS))
-    p.add_argument("--peers", nargs="+", default=list(PEERS), choices=list(PEERS))
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=20, help="steps per round per model")
+    p.add_argument("--peers", nargs="+", default=list(PEERS) + ["torch"], choices=list(PEERS) + ["torch"])
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--steps", type=int, default=50, help="steps per round per model")
+    p.add_argument("--steps-per-execution", type=int, default=25, help="steps per compiled call (Keras rows)")
     p.add_argument("--policy", default=None, help="also run keras_tfm under this dtype policy, e.g. mixed_bfloat16")
     args = p.parse_args(argv)
 
     peak = matmul_peak()
-    print(f"matmul peak (float32, 2048^3, XLA): {peak:.1f} GFLOP/s")
-    try:
-        print(f"matmul peak (bfloat16, 2048^3, XLA): {matmul_peak(dtype=tf.bfloat16):.1f} GFLOP/s")
-    except Exception as e:  # pragma: no cover - depends on the CPU
-        print(f"bfloat16 matmul unavailable: {e}")
+    print(f"matmul peak (float32, 2048^3, best of XLA and oneDNN): {peak:.1f} GFLOP/s", flush=True)
 
     for name in args.configs:
         c = CONFIGS[name]
         rng = np.random.default_rng(0)
         tokens = rng.integers(0, c["vocab"], (8, c["batch"], c["seq_len"] + 1)).astype("int32")
         data = (tokens[:, :, :-1], tokens[:, :, 1:])
+        spe = min(args.steps_per_execution, args.steps)
         runners = {}
-        variants = [(peer, jit, None) for peer in args.peers for jit in (True, False)]
+        variants = [(peer, jit, None, False) for peer in args.peers if peer != "torch" for jit in (True, False)]
+        if "keras_tfm" in args.peers:
+            variants.append(("keras_tfm", True, None, True))
         if args.policy:
-            variants += [("keras_tfm", jit, args.policy) for jit in (True, False)]
-        for peer, jit, policy in variants:
-            label = f"{peer}{'+xla' if jit else ''}{'/' + policy if policy else ''}"
+            variants += [("keras_tfm", jit, args.policy, False) for jit in (True, False)]
+        for peer, jit, policy, helper in variants:
+            label = f"{peer}{'+xla' if jit else ''}{'/' + policy if policy else ''}{' compile_for_lm' if helper else ''}"
             try:
                 keras.mixed_precision.set_global_policy(policy or "float32")
                 keras.utils.set_random_seed(0)
                 t = time.perf_counter()
-                runners[label] = make_runner(PEERS[peer](c), jit, c, data)
-                print(f"  built+compiled {label:32s} in {time.perf_counter() - t:6.1f} s", flush=True)
+                runners[label] = make_keras_runner(PEERS[peer](c), jit, data, spe, helper=helper)
+                print(f"  built+compiled {label:34s} in {time.perf_counter() - t:6.1f} s", flush=True)
             except ImportError as e:
                 print(f"  {label}: unavailable ({e}); install the bench extra")
             finally:
                 keras.mixed_precision.set_global_policy("float32")
+        if "torch" in args.peers:
+            try:
+                t = time.perf_counter()
+                runners["torch (nanoGPT layout)"], info = make_torch_runner(c, data)
+                print(f"  built torch (nanoGPT layout) in {time.perf_counter() - t:.1f} s: {info}", flush=True)
+            except ImportError:
+                print("  torch: unavailable (PyTorch not installed); not measured")
         times = {k: [] for k in runners}
         for _ in range(args.rounds):
             for label, run in runners.items():
@@ -177,12 +270,14 @@ def main(argv=None):
         med = {k: statistics.median(v) for k, v in times.items()}
         peers = [v for k, v in med.items() if not k.startswith("keras_tfm")]
         fastest_peer = min(peers) if peers else None
-        print(f"\n[{name}] {c}  step FLOPs {flops / 1e9:.2f} G")
-        print(f"{'model':34s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s} {'vs fastest peer':>16s}")
+        print(f"\n[{name}] {c}  step FLOPs {flops / 1e9:.2f} G; median of {args.rounds} interleaved rounds of "
+              f"{args.steps} steps (Keras: steps_per_execution={spe})")
+        print(f"{'model':36s} {'ms/step':>9s} {'min':>7s} {'tokens/s':>10s} {'MFU':>6s} {'vs fastest peer':>16s}")
         for label, t in sorted(med.items(), key=lambda kv: kv[1]):
             ratio = f"{t / fastest_peer:.2f}x" if fastest_peer else "-"
-            print(f"{label:34s} {t * 1e3:9.1f} {tok / t:10.0f} {flops / t / 1e9 / peak:6.1%} {ratio:>16s}")
-        print()
+            print(f"{label:36s} {t * 1e3:9.1f} {min(times[label]) * 1e3:7.1f} {tok / t:10.0f} "
+                  f"{flops / t / 1e9 / peak:6.1%} {ratio:>16s}")
+        print(flush=True)
 
 
 if __name__ == "__main__":

@@ -420,7 +420,7 @@ def _parse_ints(text, name):
 
 
 def _load_schedule(args):
-    from keras_tfm.schedules import TransformerSchedule, nanogpt_schedule
+    from keras_tfm.schedules import TransformerSchedule, WarmupStableDecay, nanogpt_schedule
 
     if args.schedule == "transformer":
         return TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps, scale=args.scale)
@@ -429,7 +429,12 @@ def _load_schedule(args):
             args.learning_rate, args.decay_steps or args.steps, warmup_steps=args.warmup_steps,
             min_ratio=args.min_ratio,
         )
-    raise ValueError(f"Unknown `--schedule` {args.schedule!r}; expected 'transformer' or 'nanogpt'.")
+    if args.schedule == "wsd":
+        return WarmupStableDecay(
+            args.learning_rate, args.steps, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
+            min_ratio=args.min_ratio,
+        )
+    raise ValueError(f"Unknown `--schedule` {args.schedule!r}; expected 'transformer', 'nanogpt' or 'wsd'.")
 
 
 def run_plot(args):
@@ -505,14 +510,15 @@ def add_plot_subcommand(subparsers):
         p.add_argument("--out", default=f"{name}.png", help="Output PNG.")
 
     p = kinds.add_parser("lr", help="Learning-rate schedule curve.")
-    p.add_argument("--schedule", choices=["transformer", "nanogpt"], default="transformer")
+    p.add_argument("--schedule", choices=["transformer", "nanogpt", "wsd"], default="transformer")
     p.add_argument("--steps", type=int, default=20000, help="Steps to draw (default 20000).")
     p.add_argument("--d-model", dest="d_model", type=int, default=512, help="transformer: d_model (512).")
     p.add_argument("--warmup-steps", dest="warmup_steps", type=int, default=4000, help="Warmup steps (4000).")
     p.add_argument("--scale", type=float, default=1.0, help="transformer: scale (1.0).")
-    p.add_argument("--learning-rate", dest="learning_rate", type=float, default=6e-4, help="nanogpt: peak lr.")
-    p.add_argument("--decay-steps", dest="decay_steps", type=int, default=None, help="nanogpt: decay steps (--steps).")
-    p.add_argument("--min-ratio", dest="min_ratio", type=float, default=0.1, help="nanogpt: floor ratio (0.1).")
+    p.add_argument("--learning-rate", dest="learning_rate", type=float, default=6e-4, help="nanogpt/wsd: peak lr.")
+    p.add_argument("--decay-steps", dest="decay_steps", type=int, default=None,
+                   help="nanogpt: step of the floor (--steps); wsd: length of the final decay (20%% of --steps).")
+    p.add_argument("--min-ratio", dest="min_ratio", type=float, default=0.1, help="nanogpt/wsd: floor ratio (0.1).")
     p.add_argument("--out", default="lr.png", help="Output PNG.")
 
     p = kinds.add_parser("curves", help="Training curves from a TensorBoard log dir or a History JSON file.")

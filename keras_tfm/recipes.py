@@ -58,8 +58,9 @@ def add_training_arguments(parser, steps, batch_size, steps_per_epoch, learning_
     g.add_argument(
         "--jit-compile",
         action=argparse.BooleanOptionalAction,
-        default=False,
-        help="XLA-compile the train step (default: off, usually slower to start on CPU)",
+        default=None,
+        help="XLA-compile the train step (default: on for gpt and bert, whose batches have one fixed shape; "
+        "off for seq2seq, whose batches are padded to their longest pair; off under --strategy mirrored/multi_worker)",
     )
     g.add_argument("--steps-per-execution", type=int, default=steps_per_execution, help="batches per compiled call (default: %(default)s)")
     g.add_argument(
@@ -95,6 +96,13 @@ def _setup(args):
         if value < 1:
             raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 1; received {value}")
     return strategy
+
+
+def _jit(args, default):
+    """`--jit-compile`, or the recipe's default (never XLA under a distribution strategy)."""
+    if args.jit_compile is not None:
+        return args.jit_compile
+    return bool(default) and args.strategy == "default"
 
 
 def _optimizer_kwargs(args):
@@ -152,10 +160,24 @@ def add_gpt_arguments(parser):
     m.add_argument("--n-head", type=int, default=4, help="(default: %(default)s)")
     m.add_argument("--n-embd", type=int, default=128, help="(default: %(default)s)")
     m.add_argument("--dropout", type=float, default=0.0, help="(default: %(default)s)")
-    o = parser.add_argument_group("optimizer (nanoGPT defaults)")
-    o.add_argument("--min-lr", type=float, default=1e-4, help="cosine floor (default: %(default)s)")
+    m.add_argument(
+        "--position",
+        choices=("learned", "sinusoidal", "rope", "alibi", "relative"),
+        default="learned",
+        help="position scheme (default: %(default)s, as nanoGPT/GPT-2)",
+    )
+    o = parser.add_argument_group("optimizer (nanoGPT defaults, except the schedule)")
+    o.add_argument(
+        "--schedule",
+        choices=("wsd", "cosine"),
+        default="wsd",
+        help="learning-rate decay after the warmup: 'wsd' holds the peak, then decays linearly to --min-lr over "
+        "the last --decay-fraction of the run; 'cosine' is nanoGPT's cosine decay to --min-lr (default: %(default)s)",
+    )
+    o.add_argument("--decay-fraction", type=float, default=0.2, help="wsd: share of the run spent decaying (default: %(default)s)")
+    o.add_argument("--min-lr", type=float, default=1e-4, help="learning-rate floor (default: %(default)s)")
     o.add_argument("--warmup-steps", type=int, default=100, help="linear warmup (default: %(default)s)")
-    o.add_argument("--lr-decay-steps", type=int, default=None, help="cosine length (default: --steps)")
+    o.add_argument("--lr-decay-steps", type=int, default=None, help="step at which the floor is reached (default: --steps)")
     o.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay on weight matrices (default: %(default)s)")
     o.add_argument("--beta2", type=float, default=0.99, help="(default: %(default)s)")
     o.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip, 0 = off (default: %(default)s)")
@@ -186,11 +208,15 @@ def load_shakespeare_text(args):
 
 
 def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_k=200, seed=0):
-    """nanoGPT's `generate`: sample one token at a time, cropping the context to the last `block_size` ids.
+    """nanoGPT's `generate`: samples one token at a time, cropping the context to the last `block_size` ids.
 
-    The context lives in a fixed `[1, block_size]` buffer (right-padded; the
-    causal mask hides the padding from the position that is read), so the
-    step is traced once.
+    The whole loop is one XLA-compiled `tf.while_loop`: the context lives in a
+    fixed `[1, block_size]` window (right-padded while it is shorter; the
+    causal mask hides the padding from the position that is read) that slides
+    left once it is full, and each step runs the model on the window. The KV
+    cache of `keras_tfm.generation` cannot be used here, because the sample is
+    longer than the model's maximum length (a sliding window re-encodes
+    every position at each step).
 
     Returns:
         list of int ids (the new tokens).
@@ -198,24 +224,37 @@ def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_
     import numpy as np
     import tensorflow as tf
 
-    from keras_tfm.generation import sample
+    from keras_tfm.generation import sample, split_seed
 
-    @tf.function(reduce_retracing=True)
-    def step(buffer, length, seed):
-        logits = model(buffer, training=False)
-        last = tf.gather(logits[0], length - 1)[None, :]
-        return sample(last, seed, temperature=temperature, top_k=min(top_k, int(last.shape[-1])) if top_k else 0)[0]
+    prompt = list(prompt_ids)[-block_size:]
+    if not prompt:
+        raise ValueError("`prompt_ids` must contain at least one id.")
+    top_k = min(int(top_k), int(model.output_shape[-1])) if top_k else 0
+    window = np.zeros((1, block_size), "int32")
+    window[0, : len(prompt)] = prompt
 
-    context = list(prompt_ids)
-    out = []
-    for i in range(num_tokens):
-        window = context[-block_size:]
-        buffer = np.zeros((1, block_size), "int32")
-        buffer[0, : len(window)] = window
-        token = int(step(tf.constant(buffer), tf.constant(len(window)), tf.constant([seed, i], tf.int32)))
-        context.append(token)
-        out.append(token)
-    return out
+    @tf.function(jit_compile=True)
+    def run(window, length, seed):
+        def body(i, window, length, out):
+            logits = model(window, training=False)[0]
+            last = tf.gather(logits, length - 1)[None, :]
+            token = sample(last, split_seed(seed, i), temperature=temperature, top_k=top_k)[0]
+            full = length >= block_size
+            shifted = tf.concat([window[:, 1:], token[None, None]], axis=1)
+            written = tf.tensor_scatter_nd_update(window, [[0, tf.minimum(length, block_size - 1)]], token[None])
+            window = tf.where(full, shifted, written)
+            return i + 1, window, tf.minimum(length + 1, block_size), out.write(i, token)
+
+        out = tf.TensorArray(tf.int32, size=num_tokens)
+        _, _, _, out = tf.while_loop(
+            lambda i, *_: i < num_tokens, body, (tf.constant(0), window, length, out)
+        )
+        return out.stack()
+
+    if num_tokens <= 0:
+        return []
+    tokens = run(tf.constant(window), tf.constant(len(prompt), tf.int32), tf.constant([seed, 0], tf.int32))
+    return [int(t) for t in tokens.numpy()]
 
 
 def nanogpt_init(model, num_layers, seed=0, layer_norm_bias=False):
@@ -270,6 +309,8 @@ def run_gpt(args):
     decay_steps = args.lr_decay_steps or args.steps
     warmup_steps = args.warmup_steps if args.warmup_steps < decay_steps else decay_steps // 10
     accum = args.grad_accum
+    if not 0.0 < args.decay_fraction <= 1.0:
+        raise SystemExit(f"error: --decay-fraction must be in (0, 1]; received {args.decay_fraction}")
 
     def build():
         model = models.gpt(
@@ -279,17 +320,26 @@ def run_gpt(args):
             num_heads=args.n_head,
             d_model=args.n_embd,
             dropout=args.dropout,
+            position=args.position,
             use_bias=False,  # nanoGPT bias=False
             activation="gelu",  # torch nn.GELU (exact)
         )
         nanogpt_init(model, args.n_layer, seed=args.seed)
         # Keras advances the schedule on every micro-batch when accumulating.
-        schedule = schedules.nanogpt_schedule(
-            args.learning_rate,
-            decay_steps * accum,
-            warmup_steps=warmup_steps * accum,
-            min_ratio=args.min_lr / args.learning_rate,
-        )
+        min_ratio = args.min_lr / args.learning_rate
+        if args.schedule == "cosine":
+            schedule = schedules.nanogpt_schedule(
+                args.learning_rate, decay_steps * accum, warmup_steps=warmup_steps * accum, min_ratio=min_ratio
+            )
+        else:
+            decay = max(1, round(args.decay_fraction * decay_steps))
+            schedule = schedules.WarmupStableDecay(
+                args.learning_rate,
+                decay_steps * accum,
+                warmup_steps=warmup_steps * accum,
+                decay_steps=min(decay, decay_steps - warmup_steps) * accum,
+                min_ratio=min_ratio,
+            )
         optimizer = optimizers.adamw(
             schedule,
             weight_decay=args.weight_decay,
@@ -304,7 +354,7 @@ def run_gpt(args):
             model,
             optimizer,
             ignore_index=None,  # id 0 is a real character here
-            jit_compile=args.jit_compile,
+            jit_compile=_jit(args, True),
             steps_per_execution=args.steps_per_execution,
         )
 
@@ -314,8 +364,9 @@ def run_gpt(args):
     full_val = lm_windows(val_ids, T, 64, random_offsets=False, shuffle=False)
     full_val_loss = float(model.evaluate(full_val, verbose=0, return_dict=True)["loss"])
     train_seconds = result.seconds
-    _log(f"step {result.steps}: val loss {final_val:.4f} ({args.eval_iters or 'all'} batches), "
-         f"whole val split {full_val_loss:.4f}")
+    windows = (len(val_ids) - 1) // T
+    _log(f"step {result.steps}: validation loss {full_val_loss:.4f} (whole split, {windows:,} windows of {T}); "
+         f"{final_val:.4f} on the {args.eval_iters or 'all'} evaluation batches (nanoGPT's estimate)")
     sample = ""
     if args.sample_tokens > 0:
         newline = tokenizer.token_to_id("\n")
@@ -328,8 +379,9 @@ def run_gpt(args):
     _log(f"wall time: training {train_seconds:.1f} s, total {total:.1f} s")
     results = {
         "steps": result.steps,
-        "val_loss": final_val,
+        "val_loss": full_val_loss,
         "val_loss_whole_split": full_val_loss,
+        "val_loss_eval_batches": final_val,
         "history": result.history,
         "train_seconds": train_seconds,
         "total_seconds": total,
@@ -470,7 +522,7 @@ def run_bert(args):
             models.bert_masked_lm(encoder),
             optimizer,
             ignore_index=None,
-            jit_compile=args.jit_compile,
+            jit_compile=_jit(args, True),
             steps_per_execution=args.steps_per_execution,
         )
 
@@ -502,7 +554,7 @@ def run_bert(args):
             optimizer = optimizers.adamw(schedule, weight_decay=0.01, beta_2=0.999, global_clipnorm=1.0,
                                          **_optimizer_kwargs(args))
             return models.compile_for_classification(
-                classifier, optimizer, jit_compile=args.jit_compile, steps_per_execution=args.steps_per_execution
+                classifier, optimizer, jit_compile=_jit(args, True), steps_per_execution=args.steps_per_execution
             )
 
     _log(f"== 2. fine-tuning: {args.finetune_epochs} epochs x {steps_per_epoch} steps of {args.finetune_batch_size} ==")
@@ -629,7 +681,7 @@ def run_seq2seq(args):
                                             scale=args.lr_scale / (args.grad_accum**0.5) if args.grad_accum > 1 else args.lr_scale,
                                             **_optimizer_kwargs(args))
         return models.compile_for_lm(
-            model, optimizer, label_smoothing=args.label_smoothing, jit_compile=args.jit_compile,
+            model, optimizer, label_smoothing=args.label_smoothing, jit_compile=_jit(args, False),
             steps_per_execution=args.steps_per_execution,
         )
 

@@ -430,7 +430,7 @@ def default_callbacks(log_dir=None, backup_dir=None, save_freq="epoch", terminat
 # --------------------------------------------------------------------------- #
 
 
-def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=tf.data.AUTOTUNE):
+def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=2):
     """A resumable dataset: element `i` is `batch_fn(tf.stack([seed, i]))`.
 
     `batch_fn` receives a stateless-random seed (shape [2] int64) and must
@@ -451,14 +451,16 @@ def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=tf.data
     """
     stop = tf.int64.max if steps is None else int(start_step) + int(steps)
     ds = tf.data.Dataset.range(int(start_step), stop)
-    ds = ds.map(lambda i: batch_fn(tf.stack([tf.constant(int(seed), tf.int64), i])), num_parallel_calls=tf.data.AUTOTUNE,
+    ds = ds.map(lambda i: batch_fn(tf.stack([tf.constant(int(seed), tf.int64), i])), num_parallel_calls=2,
                 deterministic=True)
     return _with_options(ds.prefetch(prefetch))
 
 
 def _with_options(ds):
+    """Shards by data under multi-worker strategies; no tf.data autotuning (see `keras_tfm.data.pipelines`)."""
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.autotune.enabled = False
     return ds.with_options(options)
 
 
@@ -472,7 +474,7 @@ def _data_at(data, start_step):
             ds = ds.skip(start_step)
     if not isinstance(ds, tf.data.Dataset):
         raise TypeError(f"Training data must be a tf.data.Dataset (or a factory returning one); got {type(ds)}.")
-    return _with_options(ds.prefetch(tf.data.AUTOTUNE))
+    return _with_options(ds.prefetch(2))
 
 
 # --------------------------------------------------------------------------- #

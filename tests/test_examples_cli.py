@@ -86,10 +86,33 @@ def test_gpt_example_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
                         monkeypatch)
     assert code == 0
     out = capsys.readouterr().out
-    assert "val loss" in out and "wall time" in out and "sample" in out
+    assert "validation loss" in out and "wall time" in out and "sample" in out
     r = json.loads(results.read_text())
     assert r["steps"] == 4 and len(r["history"]["val_loss"]) == 2 and r["val_loss"] > 0
+    assert r["val_loss"] == r["val_loss_whole_split"] and r["val_loss_eval_batches"] > 0
     assert len(r["sample"]) == 5
+
+
+@pytest.mark.parametrize("schedule, position", [("wsd", "learned"), ("cosine", "rope")])
+def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, position, capsys):
+    import argparse
+
+    from keras_tfm import recipes
+    from keras_tfm.schedules import WarmupStableDecay
+
+    parser = argparse.ArgumentParser()
+    recipes.add_gpt_arguments(parser)
+    args = parser.parse_args(["--data", shakespeare, "--schedule", schedule, "--position", position] + TINY_GPT)
+    model = recipes.run_gpt(args)["model"]
+    lr = model.optimizer._learning_rate
+    if schedule == "wsd":
+        assert isinstance(lr, WarmupStableDecay) and lr.total_steps == 4 and lr.decay_steps == 1
+    else:
+        assert type(lr).__name__ == "CosineDecay"
+    assert model.get_layer("decoder_block_0").position == (None if position == "learned" else position)
+    assert model.jit_compile is True  # the recipe's default for fixed-shape LM windows
+    with pytest.raises(SystemExit, match="decay-fraction"):
+        recipes.run_gpt(parser.parse_args(["--data", shakespeare, "--decay-fraction", "0"] + TINY_GPT))
 
 
 def test_bert_example_end_to_end(sst2_dir, tmp_path, monkeypatch, capsys):
@@ -126,7 +149,7 @@ def test_cli_train_gpt_with_backup_and_logs(shakespeare, tmp_path, capsys):
     status = cli.main(["train", "gpt", "--data", shakespeare, "--backup-dir", str(backup), "--save-freq", "2",
                        "--log-dir", str(tmp_path / "tb")] + TINY_GPT)
     assert status == 0
-    assert "val loss" in capsys.readouterr().out
+    assert "validation loss" in capsys.readouterr().out
     assert not backup.exists()  # removed once training completed
 
 

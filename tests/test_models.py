@@ -479,9 +479,14 @@ def test_compile_helpers():
     assert model.optimizer.beta_2 == 0.98
     lr0 = float(model.optimizer.learning_rate)
     assert lr0 == pytest.approx(32**-0.5 * 1 * 10**-1.5, rel=1e-5)
-    assert model.jit_compile == bool(tf.config.list_physical_devices("GPU"))
-    compile_for_lm(model, jit_compile=True, steps_per_execution=4)
-    assert model.jit_compile and model.steps_per_execution == 4
+    assert model.jit_compile is True  # XLA by default (the fast path), outside tf.distribute
+    compile_for_lm(model, jit_compile=False, steps_per_execution=4)
+    assert not model.jit_compile and model.steps_per_execution == 4
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        mirrored = compile_for_lm(gpt("tiny"))
+    assert mirrored.jit_compile is False
+    with pytest.raises(TypeError, match="jit_compile"):
+        compile_for_lm(model, jit_compile="yes")
     with pytest.raises(ValueError, match="learning_rate"):
         compile_for_lm(model, optimizer="vaswani", learning_rate=1e-3)
     with pytest.raises(TypeError):

@@ -12,7 +12,7 @@ import keras
 
 from keras_tfm import plotting
 from keras_tfm.models import gpt
-from keras_tfm.schedules import TransformerSchedule, nanogpt_schedule
+from keras_tfm.schedules import TransformerSchedule, WarmupStableDecay, nanogpt_schedule
 
 
 def assert_png(path, min_kb=5):
@@ -66,6 +66,8 @@ def test_plot_lr_schedule(tmp_path):
     assert int(np.argmax(lr)) == 49
     assert_png(plotting.plot_lr_schedule(schedule, 200, tmp_path / "lr.png"))
     assert_png(plotting.plot_lr_schedule(nanogpt_schedule(1e-3, 100, warmup_steps=10), 120, tmp_path / "lr2.png"))
+    wsd = plotting.learning_rates(WarmupStableDecay(1e-3, 100, warmup_steps=10), 120)
+    np.testing.assert_allclose(wsd[[0, 5, 10, 79, 90, 100, 119]], [0, 5e-4, 1e-3, 1e-3, 5.5e-4, 1e-4, 1e-4], rtol=1e-5, atol=1e-9)
     assert_png(plotting.plot_lr_schedule(lambda step: 1e-3 * keras.ops.ones_like(step), 10, tmp_path / "c.png"),
                min_kb=3)
     with pytest.raises(ValueError, match="`steps`"):
@@ -127,6 +129,8 @@ def test_plot_subcommand(tmp_path, model, capsys):
                "--out", tmp_path / "lr.png") == 0
     assert_png(tmp_path / "lr.png")
     assert run("lr", "--schedule", "nanogpt", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr2.png") == 0
+    assert run("lr", "--schedule", "wsd", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr3.png") == 0
+    assert_png(tmp_path / "lr3.png")
     with open(tmp_path / "h.json", "w") as f:
         json.dump({"loss": [3.0, 2.0], "accuracy": [0.1, 0.3]}, f)
     assert run("curves", tmp_path / "h.json", "--keys", "loss", "--out", tmp_path / "c.png") == 0

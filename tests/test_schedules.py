@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_tfm.optimizers import DEFAULT_NO_DECAY_NAMES, AdamW, adamw, vaswani_adam
-from keras_tfm.schedules import TransformerSchedule, nanogpt_schedule
+from keras_tfm.schedules import TransformerSchedule, WarmupStableDecay, nanogpt_schedule
 
 
 def reference_lr(step, d_model, warmup, scale=1.0):
@@ -127,6 +127,66 @@ def test_nanogpt_schedule_matches_reference():
 def test_nanogpt_schedule_validation(kwargs, name):
     with pytest.raises(ValueError, match=name):
         nanogpt_schedule(**kwargs)
+
+
+# --------------------------------------------------------------------------- WarmupStableDecay
+
+
+def wsd_reference(it, lr, total, warmup, decay, min_lr):
+    if it < warmup:
+        return lr * it / warmup
+    start = total - decay
+    if it < start:
+        return lr
+    if it >= total:
+        return min_lr
+    return lr + (min_lr - lr) * (it - start) / decay
+
+
+def test_wsd_schedule_matches_reference():
+    schedule = WarmupStableDecay(1e-3, total_steps=2000, warmup_steps=100, decay_fraction=0.2, min_ratio=0.1)
+    assert schedule.decay_steps == 400
+    for it in (0, 1, 50, 99, 100, 101, 1000, 1599, 1600, 1601, 1800, 1999, 2000, 2001, 10_000):
+        np.testing.assert_allclose(
+            float(schedule(it)), wsd_reference(it, 1e-3, 2000, 100, 400, 1e-4), rtol=1e-5, atol=1e-12
+        )
+    values = np.asarray(schedule(np.arange(2100)))
+    assert values.dtype == np.float32
+    assert np.all(np.diff(values[:100]) > 0) and np.all(values[100:1600] == np.float32(1e-3))
+    assert np.all(np.diff(values[1600:2000]) < 0) and np.all(values[2000:] == np.float32(1e-4))
+    # Explicit decay length, no warmup, decay to zero.
+    plain = WarmupStableDecay(2.0, total_steps=10, decay_steps=4, min_ratio=0.0)
+    np.testing.assert_allclose(np.asarray(plain(np.arange(12))), [2, 2, 2, 2, 2, 2, 2, 1.5, 1, 0.5, 0, 0], atol=1e-6)
+
+
+def test_wsd_schedule_config_roundtrip_and_xla():
+    schedule = WarmupStableDecay(3e-4, total_steps=500, warmup_steps=20, decay_steps=100, min_ratio=0.0)
+    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert isinstance(restored, WarmupStableDecay)
+    assert restored.get_config() == schedule.get_config()
+    lr_at = tf.function(lambda step: restored(step), jit_compile=True)
+    for step in (0, 10, 300, 450, 600):
+        np.testing.assert_allclose(
+            float(lr_at(tf.constant(step, tf.int64))), wsd_reference(step, 3e-4, 500, 20, 100, 0.0), rtol=1e-5, atol=1e-12
+        )
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, name",
+    [
+        ({"learning_rate": 0.0, "total_steps": 10}, ValueError, "learning_rate"),
+        ({"learning_rate": 1e-3, "total_steps": 0}, ValueError, "total_steps"),
+        ({"learning_rate": 1e-3, "total_steps": 10, "warmup_steps": -1}, ValueError, "warmup_steps"),
+        ({"learning_rate": 1e-3, "total_steps": 10, "warmup_steps": 2.0}, TypeError, "warmup_steps"),
+        ({"learning_rate": 1e-3, "total_steps": 10, "decay_steps": 0}, ValueError, "decay_steps"),
+        ({"learning_rate": 1e-3, "total_steps": 10, "warmup_steps": 5, "decay_steps": 6}, ValueError, "decay_steps"),
+        ({"learning_rate": 1e-3, "total_steps": 10, "decay_fraction": 0.0}, ValueError, "decay_fraction"),
+        ({"learning_rate": 1e-3, "total_steps": 10, "min_ratio": 1.5}, ValueError, "min_ratio"),
+    ],
+)
+def test_wsd_schedule_validation(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        WarmupStableDecay(**kwargs)
 
 
 # --------------------------------------------------------------------------- optimizers

@@ -1,11 +1,20 @@
 """tf.data pipelines for Transformer training: LM windows, MLM masking, seq2seq pairs, padding, bucketing.
 
 Every function returns a `tf.data.Dataset` built from TensorFlow ops only (no
-per-example Python), ending with `prefetch(tf.data.AUTOTUNE)` unless
-`prefetch=False`. Token id 0 is padding everywhere (`special_tokens.PAD`).
-Randomness is stateless and seeded (`tf.random.stateless_*` with seeds made
-from a base seed and the batch/element counter), so a pipeline built with the
-same `seed` yields the same data.
+per-example Python), ending with a small `prefetch` unless `prefetch=False`.
+Token id 0 is padding everywhere (`special_tokens.PAD`). Randomness is
+stateless and seeded (`tf.random.stateless_*` with seeds made from a base seed
+and the batch/element counter), so a pipeline built with the same `seed`
+yields the same data.
+
+tf.data autotuning is switched off in the returned datasets (`_finish`): these
+pipelines are light (gathers from in-memory tensors), and on a small CPU the
+autotuner's background thread competes with the training step for the same
+cores; deleting an iterator also waits for its current optimization round,
+which stalled `model.fit` for seconds at the end of every call. Measured on the
+2-core machine of `bench/RESULTS.md`: 34.0 ms per GPT training step with
+`lm_windows` below, 51 ms (median, 33-60) with one autotuned `map` call per
+batch. Re-enable it with `dataset.with_options(...)` for heavy pipelines.
 """
 
 import random
@@ -27,8 +36,18 @@ def _resolve_seed(seed):
     return seed
 
 
+#: Random LM batches drawn per tf.data map call in `lm_windows`.
+RANDOM_BATCHES_PER_CALL = 64
+#: Batches prefetched at the end of every pipeline.
+PREFETCH_BATCHES = 2
+
+
 def _finish(dataset, prefetch):
-    return dataset.prefetch(AUTOTUNE) if prefetch else dataset
+    """Turns off autotuning (see the module docstring) and prefetches a couple of batches."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = dataset.with_options(options)
+    return dataset.prefetch(PREFETCH_BATCHES) if prefetch else dataset
 
 
 def _map_components(dataset, fn, **kwargs):
@@ -131,9 +150,10 @@ def lm_windows(ids_or_dataset, sequence_length, batch_size, shuffle=True, seed=N
 
     * `random_offsets=True` (nanoGPT's `get_batch`): every batch draws
       `batch_size` random start offsets in `[0, n - sequence_length)`
-      (stateless uniform, seeded by `seed` and the batch number) and gathers
+      (stateless uniform; batch `i` depends only on `seed` and `i`, drawn
+      `RANDOM_BATCHES_PER_CALL` batches at a time) and gathers
       `x = ids[o : o + T]`, `y = ids[o + 1 : o + T + 1]`. The dataset is
-      infinite; use `.take(steps)`.
+      infinite; use `.take(steps)`, and `.skip(i)` to resume at batch `i`.
     * `random_offsets=False` (evaluation): the non-overlapping windows starting
       at 0, T, 2T, ... (`(n - 1) // T` of them; each target token is predicted
       exactly once), optionally shuffled, batched, and repeated when `repeat`.
@@ -151,7 +171,7 @@ def lm_windows(ids_or_dataset, sequence_length, batch_size, shuffle=True, seed=N
         random_offsets: choose the variant (see above).
         drop_remainder: drop a last, smaller batch (deterministic variant).
         repeat: repeat the deterministic variant forever.
-        prefetch: end with `prefetch(AUTOTUNE)`.
+        prefetch: end with a prefetch of `PREFETCH_BATCHES` batches.
 
     Returns:
         A `tf.data.Dataset` of `(x, y)`, int32 `[B, T]` each.
@@ -172,14 +192,19 @@ def lm_windows(ids_or_dataset, sequence_length, batch_size, shuffle=True, seed=N
         return windows[..., :-1], windows[..., 1:]
 
     if random_offsets:
-        def random_batch(step):
+        # One map call draws RANDOM_BATCHES_PER_CALL batches (block c holds
+        # batches c·K .. c·K + K − 1, offsets seeded by (seed, c)), so the
+        # per-call overhead of tf.data is paid once per K steps.
+        per_call = RANDOM_BATCHES_PER_CALL
+
+        def random_batches(block):
             offsets = tf.random.stateless_uniform(
-                [batch_size], seed=tf.stack([tf.constant(seed, tf.int64), step]),
+                [per_call, batch_size], seed=tf.stack([tf.constant(seed, tf.int64), block]),
                 minval=0, maxval=n - sequence_length, dtype=tf.int64,
             )
-            return split(tf.gather(tokens, offsets[:, None] + window[None, :]))
+            return split(tf.gather(tokens, offsets[..., None] + window))
 
-        dataset = tf.data.Dataset.counter().map(random_batch, num_parallel_calls=AUTOTUNE)
+        dataset = tf.data.Dataset.counter().map(random_batches).unbatch()
         return _finish(dataset, prefetch)
 
     count = (n - 1) // sequence_length
@@ -376,7 +401,7 @@ def seq2seq_pairs(source_ids, target_ids=None, batch_size=64, source_length=None
         drop_remainder: drop the last, smaller batch.
         sample_weights: also yield float32 weights `labels != 0`.
         cache: cache the pairs in memory (before shuffling).
-        prefetch: end with `prefetch(AUTOTUNE)`.
+        prefetch: end with a prefetch of `PREFETCH_BATCHES` batches.
 
     Returns:
         A dataset of `({"encoder_token_ids", "decoder_token_ids"}, labels)`
@@ -466,7 +491,7 @@ def pad_and_batch(dataset, batch_size, sequence_length=None, padding_value=PAD, 
         sequence_length: optional fixed length of the first axis.
         padding_value: pad value for numeric components ("" for strings).
         drop_remainder: drop the last, smaller batch.
-        prefetch: end with `prefetch(AUTOTUNE)`.
+        prefetch: end with a prefetch of `PREFETCH_BATCHES` batches.
 
     Returns:
         The batched dataset.
@@ -514,7 +539,7 @@ def bucket_by_length(dataset, boundaries, batch_sizes, length_fn=None, padding_v
             longest element (elements must then be shorter than
             `boundaries[-1]`).
         drop_remainder: drop each bucket's last, smaller batch.
-        prefetch: end with `prefetch(AUTOTUNE)`.
+        prefetch: end with a prefetch of `PREFETCH_BATCHES` batches.
 
     Returns:
         The bucketed, batched dataset.

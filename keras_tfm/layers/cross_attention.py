@@ -68,7 +68,7 @@ class CrossAttention(MultiHeadAttentionBase):
     def compute_cache(self, context):
         """Source keys and values, `(batch, 2, source_length, num_heads, key_dim)`."""
         check_rank("context", context, 3)
-        return ops.stack([self.key_dense(context), self.value_dense(context)], axis=1)
+        return ops.stack(self._project_heads(context, (self.key_dense, self.value_dense)), axis=1)
 
     def call(
         self,
@@ -90,7 +90,7 @@ class CrossAttention(MultiHeadAttentionBase):
                 raise ValueError(
                     f"`query` and `context` must have the same batch size; received {query.shape[0]} and {context.shape[0]}."
                 )
-            key, value = self.key_dense(context), self.value_dense(context)
+            key, value = self._project_heads(context, (self.key_dense, self.value_dense))
             source_length = context.shape[1]
             if context_mask is not None:
                 masks_lib.check_padding_mask(context_mask, context, "context_mask")
@@ -99,7 +99,7 @@ class CrossAttention(MultiHeadAttentionBase):
             key, value = cache[:, 0], cache[:, 1]
             source_length = cache.shape[2]
         masks_lib.check_attention_mask(attention_mask, query.shape[1], source_length)
-        q = self.query_dense(query)
+        (q,) = self._project_heads(query, (self.query_dense,))
         full_mask = masks_lib.merge_masks(
             None if context_mask is None else ops.cast(context_mask, "bool")[:, None, :],
             attention_mask,

@@ -151,6 +151,46 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             self.relative_bias.build()
 
     # ------------------------------------------------------------------- call
+    def _project_heads(self, x, layers):
+        """Projects `x` `(batch, length, d)` to heads with one or more of the
+        query/key/value layers in ONE 2-D matmul.
+
+        The kernels `(d, heads, dim)` of `layers` are concatenated along their
+        output axis, so self-attention computes Q, K and V with a single
+        `(batch·length, d) × (d, 3·heads·dim)` product (and its gradient with
+        two more), instead of three einsums whose kernel gradients TensorFlow
+        computes per batch element and then sums. The variables, their shapes
+        and names are those of `keras.layers.MultiHeadAttention`.
+
+        Returns:
+            list of `(batch, length, heads, dim)` tensors, one per layer.
+        """
+        d = x.shape[-1]
+        widths = [layer.kernel.shape[1] * layer.kernel.shape[2] for layer in layers]
+        kernels = [ops.reshape(ops.cast(layer.kernel, x.dtype), (d, w)) for layer, w in zip(layers, widths)]
+        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=1)
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        y = ops.matmul(ops.reshape(x, (-1, d)), kernel)
+        if self.use_bias:
+            biases = [ops.reshape(ops.cast(layer.bias, y.dtype), (-1,)) for layer in layers]
+            y = y + (biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=0))
+        outputs, start = [], 0
+        for layer, w in zip(layers, widths):
+            heads, dim = layer.kernel.shape[1], layer.kernel.shape[2]
+            outputs.append(ops.reshape(y[:, start : start + w], (batch, length, heads, dim)))
+            start += w
+        return outputs
+
+    def _project_output(self, heads):
+        """`(batch, length, heads, dim)` → `(batch, length, output_dim)` with one 2-D matmul."""
+        layer = self.output_dense
+        h, k, d = layer.kernel.shape
+        batch, length = ops.shape(heads)[0], ops.shape(heads)[1]
+        y = ops.matmul(ops.reshape(heads, (-1, h * k)), ops.reshape(ops.cast(layer.kernel, heads.dtype), (h * k, d)))
+        if self.use_bias:
+            y = y + ops.cast(layer.bias, y.dtype)
+        return ops.reshape(y, (batch, length, d))
+
     def _position_bias(self, query_length, key_length, query_offset):
         if self.alibi is not None:
             return self.alibi.compute_bias(query_length, key_length, query_offset)
@@ -184,7 +224,7 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             impl=self.attention_impl,
             **options,
         )
-        return self.output_dense(output), weights
+        return self._project_output(output), weights
 
     def get_config(self):
         config = super().get_config()

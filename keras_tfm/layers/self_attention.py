@@ -95,9 +95,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         inputs_mask=None,
     ):
         check_rank("inputs", inputs, 3)
-        query = self.query_dense(inputs)
-        key = self.key_dense(inputs)
-        value = self.value_dense(inputs)
+        query, key, value = self._project_heads(inputs, (self.query_dense, self.key_dense, self.value_dense))
         length = ops.shape(inputs)[1]
 
         if cache is None:
