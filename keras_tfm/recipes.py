@@ -55,6 +55,8 @@ def add_training_arguments(parser, steps, batch_size, steps_per_epoch, learning_
         default="float32",
         help="Keras dtype policy; mixed_float16 adds dynamic loss scaling (default: %(default)s)",
     )
+    # None (not given): gpt and bert pass it on to the compile helpers, whose "auto" turns XLA on
+    # except under a strategy; seq2seq turns it into False.
     g.add_argument(
         "--jit-compile",
         action=argparse.BooleanOptionalAction,
@@ -96,13 +98,6 @@ def _setup(args):
         if value < 1:
             raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 1; received {value}")
     return strategy
-
-
-def _jit(args, default):
-    """`--jit-compile`, or the recipe's default (never XLA under a distribution strategy)."""
-    if args.jit_compile is not None:
-        return args.jit_compile
-    return bool(default) and args.strategy == "default"
 
 
 def _optimizer_kwargs(args):
@@ -229,6 +224,8 @@ def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_
     prompt = list(prompt_ids)[-block_size:]
     if not prompt:
         raise ValueError("`prompt_ids` must contain at least one id.")
+    if num_tokens <= 0:
+        return []
     top_k = min(int(top_k), int(model.output_shape[-1])) if top_k else 0
     window = np.zeros((1, block_size), "int32")
     window[0, : len(prompt)] = prompt
@@ -251,8 +248,6 @@ def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_
         )
         return out.stack()
 
-    if num_tokens <= 0:
-        return []
     tokens = run(tf.constant(window), tf.constant(len(prompt), tf.int32), tf.constant([seed, 0], tf.int32))
     return [int(t) for t in tokens.numpy()]
 
@@ -332,12 +327,11 @@ def run_gpt(args):
                 args.learning_rate, decay_steps * accum, warmup_steps=warmup_steps * accum, min_ratio=min_ratio
             )
         else:
-            decay = max(1, round(args.decay_fraction * decay_steps))
             schedule = schedules.WarmupStableDecay(
                 args.learning_rate,
                 decay_steps * accum,
                 warmup_steps=warmup_steps * accum,
-                decay_steps=min(decay, decay_steps - warmup_steps) * accum,
+                decay_fraction=args.decay_fraction,
                 min_ratio=min_ratio,
             )
         optimizer = optimizers.adamw(
@@ -354,7 +348,7 @@ def run_gpt(args):
             model,
             optimizer,
             ignore_index=None,  # id 0 is a real character here
-            jit_compile=_jit(args, True),
+            jit_compile=args.jit_compile,
             steps_per_execution=args.steps_per_execution,
         )
 
@@ -522,7 +516,7 @@ def run_bert(args):
             models.bert_masked_lm(encoder),
             optimizer,
             ignore_index=None,
-            jit_compile=_jit(args, True),
+            jit_compile=args.jit_compile,
             steps_per_execution=args.steps_per_execution,
         )
 
@@ -554,7 +548,7 @@ def run_bert(args):
             optimizer = optimizers.adamw(schedule, weight_decay=0.01, beta_2=0.999, global_clipnorm=1.0,
                                          **_optimizer_kwargs(args))
             return models.compile_for_classification(
-                classifier, optimizer, jit_compile=_jit(args, True), steps_per_execution=args.steps_per_execution
+                classifier, optimizer, jit_compile=args.jit_compile, steps_per_execution=args.steps_per_execution
             )
 
     _log(f"== 2. fine-tuning: {args.finetune_epochs} epochs x {steps_per_epoch} steps of {args.finetune_batch_size} ==")
@@ -681,7 +675,7 @@ def run_seq2seq(args):
                                             scale=args.lr_scale / (args.grad_accum**0.5) if args.grad_accum > 1 else args.lr_scale,
                                             **_optimizer_kwargs(args))
         return models.compile_for_lm(
-            model, optimizer, label_smoothing=args.label_smoothing, jit_compile=_jit(args, False),
+            model, optimizer, label_smoothing=args.label_smoothing, jit_compile=bool(args.jit_compile),  # padded batches: XLA only on request
             steps_per_execution=args.steps_per_execution,
         )
 

@@ -13,7 +13,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.layers._validation import check_closed_rate, check_positive_int
 
 
 def _check_positive_float(name, value):
@@ -22,6 +22,14 @@ def _check_positive_float(name, value):
     if not (float(value) > 0.0 and math.isfinite(float(value))):
         raise ValueError(f"`{name}` must be a positive finite float; received {value}.")
     return float(value)
+
+
+def _check_warmup_steps(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`warmup_steps` must be an int >= 0; received {value!r}.")
+    if value < 0:
+        raise ValueError(f"`warmup_steps` must be an int >= 0; received {value}.")
+    return value
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -99,26 +107,20 @@ def nanogpt_schedule(learning_rate, decay_steps, warmup_steps=0, min_ratio=0.1):
     """
     learning_rate = _check_positive_float("learning_rate", learning_rate)
     decay_steps = check_positive_int("decay_steps", decay_steps)
-    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int):
-        raise TypeError(f"`warmup_steps` must be an int >= 0; received {warmup_steps!r}.")
-    if warmup_steps < 0:
-        raise ValueError(f"`warmup_steps` must be an int >= 0; received {warmup_steps}.")
+    warmup_steps = _check_warmup_steps(warmup_steps)
     if decay_steps <= warmup_steps:
         raise ValueError(
             f"`decay_steps` must be greater than `warmup_steps` ({warmup_steps}); received {decay_steps}."
         )
-    if isinstance(min_ratio, bool) or not isinstance(min_ratio, (int, float)):
-        raise TypeError(f"`min_ratio` must be a float in [0, 1]; received {min_ratio!r}.")
-    if not 0.0 <= float(min_ratio) <= 1.0:
-        raise ValueError(f"`min_ratio` must be a float in [0, 1]; received {min_ratio}.")
+    min_ratio = check_closed_rate("min_ratio", min_ratio)
     if warmup_steps == 0:
         return keras.optimizers.schedules.CosineDecay(
-            initial_learning_rate=learning_rate, decay_steps=decay_steps, alpha=float(min_ratio)
+            initial_learning_rate=learning_rate, decay_steps=decay_steps, alpha=min_ratio
         )
     return keras.optimizers.schedules.CosineDecay(
         initial_learning_rate=0.0,
         decay_steps=decay_steps - warmup_steps,
-        alpha=float(min_ratio),
+        alpha=min_ratio,
         warmup_target=learning_rate,
         warmup_steps=warmup_steps,
     )
@@ -149,7 +151,9 @@ class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
         warmup_steps: linear warmup steps; int >= 0.
         decay_steps: length of the final linear decay; positive int with
             `warmup_steps + decay_steps <= total_steps`. Default:
-            `decay_fraction · total_steps` (at least 1).
+            `decay_fraction · total_steps`, shortened to
+            `total_steps − warmup_steps` if it would reach into the warmup
+            (at least 1).
         decay_fraction: used when `decay_steps` is None; float in (0, 1].
         min_ratio: floor as a fraction of `learning_rate`; float in [0, 1].
 
@@ -163,30 +167,19 @@ class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
         super().__init__()
         self.learning_rate = _check_positive_float("learning_rate", learning_rate)
         self.total_steps = check_positive_int("total_steps", total_steps)
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int):
-            raise TypeError(f"`warmup_steps` must be an int >= 0; received {warmup_steps!r}.")
-        if warmup_steps < 0:
-            raise ValueError(f"`warmup_steps` must be an int >= 0; received {warmup_steps}.")
-        if isinstance(decay_fraction, bool) or not isinstance(decay_fraction, (int, float)):
-            raise TypeError(f"`decay_fraction` must be a float in (0, 1]; received {decay_fraction!r}.")
-        if not 0.0 < float(decay_fraction) <= 1.0:
-            raise ValueError(f"`decay_fraction` must be a float in (0, 1]; received {decay_fraction}.")
-        if decay_steps is None:
-            decay_steps = max(1, int(round(float(decay_fraction) * self.total_steps)))
-        decay_steps = check_positive_int("decay_steps", decay_steps)
-        if warmup_steps + decay_steps > self.total_steps:
+        self.warmup_steps = _check_warmup_steps(warmup_steps)
+        self.decay_fraction = check_closed_rate("decay_fraction", decay_fraction)
+        if self.decay_fraction == 0.0:
+            raise ValueError("`decay_fraction` must be in (0, 1]; received 0.")
+        self.min_ratio = check_closed_rate("min_ratio", min_ratio)
+        if decay_steps is None:  # the last `decay_fraction` of the run, after the warmup
+            decay_steps = max(1, min(round(self.decay_fraction * self.total_steps), self.total_steps - self.warmup_steps))
+        self.decay_steps = check_positive_int("decay_steps", decay_steps)
+        if self.warmup_steps + self.decay_steps > self.total_steps:
             raise ValueError(
                 f"`warmup_steps` + `decay_steps` must be <= `total_steps` ({self.total_steps}); "
-                f"received warmup_steps={warmup_steps}, decay_steps={decay_steps}."
+                f"received warmup_steps={self.warmup_steps}, decay_steps={self.decay_steps}."
             )
-        if isinstance(min_ratio, bool) or not isinstance(min_ratio, (int, float)):
-            raise TypeError(f"`min_ratio` must be a float in [0, 1]; received {min_ratio!r}.")
-        if not 0.0 <= float(min_ratio) <= 1.0:
-            raise ValueError(f"`min_ratio` must be a float in [0, 1]; received {min_ratio}.")
-        self.warmup_steps = int(warmup_steps)
-        self.decay_steps = int(decay_steps)
-        self.decay_fraction = float(decay_fraction)
-        self.min_ratio = float(min_ratio)
 
     def __call__(self, step):
         s = ops.cast(step, "float32")

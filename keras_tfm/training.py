@@ -34,6 +34,8 @@ import time
 import keras
 import tensorflow as tf
 
+from keras_tfm.data.pipelines import PREFETCH_BATCHES
+
 __all__ = [
     "AtomicBackupAndRestore",
     "StepTimer",
@@ -430,7 +432,7 @@ def default_callbacks(log_dir=None, backup_dir=None, save_freq="epoch", terminat
 # --------------------------------------------------------------------------- #
 
 
-def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=2):
+def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=PREFETCH_BATCHES):
     """A resumable dataset: element `i` is `batch_fn(tf.stack([seed, i]))`.
 
     `batch_fn` receives a stateless-random seed (shape [2] int64) and must
@@ -451,8 +453,8 @@ def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=2):
     """
     stop = tf.int64.max if steps is None else int(start_step) + int(steps)
     ds = tf.data.Dataset.range(int(start_step), stop)
-    ds = ds.map(lambda i: batch_fn(tf.stack([tf.constant(int(seed), tf.int64), i])), num_parallel_calls=2,
-                deterministic=True)
+    ds = ds.map(lambda i: batch_fn(tf.stack([tf.constant(int(seed), tf.int64), i])),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return _with_options(ds.prefetch(prefetch))
 
 
@@ -474,7 +476,7 @@ def _data_at(data, start_step):
             ds = ds.skip(start_step)
     if not isinstance(ds, tf.data.Dataset):
         raise TypeError(f"Training data must be a tf.data.Dataset (or a factory returning one); got {type(ds)}.")
-    return _with_options(ds.prefetch(2))
+    return _with_options(ds.prefetch(PREFETCH_BATCHES))
 
 
 # --------------------------------------------------------------------------- #

@@ -157,6 +157,8 @@ def test_wsd_schedule_matches_reference():
     # Explicit decay length, no warmup, decay to zero.
     plain = WarmupStableDecay(2.0, total_steps=10, decay_steps=4, min_ratio=0.0)
     np.testing.assert_allclose(np.asarray(plain(np.arange(12))), [2, 2, 2, 2, 2, 2, 2, 1.5, 1, 0.5, 0, 0], atol=1e-6)
+    # A decay fraction reaching into the warmup is shortened to start where the warmup ends.
+    assert WarmupStableDecay(1.0, total_steps=10, warmup_steps=4, decay_fraction=1.0).decay_steps == 6
 
 
 def test_wsd_schedule_config_roundtrip_and_xla():

@@ -5,24 +5,6 @@ import os
 import tensorflow as tf
 
 
-def check_open_rate(name, value):
-    """A float strictly inside (0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"`{name}` must be a float in (0, 1); received {value!r}.")
-    if not 0.0 < float(value) < 1.0:
-        raise ValueError(f"`{name}` must be in (0, 1); received {value}.")
-    return float(value)
-
-
-def check_closed_rate(name, value):
-    """A float inside [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"`{name}` must be a float in [0, 1]; received {value!r}.")
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"`{name}` must be in [0, 1]; received {value}.")
-    return float(value)
-
-
 def check_file(name, path):
     """Returns `path` as a str, raising FileNotFoundError when it is missing."""
     if not isinstance(path, (str, os.PathLike)):

@@ -21,8 +21,7 @@ import random
 
 import tensorflow as tf
 
-from keras_tfm.data._checks import check_closed_rate, check_open_rate
-from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.layers._validation import check_closed_rate, check_open_rate, check_positive_int
 from keras_tfm.data.special_tokens import BOS, EOS, MASK, NUM_SPECIAL_TOKENS, PAD
 
 AUTOTUNE = tf.data.AUTOTUNE

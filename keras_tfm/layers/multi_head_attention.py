@@ -166,19 +166,16 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             list of `(batch, length, heads, dim)` tensors, one per layer.
         """
         d = x.shape[-1]
-        widths = [layer.kernel.shape[1] * layer.kernel.shape[2] for layer in layers]
-        kernels = [ops.reshape(ops.cast(layer.kernel, x.dtype), (d, w)) for layer, w in zip(layers, widths)]
-        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=1)
+        kernel = ops.concatenate([ops.reshape(ops.cast(layer.kernel, x.dtype), (d, -1)) for layer in layers], axis=1)
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         y = ops.matmul(ops.reshape(x, (-1, d)), kernel)
         if self.use_bias:
-            biases = [ops.reshape(ops.cast(layer.bias, y.dtype), (-1,)) for layer in layers]
-            y = y + (biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=0))
+            y = y + ops.concatenate([ops.reshape(ops.cast(layer.bias, y.dtype), (-1,)) for layer in layers], axis=0)
         outputs, start = [], 0
-        for layer, w in zip(layers, widths):
-            heads, dim = layer.kernel.shape[1], layer.kernel.shape[2]
-            outputs.append(ops.reshape(y[:, start : start + w], (batch, length, heads, dim)))
-            start += w
+        for layer in layers:
+            _, heads, dim = layer.kernel.shape
+            outputs.append(ops.reshape(y[:, start : start + heads * dim], (batch, length, heads, dim)))
+            start += heads * dim
         return outputs
 
     def _project_output(self, heads):
