@@ -110,7 +110,9 @@ def child(impl, length, repeats, d_model, heads, query_chunk, key_chunk):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
     parser.add_argument("--repeats", type=int, default=2)
@@ -121,7 +123,15 @@ def main():
     parser.add_argument("--child", nargs=2, metavar=("IMPL", "T"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]), args.repeats, args.d_model, args.heads, args.query_chunk, args.key_chunk)
+        child(
+            args.child[0],
+            int(args.child[1]),
+            args.repeats,
+            args.d_model,
+            args.heads,
+            args.query_chunk,
+            args.key_chunk,
+        )
         return
 
     print(
@@ -149,7 +159,10 @@ def main():
             proc = subprocess.run(cmd, capture_output=True, text=True)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
             if proc.returncode or not lines:
-                print(f"{length:>6} {impl:<18} FAILED (rc={proc.returncode}): {proc.stderr.strip()[-300:]}", flush=True)
+                print(
+                    f"{length:>6} {impl:<18} FAILED (rc={proc.returncode}): {proc.stderr.strip()[-300:]}",
+                    flush=True,
+                )
                 continue
             results[impl] = json.loads(lines[-1])
         base = results.get("keras_mha")

@@ -55,7 +55,9 @@ def measure(step, args, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--heads", type=int, default=4)
@@ -77,9 +79,7 @@ def main():
         "above the diagonal); linear: elu+1 features, chunk_size=64.\n",
         flush=True,
     )
-    header = (
-        f"{'T':>6} {'variant':<12} {'fwd wall':>9} {'fwd cpu':>9} {'f+b wall':>9} {'f+b cpu':>9} {'f+b cpu vs full':>16}"
-    )
+    header = f"{'T':>6} {'variant':<12} {'fwd wall':>9} {'fwd cpu':>9} {'f+b wall':>9} {'f+b cpu':>9} {'f+b cpu vs full':>16}"
     print(header)
     print("-" * len(header), flush=True)
     total = time.perf_counter()

@@ -152,7 +152,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-hub", action="store_true", help="skip KerasHub")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_generate.txt"))
+    parser.add_argument(
+        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_generate.txt")
+    )
     args = parser.parse_args(argv)
 
     lines = []
@@ -166,8 +168,10 @@ def main(argv=None):
         f"# tensorflow {tf.__version__}, keras {keras.__version__}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, devices: {[d.device_type for d in tf.config.list_physical_devices()]}"
     )
-    emit(f"# tiny GPT: {LAYERS} layers, {HEADS} heads, d_model {D_MODEL}, d_ff {D_FF}, vocab {VOCAB}; "
-         f"prompt {PROMPT} -> {NEW} new tokens, greedy; median of {args.reps} runs after the first call")
+    emit(
+        f"# tiny GPT: {LAYERS} layers, {HEADS} heads, d_model {D_MODEL}, d_ff {D_FF}, vocab {VOCAB}; "
+        f"prompt {PROMPT} -> {NEW} new tokens, greedy; median of {args.reps} runs after the first call"
+    )
     model = build_model()
 
     results = {}
@@ -197,10 +201,17 @@ def main(argv=None):
                 emit(f"# {name} batch {batch} failed: {type(e).__name__}: {e}")
 
     emit()
-    emit(f"{'implementation':<24} {'batch':>5} {'first call s':>13} {'run s':>8} {'tokens/s':>10} {'vs keras_hub':>13}")
+    emit(
+        f"{'implementation':<24} {'batch':>5} {'first call s':>13} {'run s':>8} {'tokens/s':>10} {'vs keras_hub':>13}"
+    )
     for batch in (1, 8):
         hub = results.get(("keras_hub GPT2CausalLM", batch))
-        for name in ("keras_tfm cached", "recompute (no cache)", "keras_hub GPT2CausalLM", "SavedModel served"):
+        for name in (
+            "keras_tfm cached",
+            "recompute (no cache)",
+            "keras_hub GPT2CausalLM",
+            "SavedModel served",
+        ):
             r = results.get((name, batch))
             if r is None:
                 continue

@@ -35,7 +35,7 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
 
 
 def prompts(batch):
-    return [(TEXT * 4)[7 * b: 7 * b + PROMPT_LENGTH] for b in range(batch)]
+    return [(TEXT * 4)[7 * b : 7 * b + PROMPT_LENGTH] for b in range(batch)]
 
 
 def summary(times):
@@ -55,8 +55,13 @@ def served_child(path):
     import tensorflow as tf
 
     loaded = tf.saved_model.load(path)
-    common = dict(max_new_tokens=tf.constant(NEW_TOKENS), temperature=tf.constant(0.0), top_k=tf.constant(0),
-                  top_p=tf.constant(1.0), seed=tf.constant(0))
+    common = dict(
+        max_new_tokens=tf.constant(NEW_TOKENS),
+        temperature=tf.constant(0.0),
+        top_k=tf.constant(0),
+        top_p=tf.constant(1.0),
+        seed=tf.constant(0),
+    )
     keras_imported = any(sys.modules.get(n) is not None for n in ("keras", "keras_tfm"))
     print(json.dumps({"ready": True, "keras_imported": keras_imported}), flush=True)
     for line in sys.stdin:
@@ -66,9 +71,14 @@ def served_child(path):
         texts = [p.encode() for p in prompts(int(batch))]
         t = time.perf_counter()
         if variant == "generate_ids":
-            ids = np.array([[b + 7 for b in x] for x in texts], np.int32)  # ByteTokenizer ids (special tokens on)
+            ids = np.array(
+                [[b + 7 for b in x] for x in texts], np.int32
+            )  # ByteTokenizer ids (special tokens on)
             out = loaded.signatures["generate_ids"](
-                token_ids=tf.constant(ids), lengths=tf.constant([PROMPT_LENGTH] * len(texts), tf.int32), **common)
+                token_ids=tf.constant(ids),
+                lengths=tf.constant([PROMPT_LENGTH] * len(texts), tf.int32),
+                **common,
+            )
             tokens = out["token_ids"].numpy()
         else:
             out = loaded.signatures["generate"](prompts=tf.constant(texts), **common)
@@ -84,8 +94,9 @@ def served_child(path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                      "results_serve_latency.txt"))
+    parser.add_argument(
+        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_serve_latency.txt")
+    )
     parser.add_argument("--served-child", dest="served_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.served_child:
@@ -101,20 +112,36 @@ def main():
 
     keras.utils.set_random_seed(0)
     tokenizer = ByteTokenizer()
-    model = gpt(vocabulary_size=tokenizer.vocabulary_size, max_length=512, num_layers=4, num_heads=4, d_model=128,
-                dropout=0.0)
+    model = gpt(
+        vocabulary_size=tokenizer.vocabulary_size,
+        max_length=512,
+        num_layers=4,
+        num_heads=4,
+        d_model=128,
+        dropout=0.0,
+    )
     gen = CausalLMGenerator(model)
     variants = ("in_process", "generate_ids", "generate")
     times = {(v, b): [] for v in variants for b in BATCHES}
     tokens = {}
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        path = export_for_serving(model, os.path.join(tmp, "gpt"), tokenizer=tokenizer,
-                                  max_new_tokens_limit=NEW_TOKENS, max_prompt_length=PROMPT_LENGTH)
+        path = export_for_serving(
+            model,
+            os.path.join(tmp, "gpt"),
+            tokenizer=tokenizer,
+            max_new_tokens_limit=NEW_TOKENS,
+            max_prompt_length=PROMPT_LENGTH,
+        )
         export_s = time.perf_counter() - t
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--served-child", path],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        child = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--served-child", path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         try:
             ready = json.loads(child.stdout.readline())
 
@@ -148,7 +175,11 @@ def main():
             if child.poll() is None:
                 child.kill()
 
-    names = {"in_process": "in-process", "generate_ids": "served generate_ids", "generate": "served generate (text)"}
+    names = {
+        "in_process": "in-process",
+        "generate_ids": "served generate_ids",
+        "generate": "served generate (text)",
+    }
     lines = [
         "Served (SavedModel, fresh process without keras) vs in-process generation",
         f"tiny GPT: 4 layers, 4 heads, d_model 128, vocab {tokenizer.vocabulary_size}; greedy; prompt "

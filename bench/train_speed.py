@@ -143,7 +143,9 @@ def make_keras_runner(model, jit, data, steps_per_execution, helper=False):
     options = tf.data.Options()
     options.autotune.enabled = False
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().prefetch(8).with_options(options)
-    model.fit(dataset, steps_per_epoch=2 * steps_per_execution, epochs=1, verbose=0, shuffle=False)  # compile / warm up
+    model.fit(
+        dataset, steps_per_epoch=2 * steps_per_execution, epochs=1, verbose=0, shuffle=False
+    )  # compile / warm up
 
     def run(steps):
         t = time.perf_counter()
@@ -224,7 +226,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--steps", type=int, default=50, help="steps per round per model")
     p.add_argument("--steps-per-execution", type=int, default=25, help="steps per compiled call (Keras rows)")
-    p.add_argument("--policy", default=None, help="also run keras_tfm under this dtype policy, e.g. mixed_bfloat16")
+    p.add_argument(
+        "--policy", default=None, help="also run keras_tfm under this dtype policy, e.g. mixed_bfloat16"
+    )
     args = p.parse_args(argv)
 
     peak = matmul_peak()
@@ -237,7 +241,9 @@ def main(argv=None):
         data = (tokens[:, :, :-1], tokens[:, :, 1:])
         spe = min(args.steps_per_execution, args.steps)
         runners = {}
-        variants = [(peer, jit, None, False) for peer in args.peers if peer != "torch" for jit in (True, False)]
+        variants = [
+            (peer, jit, None, False) for peer in args.peers if peer != "torch" for jit in (True, False)
+        ]
         if "keras_tfm" in args.peers:
             variants.append(("keras_tfm", True, None, True))
         if args.policy:
@@ -258,7 +264,9 @@ def main(argv=None):
             try:
                 t = time.perf_counter()
                 runners["torch (nanoGPT layout)"], info = make_torch_runner(c, data)
-                print(f"  built torch (nanoGPT layout) in {time.perf_counter() - t:.1f} s: {info}", flush=True)
+                print(
+                    f"  built torch (nanoGPT layout) in {time.perf_counter() - t:.1f} s: {info}", flush=True
+                )
             except ImportError:
                 print("  torch: unavailable (PyTorch not installed); not measured")
         times = {k: [] for k in runners}
@@ -270,13 +278,19 @@ def main(argv=None):
         med = {k: statistics.median(v) for k, v in times.items()}
         peers = [v for k, v in med.items() if not k.startswith("keras_tfm")]
         fastest_peer = min(peers) if peers else None
-        print(f"\n[{name}] {c}  step FLOPs {flops / 1e9:.2f} G; median of {args.rounds} interleaved rounds of "
-              f"{args.steps} steps (Keras: steps_per_execution={spe})")
-        print(f"{'model':36s} {'ms/step':>9s} {'min':>7s} {'tokens/s':>10s} {'MFU':>6s} {'vs fastest peer':>16s}")
+        print(
+            f"\n[{name}] {c}  step FLOPs {flops / 1e9:.2f} G; median of {args.rounds} interleaved rounds of "
+            f"{args.steps} steps (Keras: steps_per_execution={spe})"
+        )
+        print(
+            f"{'model':36s} {'ms/step':>9s} {'min':>7s} {'tokens/s':>10s} {'MFU':>6s} {'vs fastest peer':>16s}"
+        )
         for label, t in sorted(med.items(), key=lambda kv: kv[1]):
             ratio = f"{t / fastest_peer:.2f}x" if fastest_peer else "-"
-            print(f"{label:36s} {t * 1e3:9.1f} {min(times[label]) * 1e3:7.1f} {tok / t:10.0f} "
-                  f"{flops / t / 1e9 / peak:6.1%} {ratio:>16s}")
+            print(
+                f"{label:36s} {t * 1e3:9.1f} {min(times[label]) * 1e3:7.1f} {tok / t:10.0f} "
+                f"{flops / t / 1e9 / peak:6.1%} {ratio:>16s}"
+            )
         print(flush=True)
 
 

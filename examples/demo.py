@@ -18,10 +18,15 @@ from keras_tfm import recipes
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     recipes.add_gpt_arguments(parser)
-    parser.add_argument("--export-dir", default=os.path.join("saved_models", "gpt_shakespeare"),
-                        help="where the SavedModel goes (default: %(default)s)")
+    parser.add_argument(
+        "--export-dir",
+        default=os.path.join("saved_models", "gpt_shakespeare"),
+        help="where the SavedModel goes (default: %(default)s)",
+    )
     parser.add_argument("--no-export", action="store_true", help="skip the export step")
     # A short run: override the nanoGPT defaults that `add_gpt_arguments` sets.
     parser.set_defaults(steps=600, eval_interval=200, lr_decay_steps=None, sample_tokens=300)
@@ -52,8 +57,16 @@ def export_and_generate(model, tokenizer, export_dir, prompt="\n", max_new_token
     path = export_for_serving(model, export_dir, tokenizer=tokenizer, max_prompt_length=8)
     print(f"[export] SavedModel written to {path}", flush=True)
     loaded = client.load_served(path)
-    out = client.call_signature(loaded, "generate", prompts=[prompt.encode("utf-8")], max_new_tokens=max_new_tokens,
-                                temperature=0.8, top_k=200, top_p=1.0, seed=seed)
+    out = client.call_signature(
+        loaded,
+        "generate",
+        prompts=[prompt.encode("utf-8")],
+        max_new_tokens=max_new_tokens,
+        temperature=0.8,
+        top_k=200,
+        top_p=1.0,
+        seed=seed,
+    )
     text = out["completions"][0]
     print("---------- sample from the exported SavedModel ----------")
     print(prompt + text)

@@ -41,13 +41,15 @@ def batches(ids, batch_size, length, rng):
         raise ValueError(f"`--data` is too short ({len(ids)} characters) for --length {length}.")
     while True:
         start = rng.integers(0, high, batch_size)
-        x = np.stack([ids[s:s + length] for s in start])
-        y = np.stack([ids[s + 1:s + length + 1] for s in start])
+        x = np.stack([ids[s : s + length] for s in start])
+        y = np.stack([ids[s + 1 : s + length + 1] for s in start])
         yield x.astype("int32"), y.astype("int32")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", required=True, help="Tiny Shakespeare input.txt (any text file).")
     parser.add_argument("--out", required=True, help="Output folder.")
     parser.add_argument("--model", default=None, help="Load this .keras model instead of training.")
@@ -58,14 +60,21 @@ def main(argv=None):
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--learning-rate", dest="learning_rate", type=float, default=3e-3)
-    parser.add_argument("--probe", default=None, help="Probe text for the pictures (default: a slice of --data).")
+    parser.add_argument(
+        "--probe", default=None, help="Probe text for the pictures (default: a slice of --data)."
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eager", action="store_true",
-                        help="Run training eagerly (no graph tracing: quicker for a few steps).")
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="Run training eagerly (no graph tracing: quicker for a few steps).",
+    )
     args = parser.parse_args(argv)
     for name in ("steps", "batch_size", "length", "d_model", "heads", "layers"):
         if getattr(args, name) <= 0:
-            raise ValueError(f"`--{name.replace('_', '-')}` must be a positive int; received {getattr(args, name)}.")
+            raise ValueError(
+                f"`--{name.replace('_', '-')}` must be a positive int; received {getattr(args, name)}."
+            )
     if not os.path.isfile(args.data):
         raise FileNotFoundError(f"`--data` {args.data!r} does not exist.")
 
@@ -86,8 +95,9 @@ def main(argv=None):
     ids = np.array([index[c] for c in text], dtype=np.int32)
     split = int(0.9 * len(ids))
     rng = np.random.default_rng(args.seed)
-    schedule = nanogpt_schedule(args.learning_rate, args.steps, warmup_steps=min(100, args.steps // 10),
-                                min_ratio=0.1)
+    schedule = nanogpt_schedule(
+        args.learning_rate, args.steps, warmup_steps=min(100, args.steps // 10), min_ratio=0.1
+    )
     curves = {}
     if args.model:
         if not os.path.isfile(args.model):
@@ -97,7 +107,9 @@ def main(argv=None):
         model = keras.saving.load_model(args.model, compile=False)
         vocab = model.get_layer("embedding").vocabulary_size
         if vocab != len(chars):
-            raise ValueError(f"`--model` has a vocabulary of {vocab} but `--data` has {len(chars)} characters.")
+            raise ValueError(
+                f"`--model` has a vocabulary of {vocab} but `--data` has {len(chars)} characters."
+            )
         length = min(args.length, model.get_layer("embedding").max_length or args.length)
         print(f"loaded {args.model} ({model.count_params():,} parameters)")
         saved_curves = os.path.join(os.path.dirname(os.path.abspath(args.model)), "history.json")
@@ -107,8 +119,12 @@ def main(argv=None):
     else:
         length = args.length
         model = gpt(
-            vocabulary_size=len(chars), max_length=length, num_layers=args.layers, num_heads=args.heads,
-            d_model=args.d_model, dropout=0.0,
+            vocabulary_size=len(chars),
+            max_length=length,
+            num_layers=args.layers,
+            num_heads=args.heads,
+            d_model=args.d_model,
+            dropout=0.0,
         )
         model.compile(
             optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.1, clipnorm=1.0),
@@ -124,24 +140,30 @@ def main(argv=None):
             AttentionEntropyMonitor(probe_x, every_n_steps=every),
             LossSpikeDetector(factor=3.0, warmup=10, warn=True),
         ]
-        print(f"training a {args.layers}-layer character GPT ({model.count_params():,} parameters, "
-              f"vocabulary {len(chars)}) for {args.steps} steps")
+        print(
+            f"training a {args.layers}-layer character GPT ({model.count_params():,} parameters, "
+            f"vocabulary {len(chars)}) for {args.steps} steps"
+        )
         start = time.time()
-        history = model.fit(train, steps_per_epoch=args.steps, epochs=1, verbose=2, shuffle=False,
-                            callbacks=monitors)
+        history = model.fit(
+            train, steps_per_epoch=args.steps, epochs=1, verbose=2, shuffle=False, callbacks=monitors
+        )
         print(f"trained in {time.time() - start:.0f} s; final running loss {history.history['loss'][-1]:.3f}")
         val_x, val_y = next(batches(ids[split:], 64, length, np.random.default_rng(2)))
         val_loss = model.evaluate(val_x, val_y, verbose=0)
         print(f"validation loss (64 windows): {float(np.ravel(val_loss)[0]):.3f}")
         # per-step curves; the sparse ones (every `every` steps) from the monitors' records
-        curves["loss"] = {"step": [s for s, _ in monitors[2].losses], "value": [v for _, v in monitors[2].losses]}
+        curves["loss"] = {
+            "step": [s for s, _ in monitors[2].losses],
+            "value": [v for _, v in monitors[2].losses],
+        }
         for name, monitor in (("grad_norm", monitors[0]), ("attention_entropy/mean", monitors[1])):
             records = [(step, values[name]) for step, values in monitor.records if name in values]
             curves[name] = {"step": [s for s, _ in records], "value": [v for _, v in records]}
         model.save(os.path.join(args.out, "char_gpt.keras"))
 
     # ---- pictures
-    probe = args.probe if args.probe else text[split:split + length]
+    probe = args.probe if args.probe else text[split : split + length]
     probe = "".join(c for c in probe if c in index)[:length]
     if not probe:
         raise ValueError("`--probe` has no character of the vocabulary.")
@@ -149,33 +171,50 @@ def main(argv=None):
     maps = attention_maps(model, x)
     written = []
     for name in maps:
-        written.append(plotting.plot_attention_heads(model, x, name, tokens=list(probe),
-                                                     path=os.path.join(args.out, f"attention_{name}.png")))
+        written.append(
+            plotting.plot_attention_heads(
+                model, x, name, tokens=list(probe), path=os.path.join(args.out, f"attention_{name}.png")
+            )
+        )
     d_model = model.get_layer("embedding").d_model
-    written.append(plotting.plot_positional_encoding(max(length, 64), d_model,
-                                                     os.path.join(args.out, "positional_encoding.png")))
-    written.append(plotting.plot_position_similarity(max(length, 64), d_model,
-                                                     os.path.join(args.out, "position_similarity.png")))
+    written.append(
+        plotting.plot_positional_encoding(
+            max(length, 64), d_model, os.path.join(args.out, "positional_encoding.png")
+        )
+    )
+    written.append(
+        plotting.plot_position_similarity(
+            max(length, 64), d_model, os.path.join(args.out, "position_similarity.png")
+        )
+    )
     written.append(plotting.plot_lr_schedule(schedule, args.steps, os.path.join(args.out, "lr_schedule.png")))
     if curves:
         with open(os.path.join(args.out, "history.json"), "w") as f:
             json.dump(curves, f)
-        written.append(plotting.plot_training_curves(curves, os.path.join(args.out, "training_curves.png"),
-                                                       xlabel="step"))
+        written.append(
+            plotting.plot_training_curves(
+                curves, os.path.join(args.out, "training_curves.png"), xlabel="step"
+            )
+        )
 
     # ---- what the heads attend to (statistics over a batch of windows)
-    stats_x, _ = next(batches(ids[split:] if len(ids) - split > length + 1 else ids, 16, length,
-                              np.random.default_rng(3)))
+    stats_x, _ = next(
+        batches(ids[split:] if len(ids) - split > length + 1 else ids, 16, length, np.random.default_rng(3))
+    )
     stats_maps = attention_maps(model, stats_x)
     report = {}
-    print(f"\n{'layer':<17}{'head':>4}{'distance':>10}{'entropy':>9}{'prev':>7}{'first':>7}{'self':>7}  reading")
+    print(
+        f"\n{'layer':<17}{'head':>4}{'distance':>10}{'entropy':>9}{'prev':>7}{'first':>7}{'self':>7}  reading"
+    )
     for name, w in stats_maps.items():
         stats = head_statistics(w, causal=True)
         report[name] = {k: [float(v) for v in vals] for k, vals in stats.items()}
         for h in range(w.shape[1]):
-            print(f"{name:<17}{h:>4}{stats['mean_distance'][h]:>10.2f}{stats['entropy'][h]:>9.2f}"
-                  f"{stats['previous_token'][h]:>7.2f}{stats['first_token'][h]:>7.2f}{stats['self'][h]:>7.2f}"
-                  f"  {describe_head(stats, h)}")
+            print(
+                f"{name:<17}{h:>4}{stats['mean_distance'][h]:>10.2f}{stats['entropy'][h]:>9.2f}"
+                f"{stats['previous_token'][h]:>7.2f}{stats['first_token'][h]:>7.2f}{stats['self'][h]:>7.2f}"
+                f"  {describe_head(stats, h)}"
+            )
     with open(os.path.join(args.out, "head_stats.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"\nmax entropy of a causal row of length {length}: log({length}) = {np.log(length):.2f}")

@@ -62,7 +62,9 @@ def stratified_split(labels, test_fraction=0.2, seed=0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", default=None, help="digits.csv.gz (default: the one inside scikit-learn).")
     parser.add_argument("--patch", type=int, default=4, choices=[1, 2, 4, 8], help="Patch size (default 4).")
     parser.add_argument("--layers", type=int, default=4)
@@ -87,12 +89,21 @@ def main(argv=None):
     images, labels = load_digits(args.data)
     train, test = stratified_split(labels, seed=args.seed)
     x_train, y_train, x_test, y_test = images[train], labels[train], images[test], labels[test]
-    print(f"digits: {len(x_train)} train / {len(x_test)} test images of 8×8, patch {args.patch} "
-          f"→ {(8 // args.patch) ** 2} tokens + [CLS]")
+    print(
+        f"digits: {len(x_train)} train / {len(x_test)} test images of 8×8, patch {args.patch} "
+        f"→ {(8 // args.patch) ** 2} tokens + [CLS]"
+    )
 
     model = vit_classifier(
-        image_size=8, patch_size=args.patch, num_classes=10, num_layers=args.layers, num_heads=args.heads,
-        d_model=args.d_model, d_ff=2 * args.d_model, num_channels=1, dropout=args.dropout,
+        image_size=8,
+        patch_size=args.patch,
+        num_classes=10,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        d_model=args.d_model,
+        d_ff=2 * args.d_model,
+        num_channels=1,
+        dropout=args.dropout,
     )
     steps = args.epochs * int(np.ceil(len(x_train) / args.batch_size))
     schedule = nanogpt_schedule(args.learning_rate, steps, warmup_steps=max(1, steps // 20), min_ratio=0.05)
@@ -108,8 +119,12 @@ def main(argv=None):
             x = tf.pad(x, [[1, 1], [1, 1], [0, 0]])
             return tf.image.random_crop(x, (8, 8, 1)), y
 
-        train_data = (tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(2048, seed=args.seed)
-                      .map(shift).batch(args.batch_size))
+        train_data = (
+            tf.data.Dataset.from_tensor_slices((x_train, y_train))
+            .shuffle(2048, seed=args.seed)
+            .map(shift)
+            .batch(args.batch_size)
+        )
         fit_args = dict(x=train_data)
     else:
         fit_args = dict(x=x_train, y=y_train, batch_size=args.batch_size)

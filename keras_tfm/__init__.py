@@ -14,8 +14,13 @@ __version__ = "0.1.0"
 
 # Importing registers every serialisable layer, loss, metric and schedule, so that
 # `keras.saving.load_model` works after a plain `import keras_tfm`.
-from keras_tfm import layers  # noqa: E402,F401
-from keras_tfm import losses, metrics, optimizers, schedules  # noqa: E402,F401
-from keras_tfm import data  # noqa: E402,F401
-from keras_tfm import models  # noqa: E402,F401
-from keras_tfm import generation  # noqa: E402,F401
+from keras_tfm import (  # noqa: E402,F401
+    data,  # noqa: E402,F401
+    generation,  # noqa: E402,F401
+    layers,  # noqa: E402,F401
+    losses,
+    metrics,
+    models,  # noqa: E402,F401
+    optimizers,
+    schedules,
+)

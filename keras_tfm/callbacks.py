@@ -26,12 +26,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_tfm.checks import check_positive_int
 from keras_tfm.inspection import attention_model, transformer_blocks
-from keras_tfm.layers._validation import check_positive_int
 
 
 def _check_positive_float(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"`{name}` must be a positive finite number; received {value!r}.")
     return float(value)
 
@@ -48,7 +53,9 @@ def _unpack_probe(probe_data, name="probe_data"):
         return probe_data[0], probe_data[1], None
     if len(probe_data) == 3:
         return tuple(probe_data)
-    raise ValueError(f"`{name}` must be x, (x, y) or (x, y, sample_weight); received a sequence of {len(probe_data)}.")
+    raise ValueError(
+        f"`{name}` must be x, (x, y) or (x, y, sample_weight); received a sequence of {len(probe_data)}."
+    )
 
 
 class _DiagnosticCallback(keras.callbacks.Callback):
@@ -124,8 +131,15 @@ class GradientNormMonitor(_DiagnosticCallback):
     Logs: `grad_norm`, `grad_norm/<layer>` (epoch logs: the last measurement).
     """
 
-    def __init__(self, probe_data, every_n_steps=100, per_layer=True, training=False, log_dir=None,
-                 use_tf_function=True):
+    def __init__(
+        self,
+        probe_data,
+        every_n_steps=100,
+        per_layer=True,
+        training=False,
+        log_dir=None,
+        use_tf_function=True,
+    ):
         super().__init__(log_dir=log_dir, every_n_steps=check_positive_int("every_n_steps", every_n_steps))
         self.x, self.y, self.sample_weight = _unpack_probe(probe_data)
         self.per_layer = bool(per_layer)
@@ -153,7 +167,9 @@ class GradientNormMonitor(_DiagnosticCallback):
             variables = model.trainable_variables
             with tf.GradientTape() as tape:
                 y_pred = model(x, training=training)
-                loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+                loss = model.compute_loss(
+                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+                )
             grads = tape.gradient(loss, variables)
             squares = [tf.zeros((), "float32") for _ in names]
             for i, g in zip(index, grads):
@@ -224,8 +240,17 @@ class LossSpikeDetector(_DiagnosticCallback):
 
     MODES = ("median", "ema")
 
-    def __init__(self, factor=2.0, window=50, mode="median", ema_decay=0.9, warmup=10, stop_training=False,
-                 warn=True, log_dir=None):
+    def __init__(
+        self,
+        factor=2.0,
+        window=50,
+        mode="median",
+        ema_decay=0.9,
+        warmup=10,
+        stop_training=False,
+        warn=True,
+        log_dir=None,
+    ):
         super().__init__(log_dir=log_dir)
         self.factor = _check_positive_float("factor", factor)
         if self.factor <= 1.0:
@@ -234,7 +259,11 @@ class LossSpikeDetector(_DiagnosticCallback):
         if mode not in self.MODES:
             raise ValueError(f"Unknown `mode` {mode!r}; expected one of {list(self.MODES)}.")
         self.mode = mode
-        if isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float)) or not 0.0 < ema_decay < 1.0:
+        if (
+            isinstance(ema_decay, bool)
+            or not isinstance(ema_decay, (int, float))
+            or not 0.0 < ema_decay < 1.0
+        ):
             raise ValueError(f"`ema_decay` must be in (0, 1); received {ema_decay!r}.")
         self.ema_decay = float(ema_decay)
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
@@ -267,13 +296,16 @@ class LossSpikeDetector(_DiagnosticCallback):
             self._epoch_spikes += 1
             if self.warn:
                 warnings.warn(
-                    f"Loss spike at step {step}: loss {loss:.4g} > {self.factor:g} × {self.mode} {ref}.", stacklevel=2
+                    f"Loss spike at step {step}: loss {loss:.4g} > {self.factor:g} × {self.mode} {ref}.",
+                    stacklevel=2,
                 )
             if self.stop_training and self.model is not None:
                 self.model.stop_training = True
         else:
             self._history.append(loss)
-            self._ema = loss if self._ema is None else self.ema_decay * self._ema + (1 - self.ema_decay) * loss
+            self._ema = (
+                loss if self._ema is None else self.ema_decay * self._ema + (1 - self.ema_decay) * loss
+            )
             self._seen += 1
         return spike
 
@@ -352,15 +384,25 @@ class AttentionEntropyMonitor(_DiagnosticCallback):
         flags: list of `(step, layer, head, "collapsed" | "uniform", normalised entropy)`.
     """
 
-    def __init__(self, probe_inputs, every_n_steps=None, padding_mask=None, collapse_threshold=0.1,
-                 uniform_threshold=0.98, log_dir=None):
+    def __init__(
+        self,
+        probe_inputs,
+        every_n_steps=None,
+        padding_mask=None,
+        collapse_threshold=0.1,
+        uniform_threshold=0.98,
+        log_dir=None,
+    ):
         super().__init__(log_dir=log_dir, every_n_steps=every_n_steps)
         x, _, _ = _unpack_probe(probe_inputs, "probe_inputs")
         self.x = x
         if padding_mask is None and isinstance(x, dict) and "padding_mask" in x:
             padding_mask = x["padding_mask"]
         self.padding_mask = None if padding_mask is None else np.asarray(padding_mask).astype(bool)
-        for name, value in (("collapse_threshold", collapse_threshold), ("uniform_threshold", uniform_threshold)):
+        for name, value in (
+            ("collapse_threshold", collapse_threshold),
+            ("uniform_threshold", uniform_threshold),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"`{name}` must be in [0, 1]; received {value!r}.")
         self.collapse_threshold = float(collapse_threshold)
@@ -378,7 +420,11 @@ class AttentionEntropyMonitor(_DiagnosticCallback):
             w = np.asarray(keras.ops.convert_to_numpy(w))
             block = blocks.get(name.split("_call")[0])
             causal = bool(getattr(block, "causal", False))
-            key_mask = self.padding_mask if self.padding_mask is not None and w.shape[-1] == self.padding_mask.shape[-1] else None
+            key_mask = (
+                self.padding_mask
+                if self.padding_mask is not None and w.shape[-1] == self.padding_mask.shape[-1]
+                else None
+            )
             ent = attention_entropy(w, causal=causal, key_mask=key_mask)
             norm = attention_entropy(w, causal=causal, key_mask=key_mask, normalize=True)
             for h, (e, n) in enumerate(zip(ent, norm)):

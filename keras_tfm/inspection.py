@@ -43,8 +43,17 @@ class _AttentionProbe(keras.layers.Layer):
         self.supports_masking = True
         self.built = True
 
-    def call(self, inputs, context=None, padding_mask=None, attention_mask=None, context_mask=None, training=None,
-             mask=None, inputs_mask=None):
+    def call(
+        self,
+        inputs,
+        context=None,
+        padding_mask=None,
+        attention_mask=None,
+        context_mask=None,
+        training=None,
+        mask=None,
+        inputs_mask=None,
+    ):
         x, scores = self.block(
             inputs,
             context=context,
@@ -268,7 +277,9 @@ def head_statistics(weights, causal=True, key_mask=None):
     """
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 4 or w.shape[2] != w.shape[3]:
-        raise ValueError(f"`weights` must be self-attention weights (batch, heads, T, T); received {w.shape}.")
+        raise ValueError(
+            f"`weights` must be self-attention weights (batch, heads, T, T); received {w.shape}."
+        )
     b, h, t, _ = w.shape
     q = np.arange(t)
     qmask = np.ones((b, t), bool) if key_mask is None else np.asarray(key_mask).astype(bool)

@@ -83,9 +83,13 @@ class AdamW(keras.optimizers.AdamW):
             `gradient_accumulation_steps`, ...).
     """
 
-    def __init__(self, learning_rate=0.001, weight_decay=0.1, no_decay_names=DEFAULT_NO_DECAY_NAMES, **kwargs):
+    def __init__(
+        self, learning_rate=0.001, weight_decay=0.1, no_decay_names=DEFAULT_NO_DECAY_NAMES, **kwargs
+    ):
         if isinstance(no_decay_names, str):
-            raise TypeError(f"`no_decay_names` must be a list of str, not a single str; received {no_decay_names!r}.")
+            raise TypeError(
+                f"`no_decay_names` must be a list of str, not a single str; received {no_decay_names!r}."
+            )
         no_decay_names = list(no_decay_names or [])
         for name in no_decay_names:
             if not isinstance(name, str) or not name:

@@ -63,7 +63,9 @@ def resolve_layer(model, layer):
         raise ValueError(f"`model` {model.name!r} has no TransformerBlock layer to plot.")
     if isinstance(layer, (int, np.integer)) and not isinstance(layer, bool):
         if not -len(names) <= layer < len(names):
-            raise ValueError(f"`layer` index {layer} is out of range: the model has {len(names)} blocks {names}.")
+            raise ValueError(
+                f"`layer` index {layer} is out of range: the model has {len(names)} blocks {names}."
+            )
         return names[layer]
     if isinstance(layer, str) and layer.lstrip("-").isdigit():
         return resolve_layer(model, int(layer))
@@ -108,8 +110,13 @@ def plot_attention_weights(weights, path, tokens=None, title=None, query_tokens=
         if h >= heads:
             ax.axis("off")
             continue
-        image = ax.imshow(w[h], cmap="viridis", norm=PowerNorm(gamma=0.5, vmin=0.0, vmax=1.0), aspect="auto",
-                          interpolation="nearest")
+        image = ax.imshow(
+            w[h],
+            cmap="viridis",
+            norm=PowerNorm(gamma=0.5, vmin=0.0, vmax=1.0),
+            aspect="auto",
+            interpolation="nearest",
+        )
         ax.set_title(f"head {h}", fontsize=9)
         ax.set_xlabel("key", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
@@ -148,7 +155,11 @@ def plot_attention_heads(model, inputs, layer, tokens=None, path="attention.png"
 
     name = resolve_layer(model, layer)
     weights = attention_maps(model, inputs)[name]
-    if isinstance(example, bool) or not isinstance(example, (int, np.integer)) or not 0 <= example < weights.shape[0]:
+    if (
+        isinstance(example, bool)
+        or not isinstance(example, (int, np.integer))
+        or not 0 <= example < weights.shape[0]
+    ):
         raise ValueError(f"`example` must be an index in [0, {weights.shape[0]}); received {example!r}.")
     w = weights[example]
     if heads is not None:
@@ -252,7 +263,9 @@ def plot_lr_schedule(schedule, steps, path="lr_schedule.png"):
     ax.plot(np.arange(len(lr)), lr)
     peak = int(np.argmax(lr))
     ax.plot([peak], [lr[peak]], "o", color="C3")
-    ax.annotate(f"peak {lr[peak]:.3g} at step {peak}", (peak, lr[peak]), textcoords="offset points", xytext=(8, -12))
+    ax.annotate(
+        f"peak {lr[peak]:.3g} at step {peak}", (peak, lr[peak]), textcoords="offset points", xytext=(8, -12)
+    )
     ax.set_xlabel("step")
     ax.set_ylabel("learning rate")
     ax.set_title(type(schedule).__name__ if not isinstance(schedule, (int, float)) else "constant")
@@ -279,7 +292,9 @@ def read_tensorboard_scalars(log_dir):
     log_dir = os.fspath(log_dir)
     files = sorted(glob.glob(os.path.join(log_dir, "**", "events.out.tfevents.*"), recursive=True))
     if not files:
-        raise FileNotFoundError(f"`log_dir` {log_dir!r} holds no TensorBoard event file (events.out.tfevents.*).")
+        raise FileNotFoundError(
+            f"`log_dir` {log_dir!r} holds no TensorBoard event file (events.out.tfevents.*)."
+        )
     series = {}
     for path in files:
         sub = os.path.relpath(os.path.dirname(path), log_dir).replace(os.sep, "/")
@@ -298,13 +313,16 @@ def read_tensorboard_scalars(log_dir):
                     continue
                 tag = value.tag
                 if sub in ("train", "validation") and tag.startswith("epoch_"):
-                    name = ("val_" if sub == "validation" else "") + tag[len("epoch_"):]
+                    name = ("val_" if sub == "validation" else "") + tag[len("epoch_") :]
                 elif sub in (".", "train"):
                     name = tag
                 else:
                     name = f"{sub}/{tag}"
                 series.setdefault(name, []).append((int(event.step), v))
-    return {k: (np.array([s for s, _ in sorted(v)]), np.array([x for _, x in sorted(v)])) for k, v in series.items()}
+    return {
+        k: (np.array([s for s, _ in sorted(v)]), np.array([x for _, x in sorted(v)]))
+        for k, v in series.items()
+    }
 
 
 def _curves(source):
@@ -333,7 +351,9 @@ def _curves(source):
     for name, values in source.items():
         if isinstance(values, dict):  # {"step": [...], "value": [...]}
             if set(values) != {"step", "value"}:
-                raise ValueError(f"Curve {name!r} must be a list of values or a dict with 'step' and 'value'.")
+                raise ValueError(
+                    f"Curve {name!r} must be a list of values or a dict with 'step' and 'value'."
+                )
             x = np.asarray(values["step"], dtype=np.float64).reshape(-1)
             y = np.asarray(values["value"], dtype=np.float64).reshape(-1)
             if x.shape != y.shape:
@@ -345,7 +365,9 @@ def _curves(source):
     return curves, "epoch"
 
 
-def plot_training_curves(history_or_logdir, path="training_curves.png", keys=None, log_scale=None, xlabel=None):
+def plot_training_curves(
+    history_or_logdir, path="training_curves.png", keys=None, log_scale=None, xlabel=None
+):
     """Training curves, one panel per metric (a metric and its `val_` twin share a panel).
 
     Args:
@@ -388,7 +410,10 @@ def plot_training_curves(history_or_logdir, path="training_curves.png", keys=Non
             continue
         base = panels[i]
         positive, low, high = True, np.inf, -np.inf
-        for name, label in ((base, "train" if f"val_{base}" in curves else base), (f"val_{base}", "validation")):
+        for name, label in (
+            (base, "train" if f"val_{base}" in curves else base),
+            (f"val_{base}", "validation"),
+        ):
             if name not in curves:
                 continue
             x, y = curves[name]
@@ -416,7 +441,9 @@ def _parse_ints(text, name):
     try:
         return [int(t) for t in text.replace(",", " ").split()]
     except ValueError:
-        raise ValueError(f"`{name}` must be integers separated by commas or spaces; received {text!r}.") from None
+        raise ValueError(
+            f"`{name}` must be integers separated by commas or spaces; received {text!r}."
+        ) from None
 
 
 def _load_schedule(args):
@@ -426,12 +453,17 @@ def _load_schedule(args):
         return TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps, scale=args.scale)
     if args.schedule == "nanogpt":
         return nanogpt_schedule(
-            args.learning_rate, args.decay_steps or args.steps, warmup_steps=args.warmup_steps,
+            args.learning_rate,
+            args.decay_steps or args.steps,
+            warmup_steps=args.warmup_steps,
             min_ratio=args.min_ratio,
         )
     if args.schedule == "wsd":
         return WarmupStableDecay(
-            args.learning_rate, args.steps, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
+            args.learning_rate,
+            args.steps,
+            warmup_steps=args.warmup_steps,
+            decay_steps=args.decay_steps,
             min_ratio=args.min_ratio,
         )
     raise ValueError(f"Unknown `--schedule` {args.schedule!r}; expected 'transformer', 'nanogpt' or 'wsd'.")
@@ -461,7 +493,9 @@ def run_plot(args):
             ids = _parse_ints(args.ids, "--ids")
         elif args.text is not None:
             if args.vocabulary is None:
-                raise ValueError("`--text` needs `--vocabulary` (a tokenizer vocabulary file); or give `--ids`.")
+                raise ValueError(
+                    "`--text` needs `--vocabulary` (a tokenizer vocabulary file); or give `--ids`."
+                )
             from keras_tfm.data.tokenizers import load_tokenizer
 
             tokenizer = load_tokenizer(args.vocabulary)
@@ -477,7 +511,9 @@ def run_plot(args):
             inputs = {}
             for k in model.input:
                 inputs[k] = x if "token" in k else (np.zeros_like(x) if "segment" in k else np.ones_like(x))
-        out = plot_attention_heads(model, inputs, args.layer, tokens=tokens or [str(i) for i in ids], path=args.out)
+        out = plot_attention_heads(
+            model, inputs, args.layer, tokens=tokens or [str(i) for i in ids], path=args.out
+        )
     else:  # pragma: no cover (argparse restricts choices)
         raise ValueError(f"Unknown plot {what!r}.")
     print(out)
@@ -490,7 +526,9 @@ def add_plot_subcommand(subparsers):
     The handler is set with `set_defaults(func=run_plot)`: the CLI calls
     `args.func(args)` (returns 0). Returns the `plot` parser.
     """
-    plot = subparsers.add_parser("plot", help="Draw lecture pictures (PNG): attention, PE, LR schedule, curves.")
+    plot = subparsers.add_parser(
+        "plot", help="Draw lecture pictures (PNG): attention, PE, LR schedule, curves."
+    )
     kinds = plot.add_subparsers(dest="plot_what", metavar="{attention,pe,similarity,lr,curves}")
     kinds.required = True
 
@@ -502,11 +540,15 @@ def add_plot_subcommand(subparsers):
     p.add_argument("--vocabulary", help="Tokenizer vocabulary file (keras_tfm.data.load_tokenizer).")
     p.add_argument("--out", default="attention.png", help="Output PNG.")
 
-    for name, help_text in (("pe", "Sinusoidal positional encoding heatmap."),
-                            ("similarity", "Position similarity PE·PEᵀ (normalised).")):
+    for name, help_text in (
+        ("pe", "Sinusoidal positional encoding heatmap."),
+        ("similarity", "Position similarity PE·PEᵀ (normalised)."),
+    ):
         p = kinds.add_parser(name, help=help_text)
         p.add_argument("--length", type=int, default=128, help="Number of positions (default 128).")
-        p.add_argument("--d-model", dest="d_model", type=int, default=128, help="Encoding width (default 128).")
+        p.add_argument(
+            "--d-model", dest="d_model", type=int, default=128, help="Encoding width (default 128)."
+        )
         p.add_argument("--out", default=f"{name}.png", help="Output PNG.")
 
     p = kinds.add_parser("lr", help="Learning-rate schedule curve.")
@@ -515,10 +557,19 @@ def add_plot_subcommand(subparsers):
     p.add_argument("--d-model", dest="d_model", type=int, default=512, help="transformer: d_model (512).")
     p.add_argument("--warmup-steps", dest="warmup_steps", type=int, default=4000, help="Warmup steps (4000).")
     p.add_argument("--scale", type=float, default=1.0, help="transformer: scale (1.0).")
-    p.add_argument("--learning-rate", dest="learning_rate", type=float, default=6e-4, help="nanogpt/wsd: peak lr.")
-    p.add_argument("--decay-steps", dest="decay_steps", type=int, default=None,
-                   help="nanogpt: step of the floor (--steps); wsd: length of the final decay (20%% of --steps).")
-    p.add_argument("--min-ratio", dest="min_ratio", type=float, default=0.1, help="nanogpt/wsd: floor ratio (0.1).")
+    p.add_argument(
+        "--learning-rate", dest="learning_rate", type=float, default=6e-4, help="nanogpt/wsd: peak lr."
+    )
+    p.add_argument(
+        "--decay-steps",
+        dest="decay_steps",
+        type=int,
+        default=None,
+        help="nanogpt: step of the floor (--steps); wsd: length of the final decay (20%% of --steps).",
+    )
+    p.add_argument(
+        "--min-ratio", dest="min_ratio", type=float, default=0.1, help="nanogpt/wsd: floor ratio (0.1)."
+    )
     p.add_argument("--out", default="lr.png", help="Output PNG.")
 
     p = kinds.add_parser("curves", help="Training curves from a TensorBoard log dir or a History JSON file.")

@@ -23,11 +23,15 @@ import time
 # --------------------------------------------------------------------------- #
 
 
-def add_training_arguments(parser, steps, batch_size, steps_per_epoch, learning_rate=None, steps_per_execution=1):
+def add_training_arguments(
+    parser, steps, batch_size, steps_per_epoch, learning_rate=None, steps_per_execution=1
+):
     """Options common to every recipe (step counts, distribution, precision, logs, backups)."""
     g = parser.add_argument_group("training")
     g.add_argument("--steps", type=int, default=steps, help="training steps (batches) (default: %(default)s)")
-    g.add_argument("--batch-size", type=int, default=batch_size, help="global batch size (default: %(default)s)")
+    g.add_argument(
+        "--batch-size", type=int, default=batch_size, help="global batch size (default: %(default)s)"
+    )
     g.add_argument(
         "--eval-interval",
         type=int,
@@ -35,7 +39,12 @@ def add_training_arguments(parser, steps, batch_size, steps_per_epoch, learning_
         help="steps between evaluations = Keras epoch length (default: %(default)s)",
     )
     if learning_rate is not None:
-        g.add_argument("--learning-rate", type=float, default=learning_rate, help="peak learning rate (default: %(default)s)")
+        g.add_argument(
+            "--learning-rate",
+            type=float,
+            default=learning_rate,
+            help="peak learning rate (default: %(default)s)",
+        )
     g.add_argument("--seed", type=int, default=1337, help="random seed (default: %(default)s)")
     g.add_argument(
         "--strategy",
@@ -64,7 +73,12 @@ def add_training_arguments(parser, steps, batch_size, steps_per_epoch, learning_
         help="XLA-compile the train step (default: on for gpt and bert, whose batches have one fixed shape; "
         "off for seq2seq, whose batches are padded to their longest pair; off under --strategy mirrored/multi_worker)",
     )
-    g.add_argument("--steps-per-execution", type=int, default=steps_per_execution, help="batches per compiled call (default: %(default)s)")
+    g.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=steps_per_execution,
+        help="batches per compiled call (default: %(default)s)",
+    )
     g.add_argument(
         "--grad-accum",
         type=int,
@@ -72,9 +86,19 @@ def add_training_arguments(parser, steps, batch_size, steps_per_epoch, learning_
         help="gradient accumulation steps (optimizer update every N batches) (default: %(default)s)",
     )
     g.add_argument("--log-dir", default=None, help="TensorBoard log folder (default: none)")
-    g.add_argument("--backup-dir", default=None, help="BackupAndRestore folder: resume after a crash (default: none)")
-    g.add_argument("--save-freq", type=int, default=None, help="backup every N steps (default: every evaluation)")
-    g.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1, help="Keras fit verbosity (default: 1, progress bar)")
+    g.add_argument(
+        "--backup-dir", default=None, help="BackupAndRestore folder: resume after a crash (default: none)"
+    )
+    g.add_argument(
+        "--save-freq", type=int, default=None, help="backup every N steps (default: every evaluation)"
+    )
+    g.add_argument(
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=1,
+        help="Keras fit verbosity (default: 1, progress bar)",
+    )
 
 
 def _setup(args):
@@ -83,12 +107,16 @@ def _setup(args):
 
     if getattr(args, "cpu_devices", 0) and args.cpu_devices > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.cpu_devices)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * args.cpu_devices
+        )
     from keras_tfm import training
 
     strategy = training.distribution_strategy(args.strategy)
     if args.strategy == "mirrored" and strategy.num_replicas_in_sync == 1 and args.cpu_devices > 1:
-        strategy = training.distribution_strategy("mirrored", devices=[f"/cpu:{i}" for i in range(args.cpu_devices)])
+        strategy = training.distribution_strategy(
+            "mirrored", devices=[f"/cpu:{i}" for i in range(args.cpu_devices)]
+        )
     training.set_precision(args.precision)
     import keras
 
@@ -169,21 +197,46 @@ def add_gpt_arguments(parser):
         help="learning-rate decay after the warmup: 'wsd' holds the peak, then decays linearly to --min-lr over "
         "the last --decay-fraction of the run; 'cosine' is nanoGPT's cosine decay to --min-lr (default: %(default)s)",
     )
-    o.add_argument("--decay-fraction", type=float, default=0.2, help="wsd: share of the run spent decaying (default: %(default)s)")
+    o.add_argument(
+        "--decay-fraction",
+        type=float,
+        default=0.2,
+        help="wsd: share of the run spent decaying (default: %(default)s)",
+    )
     o.add_argument("--min-lr", type=float, default=1e-4, help="learning-rate floor (default: %(default)s)")
     o.add_argument("--warmup-steps", type=int, default=100, help="linear warmup (default: %(default)s)")
-    o.add_argument("--lr-decay-steps", type=int, default=None, help="step at which the floor is reached (default: --steps)")
-    o.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay on weight matrices (default: %(default)s)")
+    o.add_argument(
+        "--lr-decay-steps",
+        type=int,
+        default=None,
+        help="step at which the floor is reached (default: --steps)",
+    )
+    o.add_argument(
+        "--weight-decay",
+        type=float,
+        default=0.1,
+        help="AdamW decay on weight matrices (default: %(default)s)",
+    )
     o.add_argument("--beta2", type=float, default=0.99, help="(default: %(default)s)")
-    o.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip, 0 = off (default: %(default)s)")
+    o.add_argument(
+        "--grad-clip", type=float, default=1.0, help="global norm clip, 0 = off (default: %(default)s)"
+    )
     e = parser.add_argument_group("evaluation and sampling")
-    e.add_argument("--eval-iters", type=int, default=20, help="val batches per evaluation, 0 = whole split (default: %(default)s)")
-    e.add_argument("--sample-tokens", type=int, default=500, help="characters sampled at the end (default: %(default)s)")
+    e.add_argument(
+        "--eval-iters",
+        type=int,
+        default=20,
+        help="val batches per evaluation, 0 = whole split (default: %(default)s)",
+    )
+    e.add_argument(
+        "--sample-tokens", type=int, default=500, help="characters sampled at the end (default: %(default)s)"
+    )
     e.add_argument("--temperature", type=float, default=0.8, help="(default: %(default)s)")
     e.add_argument("--top-k", type=int, default=200, help="(default: %(default)s)")
     e.add_argument("--results", default=None, help="write the results as JSON here")
-    add_training_arguments(parser, steps=2000, batch_size=12, steps_per_epoch=250, learning_rate=1e-3,
-                           steps_per_execution=10)
+    add_training_arguments(
+        parser, steps=2000, batch_size=12, steps_per_epoch=250, learning_rate=1e-3, steps_per_execution=10
+    )
 
 
 def load_shakespeare_text(args):
@@ -196,7 +249,9 @@ def load_shakespeare_text(args):
     from keras_tfm.data import load_tiny_shakespeare
 
     def split(name):
-        ds = load_tiny_shakespeare(name, data_dir=args.tfds_data_dir, manual_dir=args.manual_dir, download=args.manual_dir is None)
+        ds = load_tiny_shakespeare(
+            name, data_dir=args.tfds_data_dir, manual_dir=args.manual_dir, download=args.manual_dir is None
+        )
         return next(iter(ds.as_numpy_iterator())).decode("utf-8")
 
     return split("train"), split("validation")
@@ -238,7 +293,9 @@ def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_
             token = sample(last, split_seed(seed, i), temperature=temperature, top_k=top_k)[0]
             full = length >= block_size
             shifted = tf.concat([window[:, 1:], token[None, None]], axis=1)
-            written = tf.tensor_scatter_nd_update(window, [[0, tf.minimum(length, block_size - 1)]], token[None])
+            written = tf.tensor_scatter_nd_update(
+                window, [[0, tf.minimum(length, block_size - 1)]], token[None]
+            )
             window = tf.where(full, shifted, written)
             return i + 1, window, tf.minimum(length + 1, block_size), out.write(i, token)
 
@@ -297,7 +354,9 @@ def run_gpt(args):
         return _skip(train_windows, start_step)
 
     if args.eval_iters > 0:  # nanoGPT: `eval_iters` random batches (fixed here, so evaluations compare)
-        val_data = lm_windows(val_ids, T, B, random_offsets=True, seed=args.seed + 1).take(args.eval_iters).cache()
+        val_data = (
+            lm_windows(val_ids, T, B, random_offsets=True, seed=args.seed + 1).take(args.eval_iters).cache()
+        )
     else:
         val_data = lm_windows(val_ids, T, B, random_offsets=False, shuffle=False).cache()
 
@@ -324,7 +383,10 @@ def run_gpt(args):
         min_ratio = args.min_lr / args.learning_rate
         if args.schedule == "cosine":
             schedule = schedules.nanogpt_schedule(
-                args.learning_rate, decay_steps * accum, warmup_steps=warmup_steps * accum, min_ratio=min_ratio
+                args.learning_rate,
+                decay_steps * accum,
+                warmup_steps=warmup_steps * accum,
+                min_ratio=min_ratio,
             )
         else:
             schedule = schedules.WarmupStableDecay(
@@ -359,8 +421,10 @@ def run_gpt(args):
     full_val_loss = float(model.evaluate(full_val, verbose=0, return_dict=True)["loss"])
     train_seconds = result.seconds
     windows = (len(val_ids) - 1) // T
-    _log(f"step {result.steps}: validation loss {full_val_loss:.4f} (whole split, {windows:,} windows of {T}); "
-         f"{final_val:.4f} on the {args.eval_iters or 'all'} evaluation batches (nanoGPT's estimate)")
+    _log(
+        f"step {result.steps}: validation loss {full_val_loss:.4f} (whole split, {windows:,} windows of {T}); "
+        f"{final_val:.4f} on the {args.eval_iters or 'all'} evaluation batches (nanoGPT's estimate)"
+    )
     sample = ""
     if args.sample_tokens > 0:
         newline = tokenizer.token_to_id("\n")
@@ -396,18 +460,26 @@ def run_gpt(args):
 def add_bert_arguments(parser):
     d = parser.add_argument_group("data")
     src = d.add_mutually_exclusive_group()
-    src.add_argument("--data-dir", help="folder with stsa.binary.{train,dev,test} ('<label> <sentence>' lines)")
+    src.add_argument(
+        "--data-dir", help="folder with stsa.binary.{train,dev,test} ('<label> <sentence>' lines)"
+    )
     src.add_argument("--manual-dir", help="folder holding SST-2.zip for TFDS glue/sst2 (offline)")
     d.add_argument("--tfds-data-dir", default=None, help="TFDS data_dir (default ~/tensorflow_datasets)")
-    d.add_argument("--vocabulary-size", type=int, default=4000, help="WordPiece vocabulary (default: %(default)s)")
-    d.add_argument("--sequence-length", type=int, default=48, help="tokens per sentence (default: %(default)s)")
+    d.add_argument(
+        "--vocabulary-size", type=int, default=4000, help="WordPiece vocabulary (default: %(default)s)"
+    )
+    d.add_argument(
+        "--sequence-length", type=int, default=48, help="tokens per sentence (default: %(default)s)"
+    )
     m = parser.add_argument_group("model")
     m.add_argument("--num-layers", type=int, default=2, help="(default: %(default)s)")
     m.add_argument("--num-heads", type=int, default=4, help="(default: %(default)s)")
     m.add_argument("--d-model", type=int, default=128, help="(default: %(default)s)")
     m.add_argument("--d-ff", type=int, default=512, help="(default: %(default)s)")
     m.add_argument("--dropout", type=float, default=0.1, help="(default: %(default)s)")
-    p = parser.add_argument_group("fine-tuning (the MLM pretraining uses --steps/--batch-size/--learning-rate)")
+    p = parser.add_argument_group(
+        "fine-tuning (the MLM pretraining uses --steps/--batch-size/--learning-rate)"
+    )
     p.add_argument("--finetune-epochs", type=int, default=8, help="classifier epochs (default: %(default)s)")
     p.add_argument("--finetune-batch-size", type=int, default=32, help="(default: %(default)s)")
     p.add_argument("--finetune-learning-rate", type=float, default=2e-4, help="(default: %(default)s)")
@@ -429,8 +501,12 @@ def load_sst2(args):
                 splits[split] = ([s.decode("utf-8") for s, _ in rows], [int(y) for _, y in rows])
     else:
         for split, tfds_split in (("train", "train"), ("dev", "validation")):
-            ds = load_glue_sst2(tfds_split, data_dir=args.tfds_data_dir, manual_dir=args.manual_dir,
-                                download=args.manual_dir is None)
+            ds = load_glue_sst2(
+                tfds_split,
+                data_dir=args.tfds_data_dir,
+                manual_dir=args.manual_dir,
+                download=args.manual_dir is None,
+            )
             rows = list(ds.as_numpy_iterator())
             splits[split] = ([s.decode("utf-8") for s, _ in rows], [int(y) for _, y in rows])
     if "train" not in splits or "dev" not in splits:
@@ -458,11 +534,19 @@ def run_bert(args):
 
     def encode(sentences):
         ids = tokenizer(tf.constant(sentences)).numpy().astype("int32")
-        return {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": (ids != 0).astype("int32")}
+        return {
+            "token_ids": ids,
+            "segment_ids": np.zeros_like(ids),
+            "padding_mask": (ids != 0).astype("int32"),
+        }
 
     x = {k: encode(v[0]) for k, v in splits.items()}
     y = {k: np.asarray(v[1], "int32") for k, v in splits.items()}
-    _log(f"data: " + ", ".join(f"{k} {len(v):,}" for k, v in y.items()) + f" sentences; WordPiece vocabulary {vocab}")
+    _log(
+        "data: "
+        + ", ".join(f"{k} {len(v):,}" for k, v in y.items())
+        + f" sentences; WordPiece vocabulary {vocab}"
+    )
 
     # ---- 1. masked-LM pretraining on the training sentences (no labels) ---- #
     train_ids = tf.data.Dataset.from_tensor_slices(x["train"]["token_ids"])
@@ -484,14 +568,21 @@ def run_bert(args):
         return _skip(ds, start_step)
 
     dev_ids = tf.data.Dataset.from_tensor_slices(x["dev"]["token_ids"]).batch(256)
-    mlm_val = mlm_mask(dev_ids, vocab, mask_rate=args.mask_rate, seed=args.seed + 1).map(
-        lambda f, labels, w: (
-            {"token_ids": f["token_ids"], "segment_ids": tf.zeros_like(f["token_ids"]),
-             "padding_mask": tf.cast(f["padding_mask"], tf.int32)},
-            labels,
-            w,
+    mlm_val = (
+        mlm_mask(dev_ids, vocab, mask_rate=args.mask_rate, seed=args.seed + 1)
+        .map(
+            lambda f, labels, w: (
+                {
+                    "token_ids": f["token_ids"],
+                    "segment_ids": tf.zeros_like(f["token_ids"]),
+                    "padding_mask": tf.cast(f["padding_mask"], tf.int32),
+                },
+                labels,
+                w,
+            )
         )
-    ).cache()
+        .cache()
+    )
 
     holder = {}
 
@@ -507,11 +598,14 @@ def run_bert(args):
         )
         holder["encoder"] = encoder
         schedule = schedules.nanogpt_schedule(
-            args.learning_rate, args.steps * args.grad_accum, warmup_steps=min(200, args.steps // 10) * args.grad_accum,
+            args.learning_rate,
+            args.steps * args.grad_accum,
+            warmup_steps=min(200, args.steps // 10) * args.grad_accum,
             min_ratio=0.1,
         )
-        optimizer = optimizers.adamw(schedule, weight_decay=0.01, beta_2=0.999, global_clipnorm=1.0,
-                                     **_optimizer_kwargs(args))
+        optimizer = optimizers.adamw(
+            schedule, weight_decay=0.01, beta_2=0.999, global_clipnorm=1.0, **_optimizer_kwargs(args)
+        )
         return models.compile_for_lm(
             models.bert_masked_lm(encoder),
             optimizer,
@@ -542,16 +636,24 @@ def run_bert(args):
         with strategy.scope():
             classifier = models.bert_classifier(holder["encoder"], num_classes=2, pooling="cls")
             schedule = schedules.nanogpt_schedule(
-                args.finetune_learning_rate, ft_steps * args.grad_accum,
-                warmup_steps=max(1, ft_steps // 10) * args.grad_accum, min_ratio=1e-3,
+                args.finetune_learning_rate,
+                ft_steps * args.grad_accum,
+                warmup_steps=max(1, ft_steps // 10) * args.grad_accum,
+                min_ratio=1e-3,
             )
-            optimizer = optimizers.adamw(schedule, weight_decay=0.01, beta_2=0.999, global_clipnorm=1.0,
-                                         **_optimizer_kwargs(args))
+            optimizer = optimizers.adamw(
+                schedule, weight_decay=0.01, beta_2=0.999, global_clipnorm=1.0, **_optimizer_kwargs(args)
+            )
             return models.compile_for_classification(
-                classifier, optimizer, jit_compile=args.jit_compile, steps_per_execution=args.steps_per_execution
+                classifier,
+                optimizer,
+                jit_compile=args.jit_compile,
+                steps_per_execution=args.steps_per_execution,
             )
 
-    _log(f"== 2. fine-tuning: {args.finetune_epochs} epochs x {steps_per_epoch} steps of {args.finetune_batch_size} ==")
+    _log(
+        f"== 2. fine-tuning: {args.finetune_epochs} epochs x {steps_per_epoch} steps of {args.finetune_batch_size} =="
+    )
     ft_args = argparse.Namespace(**vars(args))
     ft_args.steps, ft_args.eval_interval = ft_steps, steps_per_epoch
     ft_args.backup_dir = os.path.join(args.backup_dir, "finetune") if args.backup_dir else None
@@ -575,11 +677,15 @@ def run_bert(args):
         test = tf.data.Dataset.from_tensor_slices((x["test"], y["test"])).batch(256)
         results["test_accuracy"] = float(classifier.evaluate(test, verbose=0, return_dict=True)["accuracy"])
     majority = max(np.mean(y["dev"]), 1 - np.mean(y["dev"]))
-    _log(f"SST-2 dev accuracy {dev_acc:.4f} (majority class {majority:.4f})"
-         + (f", test accuracy {results['test_accuracy']:.4f}" if "test_accuracy" in results else ""))
+    _log(
+        f"SST-2 dev accuracy {dev_acc:.4f} (majority class {majority:.4f})"
+        + (f", test accuracy {results['test_accuracy']:.4f}" if "test_accuracy" in results else "")
+    )
     results["total_seconds"] = time.perf_counter() - t_start
-    _log(f"wall time: pretraining {pre.seconds:.1f} s, fine-tuning {ft.seconds:.1f} s, "
-         f"total {results['total_seconds']:.1f} s")
+    _log(
+        f"wall time: pretraining {pre.seconds:.1f} s, fine-tuning {ft.seconds:.1f} s, "
+        f"total {results['total_seconds']:.1f} s"
+    )
     _write_results(args, results)
     results["model"] = classifier
     return results
@@ -592,24 +698,49 @@ def run_bert(args):
 
 def add_seq2seq_arguments(parser):
     d = parser.add_argument_group("data")
-    d.add_argument("--data", required=True, help="tab-separated pairs, e.g. spa-eng/spa.txt (English<TAB>Spanish)")
+    d.add_argument(
+        "--data", required=True, help="tab-separated pairs, e.g. spa-eng/spa.txt (English<TAB>Spanish)"
+    )
     d.add_argument("--reverse", action="store_true", help="translate the second column into the first")
-    d.add_argument("--max-pairs", type=int, default=0, help="use only the first N pairs after shuffling, 0 = all")
-    d.add_argument("--max-words", type=int, default=20, help="drop pairs with a side longer than this (default: %(default)s)")
-    d.add_argument("--test-pairs", type=int, default=1000, help="held-out pairs for accuracy and BLEU (default: %(default)s)")
+    d.add_argument(
+        "--max-pairs", type=int, default=0, help="use only the first N pairs after shuffling, 0 = all"
+    )
+    d.add_argument(
+        "--max-words",
+        type=int,
+        default=20,
+        help="drop pairs with a side longer than this (default: %(default)s)",
+    )
+    d.add_argument(
+        "--test-pairs",
+        type=int,
+        default=1000,
+        help="held-out pairs for accuracy and BLEU (default: %(default)s)",
+    )
     d.add_argument("--vocabulary-size", type=int, default=6000, help="per language (default: %(default)s)")
     m = parser.add_argument_group("model")
-    m.add_argument("--num-layers", type=int, default=2, help="encoder and decoder layers (default: %(default)s)")
+    m.add_argument(
+        "--num-layers", type=int, default=2, help="encoder and decoder layers (default: %(default)s)"
+    )
     m.add_argument("--num-heads", type=int, default=4, help="(default: %(default)s)")
     m.add_argument("--d-model", type=int, default=128, help="(default: %(default)s)")
     m.add_argument("--d-ff", type=int, default=512, help="(default: %(default)s)")
     m.add_argument("--dropout", type=float, default=0.1, help="(default: %(default)s)")
     o = parser.add_argument_group("optimizer (Vaswani et al.)")
-    o.add_argument("--warmup-steps", type=int, default=1000, help="Transformer schedule warmup (default: %(default)s)")
-    o.add_argument("--lr-scale", type=float, default=1.0, help="multiplier on the schedule (default: %(default)s)")
+    o.add_argument(
+        "--warmup-steps", type=int, default=1000, help="Transformer schedule warmup (default: %(default)s)"
+    )
+    o.add_argument(
+        "--lr-scale", type=float, default=1.0, help="multiplier on the schedule (default: %(default)s)"
+    )
     o.add_argument("--label-smoothing", type=float, default=0.1, help="(default: %(default)s)")
     e = parser.add_argument_group("evaluation")
-    e.add_argument("--bleu-pairs", type=int, default=500, help="held-out pairs translated for BLEU (default: %(default)s)")
+    e.add_argument(
+        "--bleu-pairs",
+        type=int,
+        default=500,
+        help="held-out pairs translated for BLEU (default: %(default)s)",
+    )
     e.add_argument("--show", type=int, default=5, help="translations printed (default: %(default)s)")
     e.add_argument("--results", default=None, help="write the results as JSON here")
     add_training_arguments(parser, steps=3000, batch_size=64, steps_per_epoch=500)
@@ -648,14 +779,24 @@ def run_seq2seq(args):
         return [r for r, k in zip(rows_, keep) if k]
 
     train_rows, test_rows = keep_short(train_rows), keep_short(test_rows)
-    _log(f"data: {len(train_rows):,} train / {len(test_rows):,} held-out pairs (<= {args.max_words} words); "
-         f"vocabularies {src_tok.vocabulary_size} / {tgt_tok.vocabulary_size}")
+    _log(
+        f"data: {len(train_rows):,} train / {len(test_rows):,} held-out pairs (<= {args.max_words} words); "
+        f"vocabularies {src_tok.vocabulary_size} / {tgt_tok.vocabulary_size}"
+    )
     train_src, train_tgt = ids(src_tok, [r[0] for r in train_rows]), ids(tgt_tok, [r[1] for r in train_rows])
     test_src, test_tgt = ids(src_tok, [r[0] for r in test_rows]), ids(tgt_tok, [r[1] for r in test_rows])
 
     def data(start_step):
-        ds = seq2seq_pairs(train_src, train_tgt, batch_size=args.batch_size, shuffle=True, seed=args.seed,
-                           drop_remainder=True, cache=True, prefetch=False).repeat()
+        ds = seq2seq_pairs(
+            train_src,
+            train_tgt,
+            batch_size=args.batch_size,
+            shuffle=True,
+            seed=args.seed,
+            drop_remainder=True,
+            cache=True,
+            prefetch=False,
+        ).repeat()
         return _skip(ds, start_step)
 
     test_data = seq2seq_pairs(test_src, test_tgt, batch_size=256, cache=True)
@@ -671,11 +812,17 @@ def run_seq2seq(args):
             d_ff=args.d_ff,
             dropout=args.dropout,
         )
-        optimizer = optimizers.vaswani_adam(args.d_model, warmup_steps=args.warmup_steps * args.grad_accum,
-                                            scale=args.lr_scale / (args.grad_accum**0.5) if args.grad_accum > 1 else args.lr_scale,
-                                            **_optimizer_kwargs(args))
+        optimizer = optimizers.vaswani_adam(
+            args.d_model,
+            warmup_steps=args.warmup_steps * args.grad_accum,
+            scale=args.lr_scale / (args.grad_accum**0.5) if args.grad_accum > 1 else args.lr_scale,
+            **_optimizer_kwargs(args),
+        )
         return models.compile_for_lm(
-            model, optimizer, label_smoothing=args.label_smoothing, jit_compile=bool(args.jit_compile),  # padded batches: XLA only on request
+            model,
+            optimizer,
+            label_smoothing=args.label_smoothing,
+            jit_compile=bool(args.jit_compile),  # padded batches: XLA only on request
             steps_per_execution=args.steps_per_execution,
         )
 
@@ -694,9 +841,11 @@ def run_seq2seq(args):
     refs = [[w.decode("utf-8") for w in r] for r in refs]
     bleu = corpus_bleu([h.split() for h in hyps], refs)
     _log(f"held-out token accuracy {token_accuracy:.4f}, loss {metrics['loss']:.4f}")
-    _log(f"corpus BLEU-4 {100 * bleu['bleu']:.2f} on {n_bleu} held-out pairs "
-         f"(precisions {', '.join(f'{100 * p:.1f}' for p in bleu['precisions'])}, BP {bleu['brevity_penalty']:.3f}, "
-         f"greedy decoding {decode_seconds:.1f} s)")
+    _log(
+        f"corpus BLEU-4 {100 * bleu['bleu']:.2f} on {n_bleu} held-out pairs "
+        f"(precisions {', '.join(f'{100 * p:.1f}' for p in bleu['precisions'])}, BP {bleu['brevity_penalty']:.3f}, "
+        f"greedy decoding {decode_seconds:.1f} s)"
+    )
     for (src, ref), hyp in list(zip(test_rows, hyps))[: args.show]:
         _log(f"  source:     {src}\n  reference:  {ref}\n  translation: {hyp}")
     total = time.perf_counter() - t_start
@@ -709,7 +858,10 @@ def run_seq2seq(args):
         "bleu_details": bleu,
         "train_seconds": result.seconds,
         "total_seconds": total,
-        "examples": [{"source": s, "reference": r, "translation": h} for (s, r), h in list(zip(test_rows, hyps))[: args.show]],
+        "examples": [
+            {"source": s, "reference": r, "translation": h}
+            for (s, r), h in list(zip(test_rows, hyps))[: args.show]
+        ],
     }
     _write_results(args, results)
     results["model"] = model

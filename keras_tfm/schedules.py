@@ -13,7 +13,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_closed_rate, check_positive_int
+from keras_tfm.checks import check_closed_rate, check_positive_int
 
 
 def _check_positive_float(name, value):
@@ -163,7 +163,9 @@ class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
         float32 rates.
     """
 
-    def __init__(self, learning_rate, total_steps, warmup_steps=0, decay_steps=None, decay_fraction=0.2, min_ratio=0.1):
+    def __init__(
+        self, learning_rate, total_steps, warmup_steps=0, decay_steps=None, decay_fraction=0.2, min_ratio=0.1
+    ):
         super().__init__()
         self.learning_rate = _check_positive_float("learning_rate", learning_rate)
         self.total_steps = check_positive_int("total_steps", total_steps)
@@ -173,7 +175,9 @@ class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
             raise ValueError("`decay_fraction` must be in (0, 1]; received 0.")
         self.min_ratio = check_closed_rate("min_ratio", min_ratio)
         if decay_steps is None:  # the last `decay_fraction` of the run, after the warmup
-            decay_steps = max(1, min(round(self.decay_fraction * self.total_steps), self.total_steps - self.warmup_steps))
+            decay_steps = max(
+                1, min(round(self.decay_fraction * self.total_steps), self.total_steps - self.warmup_steps)
+            )
         self.decay_steps = check_positive_int("decay_steps", decay_steps)
         if self.warmup_steps + self.decay_steps > self.total_steps:
             raise ValueError(

@@ -202,7 +202,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     METADATA = "training_metadata.json"
 
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, keep=0):
-        super().__init__(backup_dir, save_freq=save_freq, double_checkpoint=False, delete_checkpoint=delete_checkpoint)
+        super().__init__(
+            backup_dir, save_freq=save_freq, double_checkpoint=False, delete_checkpoint=delete_checkpoint
+        )
         if isinstance(save_freq, bool) or (save_freq != "epoch" and save_freq <= 0):
             raise ValueError(f"`save_freq` must be 'epoch' or a positive int; received {save_freq!r}.")
         self.keep = int(keep)
@@ -289,7 +291,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     def on_epoch_begin(self, epoch, logs=None):
         self._current_epoch = epoch
         if self._segment_start is not None:
-            self._epoch_start_step = self._segment_start + (epoch - self._segment_epoch) * self._segment_steps_per_epoch
+            self._epoch_start_step = (
+                self._segment_start + (epoch - self._segment_epoch) * self._segment_steps_per_epoch
+            )
         else:
             self._epoch_start_step = self._step
 
@@ -396,7 +400,10 @@ def tensorboard_callback(log_dir):
     if not tensorboard_available():
         import warnings
 
-        warnings.warn("`tensorboard` is not installed (pip install tensorboard): no TensorBoard logs are written.")
+        warnings.warn(
+            "`tensorboard` is not installed (pip install tensorboard): no TensorBoard logs are written.",
+            stacklevel=2,
+        )
         return None
     return keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False, update_freq="epoch")
 
@@ -453,8 +460,11 @@ def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=PREFETC
     """
     stop = tf.int64.max if steps is None else int(start_step) + int(steps)
     ds = tf.data.Dataset.range(int(start_step), stop)
-    ds = ds.map(lambda i: batch_fn(tf.stack([tf.constant(int(seed), tf.int64), i])),
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.map(
+        lambda i: batch_fn(tf.stack([tf.constant(int(seed), tf.int64), i])),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     return _with_options(ds.prefetch(prefetch))
 
 
@@ -475,7 +485,9 @@ def _data_at(data, start_step):
         if start_step:
             ds = ds.skip(start_step)
     if not isinstance(ds, tf.data.Dataset):
-        raise TypeError(f"Training data must be a tf.data.Dataset (or a factory returning one); got {type(ds)}.")
+        raise TypeError(
+            f"Training data must be a tf.data.Dataset (or a factory returning one); got {type(ds)}."
+        )
     return _with_options(ds.prefetch(PREFETCH_BATCHES))
 
 
@@ -517,7 +529,12 @@ def _segments(start, total, steps_per_epoch):
         epoch = s // steps_per_epoch
         end = min((epoch + 1) * steps_per_epoch, total)
         n = end - s
-        if groups and groups[-1][2] == n and s % steps_per_epoch == 0 and groups[-1][3] % steps_per_epoch == 0:
+        if (
+            groups
+            and groups[-1][2] == n
+            and s % steps_per_epoch == 0
+            and groups[-1][3] % steps_per_epoch == 0
+        ):
             first, count, _, seg_start = groups[-1]
             groups[-1] = (first, count + 1, n, seg_start)
         else:
@@ -547,7 +564,11 @@ def _patch_multi_worker_reduce():
 
             def reduce(v):
                 if isinstance(v, (tf.Tensor, tf.distribute.DistributedValues)):
-                    rank = v.shape.rank if isinstance(v, tf.Tensor) else strategy.experimental_local_results(v)[0].shape.rank
+                    rank = (
+                        v.shape.rank
+                        if isinstance(v, tf.Tensor)
+                        else strategy.experimental_local_results(v)[0].shape.rank
+                    )
                     if rank == 0:
                         return strategy.reduce("MEAN", v, axis=None)
                     return strategy.reduce("MEAN", v, axis=0)
@@ -661,7 +682,11 @@ def train(
     if backup_dir and backup is None:
         backup = AtomicBackupAndRestore(backup_dir, save_freq=save_freq or "epoch")
         callbacks.append(backup)
-    if log_dir and is_chief(strategy) and not any(isinstance(c, keras.callbacks.TensorBoard) for c in callbacks):
+    if (
+        log_dir
+        and is_chief(strategy)
+        and not any(isinstance(c, keras.callbacks.TensorBoard) for c in callbacks)
+    ):
         tb = tensorboard_callback(log_dir)
         if tb is not None:
             callbacks.append(tb)

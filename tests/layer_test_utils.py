@@ -35,7 +35,9 @@ def _as_tuple(x):
 def _flatten(outputs):
     """Output tensors as a list of float64 numpy arrays (dicts sorted by key)."""
     flat = keras.tree.flatten(outputs)
-    return [np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(t, "float32")), dtype=np.float64) for t in flat]
+    return [
+        np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(t, "float32")), dtype=np.float64) for t in flat
+    ]
 
 
 def _is_array(x):

@@ -41,8 +41,9 @@ import tensorflow as tf  # noqa: E402
 def _jsonable(value):
     value = np.asarray(value)
     if value.dtype == object or value.dtype.kind == "S":
-        return np.vectorize(lambda b: b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b),
-                            otypes=[object])(value).tolist()
+        return np.vectorize(
+            lambda b: b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b), otypes=[object]
+        )(value).tolist()
     return value.tolist()
 
 
@@ -74,8 +75,10 @@ def run_tf1(path, calls):
             fetches = {key: info.name for key, info in signature.outputs.items()}
             out = sess.run(fetches, feed_dict=feed)
             results.append({k: _jsonable(v) for k, v in out.items()})
-        signatures = {name: {"inputs": sorted(s.inputs), "outputs": sorted(s.outputs)}
-                      for name, s in meta.signature_def.items()}
+        signatures = {
+            name: {"inputs": sorted(s.inputs), "outputs": sorted(s.outputs)}
+            for name, s in meta.signature_def.items()
+        }
     return results, signatures
 
 
@@ -111,8 +114,13 @@ def run_warmup(loaded, path):
         fn = loaded.signatures[request.model_spec.signature_name]
         feed = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
         out = fn(**{k: tf.constant(v) for k, v in feed.items()})
-        done.append({"parsed_with": "tensorflow_serving", "signature": request.model_spec.signature_name,
-                     "outputs": sorted(out)})
+        done.append(
+            {
+                "parsed_with": "tensorflow_serving",
+                "signature": request.model_spec.signature_name,
+                "outputs": sorted(out),
+            }
+        )
     return done
 
 
@@ -130,7 +138,9 @@ def main(spec_path, result_path):
         if model.get("tf1", True):
             entry["tf1"], entry["tf1_signatures"] = run_tf1(path, model.get("calls", []))
         results.append(entry)
-    blocked_loaded = sorted(m for m, mod in sys.modules.items() if m.split(".")[0] in BLOCKED and mod is not None)
+    blocked_loaded = sorted(
+        m for m, mod in sys.modules.items() if m.split(".")[0] in BLOCKED and mod is not None
+    )
     with open(result_path, "w") as f:
         json.dump({"models": results, "blocked_modules_loaded": blocked_loaded}, f)
 

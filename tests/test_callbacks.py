@@ -3,11 +3,10 @@
 import math
 import warnings
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
 
 from keras_tfm.callbacks import AttentionEntropyMonitor, GradientNormMonitor, LossSpikeDetector
 from keras_tfm.inspection import attention_entropy, attention_maps, head_statistics
@@ -65,9 +64,14 @@ def test_attention_maps_nested_sequential_and_errors():
 
     from keras_tfm.layers import TransformerBlock
 
-    seq = keras.Sequential([keras.Input((T,), dtype="int32"), keras.layers.Embedding(V, 16),
-                            TransformerBlock(16, 2, 32, causal=True, name="b0"),
-                            TransformerBlock(16, 4, 32, name="b1")])
+    seq = keras.Sequential(
+        [
+            keras.Input((T,), dtype="int32"),
+            keras.layers.Embedding(V, 16),
+            TransformerBlock(16, 2, 32, causal=True, name="b0"),
+            TransformerBlock(16, 4, 32, name="b1"),
+        ]
+    )
     maps = attention_maps(seq, x)
     assert maps["b0"].shape == (2, 2, T, T) and maps["b1"].shape == (2, 4, T, T)
 
@@ -91,8 +95,11 @@ def test_attention_maps_bert_padding_and_seq2seq_cross():
 
     model = seq2seq("tiny", num_layers=1)
     src = _data(2)[0] % 31 + 1
-    inputs = [src, src[:, :5]] if not isinstance(model.input, dict) else {
-        k: v for k, v in zip(model.input, (src, src[:, :5]))}
+    inputs = (
+        [src, src[:, :5]]
+        if not isinstance(model.input, dict)
+        else {k: v for k, v in zip(model.input, (src, src[:, :5]))}
+    )
     maps = attention_maps(model, inputs, include_cross=True)
     assert maps["encoder_block_0"].shape[-2:] == (T, T)
     assert maps["decoder_block_0"].shape[-2:] == (5, 5)
@@ -133,9 +140,13 @@ def test_gradient_norm_monitor_matches_manual_gradients_and_lands_in_history(tmp
     assert values["grad_norm"] == pytest.approx(total, rel=1e-4)
     block = model.get_layer("decoder_block_1")
     block_ids = {id(v) for v in block.trainable_variables}
-    block_norm = math.sqrt(sum(
-        float(tf.reduce_sum(tf.square(tf.convert_to_tensor(g))))
-        for g, v in zip(grads, model.trainable_variables) if id(v) in block_ids))
+    block_norm = math.sqrt(
+        sum(
+            float(tf.reduce_sum(tf.square(tf.convert_to_tensor(g))))
+            for g, v in zip(grads, model.trainable_variables)
+            if id(v) in block_ids
+        )
+    )
     assert values["grad_norm/decoder_block_1"] == pytest.approx(block_norm, rel=1e-4)
     per_layer = [v for k, v in values.items() if k.startswith("grad_norm/")]
     assert math.sqrt(sum(v * v for v in per_layer)) == pytest.approx(values["grad_norm"], rel=1e-4)
@@ -154,8 +165,11 @@ def test_gradient_norm_monitor_does_not_change_training():
     for callbacks in ([], [GradientNormMonitor((x[:4], y[:4]), every_n_steps=1)]):
         keras.utils.set_random_seed(1)
         model = _gpt()
-        losses.append(model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False,
-                                callbacks=callbacks).history["loss"])
+        losses.append(
+            model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=callbacks).history[
+                "loss"
+            ]
+        )
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
 
 
@@ -179,8 +193,16 @@ def test_loss_spike_detector_unit_and_in_fit(tmp_path):
     detector = LossSpikeDetector(factor=3.0, warmup=3, stop_training=True, log_dir=tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        history = model.fit(x, y, sample_weight=weights, batch_size=4, epochs=3, verbose=0, shuffle=False,
-                            callbacks=[detector])
+        history = model.fit(
+            x,
+            y,
+            sample_weight=weights,
+            batch_size=4,
+            epochs=3,
+            verbose=0,
+            shuffle=False,
+            callbacks=[detector],
+        )
     assert [s for s, _, _ in detector.spikes] == [8]
     assert any("Loss spike" in str(w.message) for w in caught)
     assert history.history["loss_spike"] == [1.0]  # stopped after the first epoch
@@ -210,8 +232,13 @@ def test_attention_entropy_monitor_logs_per_head_and_flags():
     mask = np.ones((4, T), "int32")
     mask[:, 6:] = 0
     monitor = AttentionEntropyMonitor({"token_ids": x[:4], "padding_mask": mask}, every_n_steps=1)
-    model.fit({"token_ids": x[:8], "padding_mask": np.ones((8, T), "int32")}, y[:8], batch_size=4, verbose=0,
-              callbacks=[monitor])
+    model.fit(
+        {"token_ids": x[:8], "padding_mask": np.ones((8, T), "int32")},
+        y[:8],
+        batch_size=4,
+        verbose=0,
+        callbacks=[monitor],
+    )
     assert [s for s, _ in monitor.records] == [1, 2]
     with pytest.raises(ValueError, match="collapse_threshold"):
         AttentionEntropyMonitor(x, collapse_threshold=2.0)

@@ -5,13 +5,12 @@ import os
 import random
 import time
 
+import keras
 import numpy as np
 import pytest
-
-import keras_tfm  # noqa: F401  (sets the Keras backend)
-import keras
 import tensorflow as tf
 
+import keras_tfm  # noqa: F401  (sets the Keras backend)
 from keras_tfm import data as D
 from keras_tfm.data import (
     BOS,
@@ -60,7 +59,9 @@ def _tokenizers():
 def test_special_token_ids_and_helper():
     assert (PAD, UNK, CLS, SEP, MASK, BOS, EOS) == tuple(range(7)) and NUM_SPECIAL_TOKENS == 7
     assert SpecialTokens.token(MASK) == "[MASK]" and SpecialTokens.id("[EOS]") == EOS
-    np.testing.assert_array_equal(SpecialTokens.is_special(tf.constant([0, 6, 7, 100])), [True, True, False, False])
+    np.testing.assert_array_equal(
+        SpecialTokens.is_special(tf.constant([0, 6, 7, 100])), [True, True, False, False]
+    )
     with pytest.raises(ValueError, match="token_id"):
         SpecialTokens.token(7)
     for tokenizer in _tokenizers().values():
@@ -84,8 +85,9 @@ def test_char_tokenizer_round_trip_unicode_and_unknown():
 
 
 def test_char_tokenizer_without_specials_is_nanogpt_vocabulary():
-    tokenizer = CharTokenizer.from_corpus(tf.data.Dataset.from_tensor_slices([TEXT[:30], TEXT[30:]]),
-                                          special_tokens=False)
+    tokenizer = CharTokenizer.from_corpus(
+        tf.data.Dataset.from_tensor_slices([TEXT[:30], TEXT[30:]]), special_tokens=False
+    )
     chars = sorted(set(TEXT))
     assert tokenizer.get_vocabulary() == chars and tokenizer.vocabulary_size == len(chars)
     np.testing.assert_array_equal(tokenizer(TEXT).numpy(), [chars.index(c) for c in TEXT])
@@ -117,7 +119,9 @@ def test_word_tokenizer_frequency_vocabulary_and_round_trip():
     text = "The Lower, newest café!"
     assert full.detokenize(full(text)).numpy().decode() == "the lower , newest café !"
     assert full.tokenize("the zebra").numpy().tolist()[1] == UNK
-    assert full.detokenize(full(UNICODE_TEXT.split(" ")[0])).numpy().decode() == "grüße"  # Unicode lower-casing
+    assert (
+        full.detokenize(full(UNICODE_TEXT.split(" ")[0])).numpy().decode() == "grüße"
+    )  # Unicode lower-casing
 
 
 def _reference_wordpiece(word, vocabulary):
@@ -296,7 +300,9 @@ def test_lm_windows_random_offsets_shift_by_one():
 
 def test_lm_windows_deterministic_non_overlapping_from_dataset():
     chunks = tf.data.Dataset.from_tensor_slices(np.arange(100, dtype=np.int64).reshape(10, 10))
-    batches = list(D.lm_windows(chunks, sequence_length=10, batch_size=4, random_offsets=False, shuffle=False))
+    batches = list(
+        D.lm_windows(chunks, sequence_length=10, batch_size=4, random_offsets=False, shuffle=False)
+    )
     x = np.concatenate([b[0].numpy() for b in batches])
     y = np.concatenate([b[1].numpy() for b in batches])
     assert x.shape == (9, 10)  # (100 - 1) // 10 windows
@@ -359,15 +365,25 @@ def test_mlm_mask_in_dataset_passes_extra_features():
 def test_seq2seq_pairs_shift_and_truncation():
     source = [[10, 11, 12], [13]]
     target = [[20, 21], [22, 23, 24, 25]]
-    (features, labels), = list(D.seq2seq_pairs(source, target, batch_size=2))
+    ((features, labels),) = list(D.seq2seq_pairs(source, target, batch_size=2))
     decoder, labels = features["decoder_token_ids"].numpy(), labels.numpy()
     np.testing.assert_array_equal(features["encoder_token_ids"].numpy(), [[10, 11, 12], [13, 0, 0]])
     np.testing.assert_array_equal(decoder, [[BOS, 20, 21, 0, 0], [BOS, 22, 23, 24, 25]])
     np.testing.assert_array_equal(labels, [[20, 21, EOS, 0, 0], [22, 23, 24, 25, EOS]])
-    np.testing.assert_array_equal(decoder[:, 1:][labels[:, :-1] != EOS], labels[:, :-1][labels[:, :-1] != EOS])
-    fixed = list(D.seq2seq_pairs(tf.ragged.constant(source), tf.ragged.constant(target), batch_size=2,
-                                 source_length=2, target_length=3, sample_weights=True))
-    (features, labels, weights), = fixed
+    np.testing.assert_array_equal(
+        decoder[:, 1:][labels[:, :-1] != EOS], labels[:, :-1][labels[:, :-1] != EOS]
+    )
+    fixed = list(
+        D.seq2seq_pairs(
+            tf.ragged.constant(source),
+            tf.ragged.constant(target),
+            batch_size=2,
+            source_length=2,
+            target_length=3,
+            sample_weights=True,
+        )
+    )
+    ((features, labels, weights),) = fixed
     np.testing.assert_array_equal(features["encoder_token_ids"].numpy(), [[10, 11], [13, 0]])
     np.testing.assert_array_equal(features["decoder_token_ids"].numpy(), [[BOS, 20, 21], [BOS, 22, 23]])
     np.testing.assert_array_equal(labels.numpy(), [[20, 21, EOS], [22, 23, EOS]])
@@ -381,17 +397,20 @@ def test_tokenize_dataset_into_seq2seq_pairs():
     tokenizer = WordTokenizer.from_corpus(CORPUS)
     ids = D.tokenize_dataset(pairs, tokenizer)
     assert ids.element_spec[0] == tf.TensorSpec([None], tf.int32)
-    (features, labels), = list(D.seq2seq_pairs(ids, batch_size=2))
-    assert tokenizer.detokenize(features["encoder_token_ids"]).numpy().tolist() == [b"the cat", b"the lower mat"]
+    ((features, labels),) = list(D.seq2seq_pairs(ids, batch_size=2))
+    assert tokenizer.detokenize(features["encoder_token_ids"]).numpy().tolist() == [
+        b"the cat",
+        b"the lower mat",
+    ]
     assert tokenizer.detokenize(labels).numpy().tolist() == [b"newer", b"the newest"]
 
 
 def test_pad_and_batch_pads_with_zero_and_truncates():
     dataset = tf.data.Dataset.from_tensor_slices((tf.ragged.constant([[7, 8, 9], [10]]), [1, 0]))
-    (ids, labels), = list(D.pad_and_batch(dataset, batch_size=2))
+    ((ids, labels),) = list(D.pad_and_batch(dataset, batch_size=2))
     np.testing.assert_array_equal(ids.numpy(), [[7, 8, 9], [10, 0, 0]])
     np.testing.assert_array_equal(labels.numpy(), [1, 0])
-    (ids, _), = list(D.pad_and_batch(dataset, batch_size=2, sequence_length=2))
+    ((ids, _),) = list(D.pad_and_batch(dataset, batch_size=2, sequence_length=2))
     np.testing.assert_array_equal(ids.numpy(), [[7, 8], [10, 0]])
 
 
@@ -438,8 +457,10 @@ def test_tiny_shakespeare_split_rule(tmp_path):
     text = "".join(rng.choice("abc de\nFG:,é") for _ in range(1_115_394))
     path = tmp_path / "input.txt"
     path.write_text(text, encoding="utf-8")
-    sizes = {split: len(next(iter(D.load_tiny_shakespeare_file(path, split))).numpy().decode("utf-8"))
-             for split in ("train", "validation", "test")}
+    sizes = {
+        split: len(next(iter(D.load_tiny_shakespeare_file(path, split))).numpy().decode("utf-8"))
+        for split in ("train", "validation", "test")
+    }
     assert sizes == {"train": 1_003_854, "validation": 55_770, "test": 55_770}  # by characters, not bytes
     parts = D.split_tiny_shakespeare("abcdefghijklmnopqrst")
     assert parts == {"train": "abcdefghijklmnopqr", "validation": "s", "test": "t"}

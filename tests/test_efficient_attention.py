@@ -5,11 +5,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from layer_test_utils import run_layer_test
 
 import keras_tfm.layers as L
 from keras_tfm.layers import attention_core as ac
 from keras_tfm.layers.linear_attention import linear_attention_reference
-from layer_test_utils import run_layer_test
 
 B, T, H, D, DV = 2, 37, 3, 8, 5
 CHUNKS = dict(query_chunk_size=8, key_chunk_size=8)  # ragged last chunk (37 = 4·8 + 5)
@@ -75,7 +75,9 @@ def test_chunked_matches_standard_outputs_and_gradients(mask_kind, with_bias):
 
 
 @pytest.mark.parametrize(
-    "bias_shape", [(T, T), (B, H, T, T), (1, H, 1, T), (B, 1, T, 1)], ids=["rank2", "rank4", "key_only", "query_only"]
+    "bias_shape",
+    [(T, T), (B, H, T, T), (1, H, 1, T), (B, 1, T, 1)],
+    ids=["rank2", "rank4", "key_only", "query_only"],
 )
 def test_chunked_bias_broadcast_gradients(bias_shape):
     q, k, v = _qkv(2)
@@ -141,7 +143,12 @@ def test_chunked_mixed_precision_accumulates_in_float32():
     q, k, v = _qkv(8)
     mask = tf.constant(_mask("causal_padding"))
     out16, _ = ac.dot_product_attention(
-        tf.cast(q, "float16"), tf.cast(k, "float16"), tf.cast(v, "float16"), mask=mask, impl="chunked", **CHUNKS
+        tf.cast(q, "float16"),
+        tf.cast(k, "float16"),
+        tf.cast(v, "float16"),
+        mask=mask,
+        impl="chunked",
+        **CHUNKS,
     )
     assert out16.dtype == tf.float16
     ref, _ = ac.dot_product_attention(q, k, v, mask=mask)
@@ -225,7 +232,9 @@ def test_linear_equals_quadratic_reference(causal, with_padding, chunk_size):
     got = _grads("linear", q, k, v, mask, causal=causal, chunk_size=chunk_size)
     with tf.GradientTape() as tape:
         tape.watch([q, k, v])
-        ref = linear_attention_reference(q, k, v, key_valid=None if pad is None else tf.constant(pad), causal=causal)
+        ref = linear_attention_reference(
+            q, k, v, key_valid=None if pad is None else tf.constant(pad), causal=causal
+        )
         loss = tf.reduce_sum(ref * tf.sin(3.0 * ref))
     want = [ref] + tape.gradient(loss, [q, k, v])
     for g, w in zip(got, want):
@@ -294,7 +303,9 @@ def test_chunked_layer_equals_standard_layer_and_trains():
     x = tf.constant(np.random.default_rng(14).normal(size=(B, T, 12)), tf.float32)
     pad = tf.constant(_padding())
     std = L.TransformerBlock(12, H, 16, causal=True, position="alibi")
-    chk = L.TransformerBlock(12, H, 16, causal=True, position="alibi", attention_impl="chunked", attention_options=CHUNKS)
+    chk = L.TransformerBlock(
+        12, H, 16, causal=True, position="alibi", attention_impl="chunked", attention_options=CHUNKS
+    )
     std(x, padding_mask=pad)
     chk(x, padding_mask=pad)
     chk.set_weights(std.get_weights())
@@ -308,7 +319,10 @@ def test_chunked_layer_equals_standard_layer_and_trains():
         _close(g, w, tol=1e-4)
 
 
-@pytest.mark.parametrize("chunks", [CHUNKS, dict(query_chunk_size=5, key_chunk_size=12), dict(query_chunk_size=16, key_chunk_size=3)])
+@pytest.mark.parametrize(
+    "chunks",
+    [CHUNKS, dict(query_chunk_size=5, key_chunk_size=12), dict(query_chunk_size=16, key_chunk_size=3)],
+)
 @pytest.mark.parametrize("layer_mask", [False, True])
 def test_chunked_causal_option_skips_blocks_exactly(chunks, layer_mask):
     """`causal=True` (block skipping) with the padding mask alone or with the
@@ -322,7 +336,9 @@ def test_chunked_causal_option_skips_blocks_exactly(chunks, layer_mask):
     for g, w in zip(got, want):
         _close(g, w)
     if layer_mask and chunks is CHUNKS:  # one XLA run (compiling is the slow part)
-        fn = tf.function(lambda: _grads("chunked", q, k, v, mask, bias, causal=True, **chunks), jit_compile=True)
+        fn = tf.function(
+            lambda: _grads("chunked", q, k, v, mask, bias, causal=True, **chunks), jit_compile=True
+        )
         for g, w in zip(fn(), want):
             _close(g, w)
 
@@ -338,7 +354,10 @@ def test_layer_passes_its_causality_to_the_implementation():
     x = np.random.default_rng(0).normal(size=(2, 19, 16)).astype("float32")
     ref = MultiHeadSelfAttention(2, causal=True)
     expected = ref(x)
-    for impl, options in (("chunked", {"query_chunk_size": 4, "key_chunk_size": 8}), ("local", {"window": 32})):
+    for impl, options in (
+        ("chunked", {"query_chunk_size": 4, "key_chunk_size": 8}),
+        ("local", {"window": 32}),
+    ):
         layer = MultiHeadSelfAttention(2, causal=True, attention_impl=impl, attention_options=options)
         layer.build(x.shape)
         layer.set_weights(ref.get_weights())

@@ -53,22 +53,101 @@ def sst2_dir(tmp_path):
 
 @pytest.fixture
 def spa_file(tmp_path):
-    pairs = [("Go.", "Ve."), ("Hi.", "Hola."), ("Run!", "¡Corre!"), ("I see.", "Ya veo."), ("Thanks.", "Gracias."),
-             ("I won!", "¡He ganado!"), ("We lost.", "Perdimos."), ("Be kind.", "Sé amable.")]
+    pairs = [
+        ("Go.", "Ve."),
+        ("Hi.", "Hola."),
+        ("Run!", "¡Corre!"),
+        ("I see.", "Ya veo."),
+        ("Thanks.", "Gracias."),
+        ("I won!", "¡He ganado!"),
+        ("We lost.", "Perdimos."),
+        ("Be kind.", "Sé amable."),
+    ]
     path = tmp_path / "spa.txt"
-    path.write_text("".join(f"{en}\t{es}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n" for en, es in pairs * 6))
+    path.write_text(
+        "".join(f"{en}\t{es}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n" for en, es in pairs * 6)
+    )
     return str(path)
 
 
-TINY_GPT = ["--steps", "4", "--eval-interval", "2", "--eval-iters", "1", "--n-layer", "1", "--n-head", "2",
-            "--n-embd", "16", "--block-size", "8", "--batch-size", "4", "--sample-tokens", "5",
-            "--steps-per-execution", "2", "--verbose", "0"]
-TINY_BERT = ["--steps", "3", "--eval-interval", "3", "--batch-size", "4", "--vocabulary-size", "60",
-             "--sequence-length", "12", "--num-layers", "1", "--num-heads", "2", "--d-model", "16", "--d-ff", "32",
-             "--finetune-epochs", "1", "--finetune-batch-size", "8", "--verbose", "0"]
-TINY_SEQ2SEQ = ["--steps", "3", "--eval-interval", "3", "--batch-size", "4", "--test-pairs", "8", "--bleu-pairs", "4",
-                "--show", "2", "--num-layers", "1", "--num-heads", "2", "--d-model", "16", "--d-ff", "32",
-                "--max-words", "6", "--warmup-steps", "2", "--verbose", "0"]
+TINY_GPT = [
+    "--steps",
+    "4",
+    "--eval-interval",
+    "2",
+    "--eval-iters",
+    "1",
+    "--n-layer",
+    "1",
+    "--n-head",
+    "2",
+    "--n-embd",
+    "16",
+    "--block-size",
+    "8",
+    "--batch-size",
+    "4",
+    "--sample-tokens",
+    "5",
+    "--steps-per-execution",
+    "2",
+    "--verbose",
+    "0",
+]
+TINY_BERT = [
+    "--steps",
+    "3",
+    "--eval-interval",
+    "3",
+    "--batch-size",
+    "4",
+    "--vocabulary-size",
+    "60",
+    "--sequence-length",
+    "12",
+    "--num-layers",
+    "1",
+    "--num-heads",
+    "2",
+    "--d-model",
+    "16",
+    "--d-ff",
+    "32",
+    "--finetune-epochs",
+    "1",
+    "--finetune-batch-size",
+    "8",
+    "--verbose",
+    "0",
+]
+TINY_SEQ2SEQ = [
+    "--steps",
+    "3",
+    "--eval-interval",
+    "3",
+    "--batch-size",
+    "4",
+    "--test-pairs",
+    "8",
+    "--bleu-pairs",
+    "4",
+    "--show",
+    "2",
+    "--num-layers",
+    "1",
+    "--num-heads",
+    "2",
+    "--d-model",
+    "16",
+    "--d-ff",
+    "32",
+    "--max-words",
+    "6",
+    "--warmup-steps",
+    "2",
+    "--verbose",
+    "0",
+]
 
 
 @pytest.mark.parametrize("name", ["gpt_shakespeare.py", "bert_sst2.py", "translate.py", "demo.py"])
@@ -81,9 +160,11 @@ def test_example_help(name, monkeypatch, capsys):
 def test_gpt_example_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
     results = tmp_path / "gpt.json"
     log_dir = tmp_path / "logs"
-    code = _run_example("gpt_shakespeare.py",
-                        ["--data", shakespeare, "--results", str(results), "--log-dir", str(log_dir)] + TINY_GPT,
-                        monkeypatch)
+    code = _run_example(
+        "gpt_shakespeare.py",
+        ["--data", shakespeare, "--results", str(results), "--log-dir", str(log_dir)] + TINY_GPT,
+        monkeypatch,
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "validation loss" in out and "wall time" in out and "sample" in out
@@ -102,7 +183,9 @@ def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, pos
 
     parser = argparse.ArgumentParser()
     recipes.add_gpt_arguments(parser)
-    args = parser.parse_args(["--data", shakespeare, "--schedule", schedule, "--position", position] + TINY_GPT)
+    args = parser.parse_args(
+        ["--data", shakespeare, "--schedule", schedule, "--position", position] + TINY_GPT
+    )
     model = recipes.run_gpt(args)["model"]
     lr = model.optimizer._learning_rate
     if schedule == "wsd":
@@ -117,7 +200,9 @@ def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, pos
 
 def test_bert_example_end_to_end(sst2_dir, tmp_path, monkeypatch, capsys):
     results = tmp_path / "bert.json"
-    code = _run_example("bert_sst2.py", ["--data-dir", sst2_dir, "--results", str(results)] + TINY_BERT, monkeypatch)
+    code = _run_example(
+        "bert_sst2.py", ["--data-dir", sst2_dir, "--results", str(results)] + TINY_BERT, monkeypatch
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "SST-2 dev accuracy" in out
@@ -128,7 +213,9 @@ def test_bert_example_end_to_end(sst2_dir, tmp_path, monkeypatch, capsys):
 
 def test_translate_example_end_to_end(spa_file, tmp_path, monkeypatch, capsys):
     results = tmp_path / "mt.json"
-    code = _run_example("translate.py", ["--data", spa_file, "--results", str(results)] + TINY_SEQ2SEQ, monkeypatch)
+    code = _run_example(
+        "translate.py", ["--data", spa_file, "--results", str(results)] + TINY_SEQ2SEQ, monkeypatch
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "corpus BLEU-4" in out and "token accuracy" in out and "translation:" in out
@@ -146,8 +233,21 @@ def test_demo_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
 
 def test_cli_train_gpt_with_backup_and_logs(shakespeare, tmp_path, capsys):
     backup = tmp_path / "backup"
-    status = cli.main(["train", "gpt", "--data", shakespeare, "--backup-dir", str(backup), "--save-freq", "2",
-                       "--log-dir", str(tmp_path / "tb")] + TINY_GPT)
+    status = cli.main(
+        [
+            "train",
+            "gpt",
+            "--data",
+            shakespeare,
+            "--backup-dir",
+            str(backup),
+            "--save-freq",
+            "2",
+            "--log-dir",
+            str(tmp_path / "tb"),
+        ]
+        + TINY_GPT
+    )
     assert status == 0
     assert "validation loss" in capsys.readouterr().out
     assert not backup.exists()  # removed once training completed
@@ -164,7 +264,12 @@ def test_cli_errors_and_help(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main([])
     assert e.value.code == 2
-    for argv in (["--help"], ["train", "--help"], ["train", "bert", "--help"], ["train", "seq2seq", "--help"]):
+    for argv in (
+        ["--help"],
+        ["train", "--help"],
+        ["train", "bert", "--help"],
+        ["train", "seq2seq", "--help"],
+    ):
         with pytest.raises(SystemExit) as e:
             cli.main(argv)
         assert e.value.code == 0

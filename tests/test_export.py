@@ -45,12 +45,19 @@ LONG_NEW = 60
 
 
 def sampling(max_new_tokens=MAX_NEW, temperature=0.0, top_k=0, top_p=1.0, seed=0):
-    return {"max_new_tokens": max_new_tokens, "temperature": temperature, "top_k": top_k, "top_p": top_p,
-            "seed": seed}
+    return {
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "top_k": top_k,
+        "top_p": top_p,
+        "seed": seed,
+    }
 
 
 def detok(tokenizer, tokens, lengths):
-    ragged = tf.RaggedTensor.from_tensor(tf.constant(tokens, tf.int32), lengths=tf.constant(lengths, tf.int64))
+    ragged = tf.RaggedTensor.from_tensor(
+        tf.constant(tokens, tf.int32), lengths=tf.constant(lengths, tf.int64)
+    )
     return [s.decode("utf-8") for s in tokenizer.detokenize(ragged).numpy()]
 
 
@@ -67,8 +74,9 @@ def exports(tmp_path_factory):
     keras.utils.set_random_seed(1)
     char_tok = CharTokenizer.from_corpus(GPT_TEXT)
     gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=80)
-    out["gpt_path"] = export_for_serving(gpt_model, root / "gpt", tokenizer=char_tok, max_new_tokens_limit=70,
-                                         max_prompt_length=16)
+    out["gpt_path"] = export_for_serving(
+        gpt_model, root / "gpt", tokenizer=char_tok, max_new_tokens_limit=70, max_prompt_length=16
+    )
     gen = CausalLMGenerator(gpt_model)
     prompt_ids = ids_of(char_tok, GPT_PROMPTS)
     out["gpt_long_ids"] = gen.generate(prompt_ids, LONG_NEW).tolist()  # cache length 128 (64 for MAX_NEW)
@@ -106,17 +114,21 @@ def exports(tmp_path_factory):
     token_ids = np.zeros((len(ids), width), np.int32)
     for b, row in enumerate(ids):
         token_ids[b, : len(row) + 2] = [2] + row + [3]
-    x = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
-         "padding_mask": (token_ids > 0).astype("int32")}
+    x = {
+        "token_ids": token_ids,
+        "segment_ids": np.zeros_like(token_ids),
+        "padding_mask": (token_ids > 0).astype("int32"),
+    }
     out["clf_probs"] = tf.nn.softmax(clf(x)).numpy().tolist()
     out["clf_model"], out["bert_tok"] = clf, bert_tok
     mlm = bert_masked_lm("tiny", vocabulary_size=64)
     out["mlm_path"] = export_for_serving(mlm, root / "mlm", tokenizer=bert_tok)
     masked = np.array([[2, 7, 4, 9, 3]], np.int32)  # [CLS] the [MASK] sat [SEP]
-    logits = np.array(mlm({"token_ids": masked, "segment_ids": np.zeros_like(masked),
-                             "padding_mask": np.ones_like(masked)}))[0, 2]
+    logits = np.array(
+        mlm({"token_ids": masked, "segment_ids": np.zeros_like(masked), "padding_mask": np.ones_like(masked)})
+    )[0, 2]
     logits[:7] = -np.inf
-    logits[bert_tok.vocabulary_size:] = -np.inf  # predictions restricted to the tokenizer's tokens
+    logits[bert_tok.vocabulary_size :] = -np.inf  # predictions restricted to the tokenizer's tokens
     out["mlm_top1"] = bert_tok.get_vocabulary()[int(np.argmax(logits))]
     return out
 
@@ -133,15 +145,26 @@ def bad_gpt_requests():
         ("temperature < 0", dict(base, temperature=-1.0), "`temperature` must be a finite float >= 0"),
         ("empty prompt", dict(base, prompts=["hello", ""]), "needs at least one token"),
         ("prompt too long", dict(base, prompts=["h" * 20]), "maximum prompt length 16"),
-        ("prompt + max_new_tokens too long", dict(base, prompts=["h" * 15], max_new_tokens=70), "maximum length 80"),
+        (
+            "prompt + max_new_tokens too long",
+            dict(base, prompts=["h" * 15], max_new_tokens=70),
+            "maximum length 80",
+        ),
     ]
     requests = [{"signature": "generate", "inputs": inputs} for _, inputs, _ in cases]
     expected = [(name, "InvalidArgumentError", text) for name, _, text in cases]
     # Wrong dtype: rejected by the signature itself.
-    requests.append({"signature": "generate_ids", "inputs": dict(token_ids=[[1.5, 2.0]], lengths=[2], **sampling()),
-                     "dtypes": {"token_ids": "float32"}})
+    requests.append(
+        {
+            "signature": "generate_ids",
+            "inputs": dict(token_ids=[[1.5, 2.0]], lengths=[2], **sampling()),
+            "dtypes": {"token_ids": "float32"},
+        }
+    )
     expected.append(("float token_ids", None, "int32"))
-    requests.append({"signature": "generate_ids", "inputs": dict(token_ids=[[7, 8]], lengths=[3], **sampling())})
+    requests.append(
+        {"signature": "generate_ids", "inputs": dict(token_ids=[[7, 8]], lengths=[3], **sampling())}
+    )
     expected.append(("lengths > width", "InvalidArgumentError", "`lengths` must be in"))
     return requests, expected
 
@@ -151,45 +174,84 @@ def served(exports, tmp_path_factory):
     """Runs tests/serving_client.py once (keras and keras_tfm blocked)."""
     gpt_calls = [
         {"signature": "generate", "inputs": dict(prompts=GPT_PROMPTS, **sampling())},
-        {"signature": "generate_ids",
-         "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"], **sampling())},
-        {"signature": "generate_ids",
-         "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"],
-                        **sampling(temperature=1.0, top_k=5, top_p=0.9, seed=7))},
-        {"signature": "serving_default", "inputs": {"token_ids": [exports["gpt_padded"][0][: len(GPT_PROMPTS[0])]]}},
-        {"signature": "generate_ids",
-         "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"],
-                        **sampling(max_new_tokens=LONG_NEW))},
+        {
+            "signature": "generate_ids",
+            "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"], **sampling()),
+        },
+        {
+            "signature": "generate_ids",
+            "inputs": dict(
+                token_ids=exports["gpt_padded"],
+                lengths=exports["gpt_lengths"],
+                **sampling(temperature=1.0, top_k=5, top_p=0.9, seed=7),
+            ),
+        },
+        {
+            "signature": "serving_default",
+            "inputs": {"token_ids": [exports["gpt_padded"][0][: len(GPT_PROMPTS[0])]]},
+        },
+        {
+            "signature": "generate_ids",
+            "inputs": dict(
+                token_ids=exports["gpt_padded"],
+                lengths=exports["gpt_lengths"],
+                **sampling(max_new_tokens=LONG_NEW),
+            ),
+        },
     ]
     bad, _ = bad_gpt_requests()
     s2s_calls = [
-        {"signature": "translate", "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=1,
-                                                  length_penalty=0.6)},
-        {"signature": "translate", "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=2,
-                                                  length_penalty=0.6)},
+        {
+            "signature": "translate",
+            "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=1, length_penalty=0.6),
+        },
+        {
+            "signature": "translate",
+            "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=2, length_penalty=0.6),
+        },
     ]
     s2s_bad = [
-        {"signature": "translate", "inputs": dict(inputs=["a"], max_new_tokens=MAX_NEW, num_beams=3,
-                                                  length_penalty=0.6)},
-        {"signature": "translate", "inputs": dict(inputs=[], max_new_tokens=MAX_NEW, num_beams=1,
-                                                  length_penalty=0.6)},
-        {"signature": "translate", "inputs": dict(inputs=["a"], max_new_tokens=100, num_beams=1,
-                                                  length_penalty=0.6)},
+        {
+            "signature": "translate",
+            "inputs": dict(inputs=["a"], max_new_tokens=MAX_NEW, num_beams=3, length_penalty=0.6),
+        },
+        {
+            "signature": "translate",
+            "inputs": dict(inputs=[], max_new_tokens=MAX_NEW, num_beams=1, length_penalty=0.6),
+        },
+        {
+            "signature": "translate",
+            "inputs": dict(inputs=["a"], max_new_tokens=100, num_beams=1, length_penalty=0.6),
+        },
     ]
-    spec = {"models": [
-        {"path": exports["gpt_path"], "calls": gpt_calls, "bad": bad},
-        {"path": exports["s2s_path"], "calls": s2s_calls, "bad": s2s_bad},
-        {"path": exports["clf_path"], "calls": [{"signature": "classify", "inputs": {"inputs": BERT_TEXTS}}],
-         "bad": [{"signature": "classify", "inputs": {"inputs": []}}]},
-        {"path": exports["mlm_path"], "calls": [{"signature": "fill_mask", "inputs": {"inputs": ["the [MASK] sat"]}}],
-         "bad": [{"signature": "fill_mask", "inputs": {"inputs": ["no mask here"]}}]},
-    ]}
+    spec = {
+        "models": [
+            {"path": exports["gpt_path"], "calls": gpt_calls, "bad": bad},
+            {"path": exports["s2s_path"], "calls": s2s_calls, "bad": s2s_bad},
+            {
+                "path": exports["clf_path"],
+                "calls": [{"signature": "classify", "inputs": {"inputs": BERT_TEXTS}}],
+                "bad": [{"signature": "classify", "inputs": {"inputs": []}}],
+            },
+            {
+                "path": exports["mlm_path"],
+                "calls": [{"signature": "fill_mask", "inputs": {"inputs": ["the [MASK] sat"]}}],
+                "bad": [{"signature": "fill_mask", "inputs": {"inputs": ["no mask here"]}}],
+            },
+        ]
+    }
     work = tmp_path_factory.mktemp("client")
     spec_path, result_path = work / "spec.json", work / "result.json"
     spec_path.write_text(json.dumps(spec))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, CLIENT, str(spec_path), str(result_path)], capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT, env=env, cwd=str(work))
+    proc = subprocess.run(
+        [sys.executable, CLIENT, str(spec_path), str(result_path)],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        env=env,
+        cwd=str(work),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(result_path.read_text())
 
@@ -226,7 +288,9 @@ def test_seq2seq_translate_matches_in_process(exports, served):
     widths, empty, too_many = s2s["bad"]
     assert widths["error"] == "InvalidArgumentError" and "`num_beams` must be one of" in widths["message"]
     assert empty["error"] == "InvalidArgumentError" and "empty batch" in empty["message"]
-    assert too_many["error"] == "InvalidArgumentError" and "`max_new_tokens` must be <=" in too_many["message"]
+    assert (
+        too_many["error"] == "InvalidArgumentError" and "`max_new_tokens` must be <=" in too_many["message"]
+    )
 
 
 def test_bert_signatures(exports, served):
@@ -256,8 +320,9 @@ def test_malformed_requests_fail_cleanly(served):
 
 
 def test_warmup_records(exports, served):
-    for path, result in zip((exports["gpt_path"], exports["s2s_path"], exports["clf_path"], exports["mlm_path"]),
-                            served["models"]):
+    for path, result in zip(
+        (exports["gpt_path"], exports["s2s_path"], exports["clf_path"], exports["mlm_path"]), served["models"]
+    ):
         records = read_warmup_requests(path)
         assert records, path
         signatures = [r[1] for r in records]
@@ -267,12 +332,17 @@ def test_warmup_records(exports, served):
             if parsed["parsed_with"]:
                 assert parsed["outputs"]
     name, signature, inputs = read_warmup_requests(exports["gpt_path"])[1]
-    assert signature == "generate" and inputs["prompts"].dtype == object and inputs["max_new_tokens"].dtype == np.int32
+    assert (
+        signature == "generate"
+        and inputs["prompts"].dtype == object
+        and inputs["max_new_tokens"].dtype == np.int32
+    )
 
 
 def test_warmup_encoding_matches_official_protos():
-    data = warmup_lib.encode_prediction_log("m", "generate", {"x": np.array([1, 2], np.int32),
-                                                              "s": np.array([b"hi"])})
+    data = warmup_lib.encode_prediction_log(
+        "m", "generate", {"x": np.array([1, 2], np.int32), "s": np.array([b"hi"])}
+    )
     name, signature, inputs = warmup_lib.decode_prediction_log(data)
     assert (name, signature) == ("m", "generate")
     np.testing.assert_array_equal(inputs["x"], [1, 2])
@@ -287,11 +357,22 @@ def test_saved_model_cli_lists_signatures(exports):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     if not os.path.exists(cli):
         pytest.skip("saved_model_cli is not installed next to the interpreter")
-    proc = subprocess.run([cli, "show", "--all", "--dir", exports["gpt_path"]], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = subprocess.run(
+        [cli, "show", "--all", "--dir", exports["gpt_path"]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for name in ("signature_def['generate']", "signature_def['generate_ids']", "signature_def['serving_default']",
-                 "inputs['prompts']", "outputs['completions']", "DT_STRING"):
+    for name in (
+        "signature_def['generate']",
+        "signature_def['generate_ids']",
+        "signature_def['serving_default']",
+        "inputs['prompts']",
+        "outputs['completions']",
+        "DT_STRING",
+    ):
         assert name in proc.stdout, name
 
 
@@ -340,19 +421,47 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
     model_path, vocab_path = tmp_path / "clf.keras", tmp_path / "vocab.txt"
     exports["clf_model"].save(model_path)
     exports["bert_tok"].save_vocabulary(vocab_path)
-    args = parser.parse_args(["export", "--model", str(model_path), "--tokenizer", str(vocab_path), "--name", "clf",
-                              "--dir", str(tmp_path / "sm"), "--labels", "neg,pos", "--no-warmup"])
+    args = parser.parse_args(
+        [
+            "export",
+            "--model",
+            str(model_path),
+            "--tokenizer",
+            str(vocab_path),
+            "--name",
+            "clf",
+            "--dir",
+            str(tmp_path / "sm"),
+            "--labels",
+            "neg,pos",
+            "--no-warmup",
+        ]
+    )
     assert args.func(args) == 0
     assert capsys.readouterr().out.strip().endswith(os.path.join("clf", "1"))
-    args = parser.parse_args(["generate", "--model", str(tmp_path / "sm" / "clf"), "--prompt", BERT_TEXTS[0],
-                              "--json"])
+    args = parser.parse_args(
+        ["generate", "--model", str(tmp_path / "sm" / "clf"), "--prompt", BERT_TEXTS[0], "--json"]
+    )
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["labels"][0] in ("neg", "pos")
     np.testing.assert_allclose(out["probabilities"][0], exports["clf_probs"][0], atol=1e-5)
     gpt_base = os.path.dirname(exports["gpt_path"])
-    args = parser.parse_args(["generate", "--model", gpt_base, "--version", "1", "--prompt", GPT_PROMPTS[0],
-                              "--prompt", GPT_PROMPTS[1], "--max-new-tokens", str(MAX_NEW)])
+    args = parser.parse_args(
+        [
+            "generate",
+            "--model",
+            gpt_base,
+            "--version",
+            "1",
+            "--prompt",
+            GPT_PROMPTS[0],
+            "--prompt",
+            GPT_PROMPTS[1],
+            "--max-new-tokens",
+            str(MAX_NEW),
+        ]
+    )
     assert args.func(args) == 0
     assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_greedy"][:2]
     args = parser.parse_args(["generate", "--model", gpt_base, "--prompt", "x", "--max-new-tokens", "-3"])

@@ -23,8 +23,10 @@ from keras_tfm.generation import (  # noqa: E402
     FunctionAdapter,
     Seq2SeqGenerator,
     beam_search_loop,
-    cache as cache_lib,
     decode,
+)
+from keras_tfm.generation import (
+    cache as cache_lib,
 )
 from keras_tfm.models import gpt, seq2seq, seq2seq_greedy_decode  # noqa: E402
 
@@ -56,7 +58,7 @@ def reference_greedy(model, prompts, steps):
         seq = list(p)
         for _ in range(steps):
             seq.append(int(np.argmax(full_logits(model, seq)[-1])))
-        out.append(seq[len(p):])
+        out.append(seq[len(p) :])
     return np.array(out, np.int32)
 
 
@@ -71,7 +73,9 @@ def test_gpt_cached_logits_match_full_recompute(position):
     for b, prompt in enumerate(PROMPTS):
         full = full_logits(model, list(prompt) + tokens[b].tolist())
         # scores[:, t] are the logits that chose token t (prefill, then cached steps).
-        np.testing.assert_allclose(scores[b], full[len(prompt) - 1 : len(prompt) - 1 + steps], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(
+            scores[b], full[len(prompt) - 1 : len(prompt) - 1 + steps], atol=1e-5, rtol=0
+        )
     # Greedy over a batch of prompts of different lengths = per-row argmax of the full forward pass.
     np.testing.assert_array_equal(tokens, reference_greedy(model, PROMPTS, steps))
 
@@ -92,7 +96,9 @@ def test_seq2seq_cached_matches_full_recompute(position):
     model = seq2seq(preset="tiny", position=position)
     generator = Seq2SeqGenerator(model, bos_id=1, run_eagerly=True)
     steps = 8
-    tokens, lengths, scores = generator.generate(SOURCES, steps, eos_id=2, return_lengths=True, output_scores=True)
+    tokens, lengths, scores = generator.generate(
+        SOURCES, steps, eos_id=2, return_lengths=True, output_scores=True
+    )
     source = np.zeros((3, 9), np.int32)
     for b, s in enumerate(SOURCES):
         source[b, : len(s)] = s
@@ -225,7 +231,9 @@ def test_beam_finds_better_sequence_than_greedy():
     prompt, lengths = np.array([[5]], np.int32), np.array([1], np.int32)
     greedy = decode(adapter, prompt, lengths, 4, lambda l, s: generation.greedy(l), cache_length=64, eos_id=1)
     assert greedy["tokens"].numpy()[0, :2].tolist() == [2, 1]  # A, EOS: p = 0.21
-    out = beam_search_loop(adapter, prompt, lengths, 4, num_beams=2, cache_length=64, length_penalty=0.0, eos_id=1)
+    out = beam_search_loop(
+        adapter, prompt, lengths, 4, num_beams=2, cache_length=64, length_penalty=0.0, eos_id=1
+    )
     seqs, log_probs = out["sequences"].numpy()[0], out["log_probs"].numpy()[0]
     assert seqs[0, :3].tolist() == [3, 1, 0]  # B, EOS, then frozen (padding)
     np.testing.assert_allclose(log_probs[0], math.log(0.4 * 0.95), rtol=1e-5)
@@ -237,7 +245,9 @@ def test_beam_length_penalty_gnmt_and_frozen_beams():
     adapter = toy_beam_lm()
     prompt, lengths = np.array([[5], [5]], np.int32), np.array([1, 1], np.int32)
     alpha = 0.6
-    out = beam_search_loop(adapter, prompt, lengths, 5, num_beams=3, cache_length=64, length_penalty=alpha, eos_id=1)
+    out = beam_search_loop(
+        adapter, prompt, lengths, 5, num_beams=3, cache_length=64, length_penalty=alpha, eos_id=1
+    )
     seqs, lens = out["sequences"].numpy(), out["lengths"].numpy()
     scores, log_probs = out["scores"].numpy(), out["log_probs"].numpy()
     np.testing.assert_allclose(scores, log_probs / ((5.0 + lens) / 6.0) ** alpha, rtol=1e-5)
@@ -291,8 +301,12 @@ def test_long_generation_crosses_segments():
     """Cache segments (65 → 128) are transparent: a 100-token toy run."""
     adapter, _ = counting_toy(vocab=7)
     out = decode(
-        adapter, np.array([[3]], np.int32), np.array([1], np.int32), 100,
-        lambda l, s: generation.greedy(l), cache_length=128,
+        adapter,
+        np.array([[3]], np.int32),
+        np.array([1], np.int32),
+        100,
+        lambda l, s: generation.greedy(l),
+        cache_length=128,
     )
     np.testing.assert_array_equal(out["tokens"].numpy()[0, :100], (np.arange(100) + 4) % 7)
 

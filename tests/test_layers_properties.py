@@ -41,7 +41,12 @@ def block(position=None, causal=False, **kwargs):
     # Keep LayerNorm gammas/betas as built but randomise everything else.
     r = rng(7)
     layer.set_weights(
-        [w if w.ndim == 1 and w.shape[0] == D and np.all(w == 1) else w + r.normal(scale=0.1, size=w.shape).astype("float32") for w in layer.get_weights()]
+        [
+            w
+            if w.ndim == 1 and w.shape[0] == D and np.all(w == 1)
+            else w + r.normal(scale=0.1, size=w.shape).astype("float32")
+            for w in layer.get_weights()
+        ]
     )
     return layer
 
@@ -230,7 +235,11 @@ def test_fully_masked_query_gives_zeros_not_nan(dtype):
     mask = np.array([[[True, False, True], [False, False, False], [True, True, True]]])
     compute = "float32" if dtype == "float32" else dtype.split("_")[1]
     out, w = attention_core.dot_product_attention(
-        keras.ops.cast(q, compute), keras.ops.cast(q, compute), keras.ops.cast(v, compute), mask=mask, return_weights=True
+        keras.ops.cast(q, compute),
+        keras.ops.cast(q, compute),
+        keras.ops.cast(v, compute),
+        mask=mask,
+        return_weights=True,
     )
     out, w = np.asarray(keras.ops.cast(out, "float32")), np.asarray(w)
     assert np.all(np.isfinite(out)) and np.all(np.isfinite(w))
@@ -265,7 +274,9 @@ def test_rope_scores_depend_only_on_the_offset():
             dots.append(float(np.sum(qr * kr)))
         np.testing.assert_allclose(dots, dots[0], atol=1e-4)
     # Rotations preserve norms, and a non-zero offset does change the score.
-    np.testing.assert_allclose(np.linalg.norm(np.asarray(rope(q, start_index=13))), np.linalg.norm(q), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.linalg.norm(np.asarray(rope(q, start_index=13))), np.linalg.norm(q), rtol=1e-5
+    )
     far = float(np.sum(np.asarray(rope(q)) * np.asarray(rope(k, start_index=3))))
     assert abs(far - float(np.sum(q * k))) > 1e-3
 

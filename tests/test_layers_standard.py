@@ -3,9 +3,9 @@ XLA) of every keras_tfm layer, through the shared `run_layer_test` helper."""
 
 import numpy as np
 import pytest
+from layer_test_utils import run_layer_test
 
 from keras_tfm import layers as L
-from layer_test_utils import run_layer_test
 
 B, T, D, H = 2, 6, 16, 2
 rng = np.random.default_rng(0)
@@ -109,7 +109,13 @@ def test_alibi_bias():
 def test_relative_position_bias(bidirectional):
     layer, (bias,) = run_layer_test(
         L.RelativePositionBias,
-        dict(num_heads=H, num_buckets=8, max_distance=16, bidirectional=bidirectional, embeddings_initializer="random_normal"),
+        dict(
+            num_heads=H,
+            num_buckets=8,
+            max_distance=16,
+            bidirectional=bidirectional,
+            embeddings_initializer="random_normal",
+        ),
         (4, 4),
         expected_output_shape=(H, 4, 4),
         expected_num_trainable_weights=1,
@@ -180,7 +186,9 @@ BLOCK_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kwargs", BLOCK_CASES, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()) or "default")
+@pytest.mark.parametrize(
+    "kwargs", BLOCK_CASES, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()) or "default"
+)
 def test_transformer_block(kwargs):
     cross = kwargs.get("cross_attention", False)
     n_weights = 8 + 4 + 2 + 2 + (8 + 2 if cross else 0) + (kwargs.get("position") == "relative")

@@ -71,7 +71,9 @@ def test_ignores_padding_and_averages_over_real_tokens(data):
     # Changing logits at padded positions does not change the loss.
     noisy = logits.copy()
     noisy[~valid] += 100.0
-    np.testing.assert_allclose(to_float(MaskedSparseCategoricalCrossentropy()(labels, noisy)), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        to_float(MaskedSparseCategoricalCrossentropy()(labels, noisy)), expected, rtol=1e-5
+    )
     # Labels of shape [batch, seq, 1] work too.
     np.testing.assert_allclose(
         to_float(MaskedSparseCategoricalCrossentropy()(labels[..., None], logits)), expected, rtol=1e-5
@@ -141,7 +143,9 @@ def test_sample_weight_gives_weighted_token_mean(data):
     w = np.random.RandomState(3).uniform(0.5, 2.0, size=(BATCH, SEQ)).astype("float32")
     expected = (per_token * w * valid).sum() / (w * valid).sum()
     np.testing.assert_allclose(to_float(loss_fn(labels, logits, sample_weight=w)), expected, rtol=1e-5)
-    np.testing.assert_allclose(to_float(loss_fn(labels, logits, sample_weight=w[..., None])), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        to_float(loss_fn(labels, logits, sample_weight=w[..., None])), expected, rtol=1e-5
+    )
     # Per-sequence weights [batch].
     ws = np.array([1.0, 2.0, 0.5], "float32")
     expected = (per_token * ws[:, None] * valid).sum() / (ws[:, None] * valid).sum()
@@ -176,11 +180,15 @@ def test_keras_mask_on_predictions_is_honoured(data):
     y_pred._keras_mask = tf.constant(mask)
     keep = (labels != 0) & mask
     expected = np_token_losses(labels, logits)[keep].mean()
-    np.testing.assert_allclose(to_float(MaskedSparseCategoricalCrossentropy()(labels, y_pred)), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        to_float(MaskedSparseCategoricalCrossentropy()(labels, y_pred)), expected, rtol=1e-5
+    )
 
 
 def test_config_roundtrip_and_validation():
-    loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1, ignore_index=-100, reduction="sum", name="x")
+    loss = MaskedSparseCategoricalCrossentropy(
+        label_smoothing=0.1, ignore_index=-100, reduction="sum", name="x"
+    )
     config = loss.get_config()
     assert config == {
         "name": "x",

@@ -43,7 +43,10 @@ def _bert_inputs(batch, length, vocab=64, seed=0, pad=0):
 
 def _train(model, x, y, steps, sample_weight=None):
     """Loss after each of `steps` optimizer steps on one fixed batch."""
-    return [float(model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)["loss"]) for _ in range(steps)]
+    return [
+        float(model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)["loss"])
+        for _ in range(steps)
+    ]
 
 
 # --------------------------------------------------------------- presets/args
@@ -128,8 +131,15 @@ def test_vocabulary_mismatch_raises():
 def test_gpt_layer_contract_and_tied_head():
     model = gpt("tiny")
     names = [layer.name for layer in model.layers]
-    for name in ("token_ids", "embedding", "embedding_dropout", "decoder_block_0", "decoder_block_1", "final_norm",
-                 "logits"):
+    for name in (
+        "token_ids",
+        "embedding",
+        "embedding_dropout",
+        "decoder_block_0",
+        "decoder_block_1",
+        "final_norm",
+        "logits",
+    ):
         assert name in names
     assert "lm_head" not in names and "decoder_block_2" not in names
     assert model.input.name == "token_ids" and model.input.dtype == "int32"
@@ -158,15 +168,27 @@ def test_gpt_layer_contract_and_tied_head():
 
 @pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "alibi", "relative", None])
 def test_gpt_position_schemes(position):
-    model = gpt("tiny", position=position, tie_embeddings=False, norm_first=False, activation="relu",
-                layer_norm_epsilon=1e-6, use_bias=False, d_ff=48, dropout=0.1, attention_dropout=0.0)
+    model = gpt(
+        "tiny",
+        position=position,
+        tie_embeddings=False,
+        norm_first=False,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        use_bias=False,
+        d_ff=48,
+        dropout=0.1,
+        attention_dropout=0.0,
+    )
     emb = model.get_layer("embedding")
     block = model.get_layer("decoder_block_1")
     if position in ("learned", "sinusoidal"):
         assert emb.position == position and block.position is None
     else:
         assert emb.position is None and block.position == position
-    assert block.d_ff == 48 and not block.use_bias and not block.norm_first and block.layer_norm_epsilon == 1e-6
+    assert (
+        block.d_ff == 48 and not block.use_bias and not block.norm_first and block.layer_norm_epsilon == 1e-6
+    )
     assert block.dropout == 0.1 and block.attention_dropout == 0.0
     names = [layer.name for layer in model.layers]
     assert "lm_head" in names and "final_norm" not in names
@@ -194,7 +216,9 @@ def test_mixed_precision_gives_float32_outputs(builder):
         assert model.get_layer("decoder_block_0").compute_dtype == "bfloat16"
     elif builder == "seq2seq":
         model = seq2seq("tiny", dtype="mixed_bfloat16")
-        out = model({"encoder_token_ids": np.ones((2, 5), "int32"), "decoder_token_ids": np.ones((2, 3), "int32")})
+        out = model(
+            {"encoder_token_ids": np.ones((2, 5), "int32"), "decoder_token_ids": np.ones((2, 3), "int32")}
+        )
     else:
         model = bert_masked_lm("tiny", dtype="mixed_bfloat16")
         out = model(_bert_inputs(2, 5))
@@ -216,8 +240,15 @@ def test_seq2seq_layer_contract():
     names = [layer.name for layer in model.layers]
     assert sorted(model.input) == ["decoder_token_ids", "encoder_token_ids"]
     assert "embedding" in names and "encoder_embedding" not in names
-    for name in ("encoder_block_0", "encoder_block_1", "decoder_block_0", "decoder_block_1", "logits",
-                 "encoder_embedding_dropout", "decoder_embedding_dropout"):
+    for name in (
+        "encoder_block_0",
+        "encoder_block_1",
+        "decoder_block_0",
+        "decoder_block_1",
+        "logits",
+        "encoder_embedding_dropout",
+        "decoder_embedding_dropout",
+    ):
         assert name in names
     assert not {"lm_head", "encoder_final_norm", "decoder_final_norm"} & set(names)
     emb = model.get_layer("embedding")
@@ -227,23 +258,47 @@ def test_seq2seq_layer_contract():
     enc = model.get_layer("encoder_block_0")
     assert not enc.causal and not enc.cross_attention
     layout = seq2seq_layer_names(model)
-    assert layout["tied"] and layout["decoder_embedding"] == "embedding" and len(layout["decoder_blocks"]) == 2
+    assert (
+        layout["tied"] and layout["decoder_embedding"] == "embedding" and len(layout["decoder_blocks"]) == 2
+    )
 
-    other = seq2seq("tiny", source_vocabulary_size=20, target_vocabulary_size=30, norm_first=True,
-                    tie_embeddings=False, num_encoder_layers=3, num_decoder_layers=1, position="relative")
+    other = seq2seq(
+        "tiny",
+        source_vocabulary_size=20,
+        target_vocabulary_size=30,
+        norm_first=True,
+        tie_embeddings=False,
+        num_encoder_layers=3,
+        num_decoder_layers=1,
+        position="relative",
+    )
     names = [layer.name for layer in other.layers]
-    for name in ("encoder_embedding", "decoder_embedding", "encoder_final_norm", "decoder_final_norm", "lm_head",
-                 "encoder_block_2", "decoder_block_0"):
+    for name in (
+        "encoder_embedding",
+        "decoder_embedding",
+        "encoder_final_norm",
+        "decoder_final_norm",
+        "lm_head",
+        "encoder_block_2",
+        "decoder_block_0",
+    ):
         assert name in names
     assert "decoder_block_1" not in names and "embedding" not in names
     assert other.get_layer("encoder_block_0").position == "relative"
-    out = other({"encoder_token_ids": np.ones((2, 7), "int32"), "decoder_token_ids": np.ones((2, 4), "int32")})
+    out = other(
+        {"encoder_token_ids": np.ones((2, 7), "int32"), "decoder_token_ids": np.ones((2, 4), "int32")}
+    )
     assert out.shape == (2, 4, 30) and out.dtype == "float32"
     # Equal separate vocabularies are not shared unless asked.
-    assert "encoder_embedding" in [l.name for l in seq2seq("tiny", source_vocabulary_size=32,
-                                                          target_vocabulary_size=32).layers]
-    assert "embedding" in [l.name for l in seq2seq("tiny", source_vocabulary_size=32, target_vocabulary_size=32,
-                                                   share_embeddings=True).layers]
+    assert "encoder_embedding" in [
+        l.name for l in seq2seq("tiny", source_vocabulary_size=32, target_vocabulary_size=32).layers
+    ]
+    assert "embedding" in [
+        l.name
+        for l in seq2seq(
+            "tiny", source_vocabulary_size=32, target_vocabulary_size=32, share_embeddings=True
+        ).layers
+    ]
 
 
 def test_seq2seq_padding_is_ignored_and_encoder_helper():
@@ -252,14 +307,17 @@ def test_seq2seq_padding_is_ignored_and_encoder_helper():
     src = rng.integers(1, 32, (2, 7)).astype("int32")
     tgt = rng.integers(1, 32, (2, 5)).astype("int32")
     base = model({"encoder_token_ids": src, "decoder_token_ids": tgt})
-    padded = model({
-        "encoder_token_ids": np.concatenate([src, np.zeros((2, 4), "int32")], 1),
-        "decoder_token_ids": np.concatenate([tgt, np.zeros((2, 2), "int32")], 1),
-    })
+    padded = model(
+        {
+            "encoder_token_ids": np.concatenate([src, np.zeros((2, 4), "int32")], 1),
+            "decoder_token_ids": np.concatenate([tgt, np.zeros((2, 2), "int32")], 1),
+        }
+    )
     np.testing.assert_allclose(padded[:, :5], base, atol=1e-5)
     # A real (non-zero) token in the encoder does change the output.
-    changed = model({"encoder_token_ids": np.concatenate([src, np.full((2, 4), 3, "int32")], 1),
-                     "decoder_token_ids": tgt})
+    changed = model(
+        {"encoder_token_ids": np.concatenate([src, np.full((2, 4), 3, "int32")], 1), "decoder_token_ids": tgt}
+    )
     assert not np.allclose(changed, base, atol=1e-4)
     encoder = seq2seq_encoder(model)
     assert encoder(src).shape == (2, 7, 64)
@@ -268,8 +326,16 @@ def test_seq2seq_padding_is_ignored_and_encoder_helper():
 
 def test_seq2seq_variant_trains():
     keras.utils.set_random_seed(2)
-    model = seq2seq("tiny", source_vocabulary_size=24, target_vocabulary_size=20, norm_first=True,
-                    tie_embeddings=False, position="learned", activation="gelu", dropout=0.1)
+    model = seq2seq(
+        "tiny",
+        source_vocabulary_size=24,
+        target_vocabulary_size=20,
+        norm_first=True,
+        tie_embeddings=False,
+        position="learned",
+        activation="gelu",
+        dropout=0.1,
+    )
     compile_for_lm(model, learning_rate=3e-3, label_smoothing=0.1, run_eagerly=True)
     rng = np.random.default_rng(0)
     src = rng.integers(1, 24, (16, 8)).astype("int32")
@@ -290,7 +356,9 @@ def test_seq2seq_learns_reversal():
     dec_in = np.concatenate([np.full((n, 1), bos, "int32"), tgt[:, :-1]], 1)
     model = seq2seq(vocabulary_size=vocab, max_length=length, num_layers=2, num_heads=4, d_model=64, d_ff=128)
     compile_for_lm(model, learning_rate=2e-3, jit_compile=False)
-    model.fit({"encoder_token_ids": src, "decoder_token_ids": dec_in}, tgt, batch_size=64, epochs=5, verbose=0)
+    model.fit(
+        {"encoder_token_ids": src, "decoder_token_ids": dec_in}, tgt, batch_size=64, epochs=5, verbose=0
+    )
     test_src = np.random.default_rng(1).integers(2, vocab, size=(300, length)).astype("int32")
     predicted = seq2seq_greedy_decode(model, test_src, bos_id=bos, max_length=length)
     exact = float(np.mean(np.all(predicted == test_src[:, ::-1], axis=1)))
@@ -330,8 +398,11 @@ def _np_bert(w, inputs, num_layers, num_heads):
     def lin(x, name):
         return x @ w[name + ".weight"].T + w[name + ".bias"]
 
-    x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:T]
-         + w["embeddings.token_type_embeddings.weight"][seg])
+    x = (
+        w["embeddings.word_embeddings.weight"][ids]
+        + w["embeddings.position_embeddings.weight"][:T]
+        + w["embeddings.token_type_embeddings.weight"][seg]
+    )
     x = _np_ln(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
     H = x.shape[-1]
     hd = H // num_heads
@@ -347,8 +418,11 @@ def _np_bert(w, inputs, num_layers, num_heads):
         a = np.exp(s - s.max(-1, keepdims=True))
         a /= a.sum(-1, keepdims=True)
         ctx = (a @ v).transpose(0, 2, 1, 3).reshape(B, T, H)
-        x = _np_ln(x + lin(ctx, p + "attention.output.dense"), w[p + "attention.output.LayerNorm.weight"],
-                   w[p + "attention.output.LayerNorm.bias"])
+        x = _np_ln(
+            x + lin(ctx, p + "attention.output.dense"),
+            w[p + "attention.output.LayerNorm.weight"],
+            w[p + "attention.output.LayerNorm.bias"],
+        )
         f = lin(_np_gelu(lin(x, p + "intermediate.dense")), p + "output.dense")
         x = _np_ln(x + f, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
     pooled = np.tanh(lin(x[:, 0], "pooler.dense"))
@@ -372,9 +446,14 @@ def test_bert_matches_reference_implementation_from_hf_weights():
     np.testing.assert_allclose(np.asarray(out["sequence_output"])[real], ref_seq[real], atol=2e-4)
     np.testing.assert_allclose(out["pooled_output"], ref_pooled, atol=2e-4)
     # MLM head: LN(gelu(h W_t + b_t)) E_tokᵀ + b.
-    t = _np_ln(_np_gelu(ref_seq @ weights["cls.predictions.transform.dense.weight"].T
-                        + weights["cls.predictions.transform.dense.bias"]),
-               weights["cls.predictions.transform.LayerNorm.weight"], weights["cls.predictions.transform.LayerNorm.bias"])
+    t = _np_ln(
+        _np_gelu(
+            ref_seq @ weights["cls.predictions.transform.dense.weight"].T
+            + weights["cls.predictions.transform.dense.bias"]
+        ),
+        weights["cls.predictions.transform.LayerNorm.weight"],
+        weights["cls.predictions.transform.LayerNorm.bias"],
+    )
     ref_logits = t @ weights["embeddings.word_embeddings.weight"].T + weights["cls.predictions.bias"]
     np.testing.assert_allclose(np.asarray(mlm(inputs))[real], ref_logits[real], atol=5e-4)
     with pytest.raises(ValueError, match="shape"):
@@ -394,7 +473,9 @@ def test_published_parameter_counts():
     for name, variable, shape, convert in mapping:
         assert convert(np.zeros(shape, "float32")).shape == tuple(variable.shape), name
     google = {name for name, _, _, _ in bert_weight_mapping(bert, source="google")}
-    assert "bert/encoder/layer_11/attention/self/query/kernel" in google and "bert/pooler/dense/bias" in google
+    assert (
+        "bert/encoder/layer_11/attention/self/query/kernel" in google and "bert/pooler/dense/bias" in google
+    )
     del bert, mapping
 
     gpt2 = gpt("gpt2_small", **cheap)
@@ -437,17 +518,21 @@ def test_bert_heads_train():
     # Labels at unweighted positions do not enter the loss.
     logits = mlm(masked)
     other = np.where(weights > 0, labels, (labels + 5) % 64)
-    assert float(mlm.loss(labels, logits, weights)) == pytest.approx(float(mlm.loss(other, logits, weights)), 1e-6)
+    assert float(mlm.loss(labels, logits, weights)) == pytest.approx(
+        float(mlm.loss(other, logits, weights)), 1e-6
+    )
     assert float(mlm.loss(labels, logits)) != pytest.approx(float(mlm.loss(other, logits)), 1e-3)
 
-    clf = compile_for_classification(bert_classifier(encoder, 3, pooling="mean"), learning_rate=1e-2,
-                                     run_eagerly=True)
+    clf = compile_for_classification(
+        bert_classifier(encoder, 3, pooling="mean"), learning_rate=1e-2, run_eagerly=True
+    )
     y = np.arange(8) % 3
     losses = _train(clf, inputs, y, 6)
     assert losses[-1] < losses[0] - 0.2, losses
 
-    tagger = compile_for_lm(bert_token_classifier(encoder, 5), learning_rate=1e-2, ignore_index=-100,
-                            run_eagerly=True)
+    tagger = compile_for_lm(
+        bert_token_classifier(encoder, 5), learning_rate=1e-2, ignore_index=-100, run_eagerly=True
+    )
     tags = (inputs["token_ids"] % 5).astype("int32")
     losses = _train(tagger, inputs, tags, 6)
     assert losses[-1] < losses[0] - 0.2, losses
@@ -456,8 +541,9 @@ def test_bert_heads_train():
 @pytest.mark.parametrize("pooling", ["cls", "mean", "max"])
 def test_classifier_pooling_ignores_padding(pooling):
     # Larger-than-BERT initial weights so that any leak of padding shows.
-    model = bert_classifier("tiny", 4, pooling=pooling, kernel_initializer="glorot_uniform",
-                            embeddings_initializer="uniform")
+    model = bert_classifier(
+        "tiny", 4, pooling=pooling, kernel_initializer="glorot_uniform", embeddings_initializer="uniform"
+    )
     names = [layer.name for layer in model.layers]
     assert "classifier" in names and model.output_names == ["logits"]
     assert (pooling == "cls") == ("pooler" in names)
@@ -502,17 +588,22 @@ def test_keras_round_trip(tmp_path, kind):
     keras.utils.set_random_seed(4)
     rng = np.random.default_rng(0)
     if kind == "gpt":
-        model = compile_for_lm(gpt("tiny", position="alibi"), optimizer="vaswani", warmup_steps=5, run_eagerly=True)
+        model = compile_for_lm(
+            gpt("tiny", position="alibi"), optimizer="vaswani", warmup_steps=5, run_eagerly=True
+        )
         x = rng.integers(0, 64, (4, 9)).astype("int32")
         x, y = x[:, :-1], x[:, 1:]
     elif kind == "seq2seq":
         model = compile_for_lm(seq2seq("tiny"), learning_rate=1e-3, label_smoothing=0.1, run_eagerly=True)
-        x = {"encoder_token_ids": rng.integers(1, 32, (4, 7)).astype("int32"),
-             "decoder_token_ids": rng.integers(1, 32, (4, 5)).astype("int32")}
+        x = {
+            "encoder_token_ids": rng.integers(1, 32, (4, 7)).astype("int32"),
+            "decoder_token_ids": rng.integers(1, 32, (4, 5)).astype("int32"),
+        }
         y = rng.integers(1, 32, (4, 5)).astype("int32")
     else:
-        model = compile_for_classification(bert_classifier("tiny", 3, pooling="max"), optimizer="adamw",
-                                           run_eagerly=True)
+        model = compile_for_classification(
+            bert_classifier("tiny", 3, pooling="max"), optimizer="adamw", run_eagerly=True
+        )
         x, y = _bert_inputs(4, 8), np.array([0, 1, 2, 1])
     _train(model, x, y, 2)
     path = tmp_path / f"{kind}.keras"

@@ -4,11 +4,10 @@ import argparse
 import json
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
 
 from keras_tfm import plotting
 from keras_tfm.models import gpt
@@ -65,11 +64,17 @@ def test_plot_lr_schedule(tmp_path):
     lr = plotting.learning_rates(schedule, 200)
     assert int(np.argmax(lr)) == 49
     assert_png(plotting.plot_lr_schedule(schedule, 200, tmp_path / "lr.png"))
-    assert_png(plotting.plot_lr_schedule(nanogpt_schedule(1e-3, 100, warmup_steps=10), 120, tmp_path / "lr2.png"))
+    assert_png(
+        plotting.plot_lr_schedule(nanogpt_schedule(1e-3, 100, warmup_steps=10), 120, tmp_path / "lr2.png")
+    )
     wsd = plotting.learning_rates(WarmupStableDecay(1e-3, 100, warmup_steps=10), 120)
-    np.testing.assert_allclose(wsd[[0, 5, 10, 79, 90, 100, 119]], [0, 5e-4, 1e-3, 1e-3, 5.5e-4, 1e-4, 1e-4], rtol=1e-5, atol=1e-9)
-    assert_png(plotting.plot_lr_schedule(lambda step: 1e-3 * keras.ops.ones_like(step), 10, tmp_path / "c.png"),
-               min_kb=3)
+    np.testing.assert_allclose(
+        wsd[[0, 5, 10, 79, 90, 100, 119]], [0, 5e-4, 1e-3, 1e-3, 5.5e-4, 1e-4, 1e-4], rtol=1e-5, atol=1e-9
+    )
+    assert_png(
+        plotting.plot_lr_schedule(lambda step: 1e-3 * keras.ops.ones_like(step), 10, tmp_path / "c.png"),
+        min_kb=3,
+    )
     with pytest.raises(ValueError, match="`steps`"):
         plotting.plot_lr_schedule(schedule, 0, tmp_path / "x.png")
     with pytest.raises(ValueError, match="`schedule`"):
@@ -125,19 +130,53 @@ def test_plot_subcommand(tmp_path, model, capsys):
     assert_png(tmp_path / "pe.png")
     assert run("similarity", "--length", 32, "--d-model", 16, "--out", tmp_path / "sim.png") == 0
     assert_png(tmp_path / "sim.png")
-    assert run("lr", "--schedule", "transformer", "--d-model", 64, "--warmup-steps", 10, "--steps", 100,
-               "--out", tmp_path / "lr.png") == 0
+    assert (
+        run(
+            "lr",
+            "--schedule",
+            "transformer",
+            "--d-model",
+            64,
+            "--warmup-steps",
+            10,
+            "--steps",
+            100,
+            "--out",
+            tmp_path / "lr.png",
+        )
+        == 0
+    )
     assert_png(tmp_path / "lr.png")
-    assert run("lr", "--schedule", "nanogpt", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr2.png") == 0
-    assert run("lr", "--schedule", "wsd", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr3.png") == 0
+    assert (
+        run(
+            "lr", "--schedule", "nanogpt", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr2.png"
+        )
+        == 0
+    )
+    assert (
+        run("lr", "--schedule", "wsd", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr3.png")
+        == 0
+    )
     assert_png(tmp_path / "lr3.png")
     with open(tmp_path / "h.json", "w") as f:
         json.dump({"loss": [3.0, 2.0], "accuracy": [0.1, 0.3]}, f)
     assert run("curves", tmp_path / "h.json", "--keys", "loss", "--out", tmp_path / "c.png") == 0
     assert_png(tmp_path / "c.png")
     model.save(tmp_path / "m.keras")
-    assert run("attention", "--model", tmp_path / "m.keras", "--ids", "1,2,3,4,5", "--layer", "decoder_block_1",
-               "--out", tmp_path / "att.png") == 0
+    assert (
+        run(
+            "attention",
+            "--model",
+            tmp_path / "m.keras",
+            "--ids",
+            "1,2,3,4,5",
+            "--layer",
+            "decoder_block_1",
+            "--out",
+            tmp_path / "att.png",
+        )
+        == 0
+    )
     assert_png(tmp_path / "att.png")
     assert str(tmp_path / "att.png") in capsys.readouterr().out
 
@@ -146,7 +185,17 @@ def test_plot_subcommand(tmp_path, model, capsys):
     with pytest.raises(ValueError, match="`d_model`"):
         run("similarity", "--d-model", -4, "--out", tmp_path / "x.png")
     with pytest.raises(ValueError, match="Unknown `layer`"):
-        run("attention", "--model", tmp_path / "m.keras", "--ids", "1 2", "--layer", "block_9", "--out", tmp_path / "x.png")
+        run(
+            "attention",
+            "--model",
+            tmp_path / "m.keras",
+            "--ids",
+            "1 2",
+            "--layer",
+            "block_9",
+            "--out",
+            tmp_path / "x.png",
+        )
     with pytest.raises(FileNotFoundError, match="--model"):
         run("attention", "--model", tmp_path / "nope.keras", "--ids", "1")
     with pytest.raises(ValueError, match="--ids"):
@@ -181,7 +230,11 @@ def test_lab_analysis_end_to_end(tmp_path, capsys):
     assert lab.main(["--data", str(data), "--out", str(out), "--steps", "3", "--eager", *small]) == 0
     printed = capsys.readouterr().out
     expected = [f"attention_decoder_block_{i}.png" for i in range(4)] + [
-        "positional_encoding.png", "position_similarity.png", "lr_schedule.png", "training_curves.png"]
+        "positional_encoding.png",
+        "position_similarity.png",
+        "lr_schedule.png",
+        "training_curves.png",
+    ]
     for name in expected:
         assert_png(out / name, min_kb=3)
     history = json.loads((out / "history.json").read_text())
@@ -193,7 +246,10 @@ def test_lab_analysis_end_to_end(tmp_path, capsys):
 
     # load the saved model instead of training
     out2 = tmp_path / "lab2"
-    assert lab.main(["--data", str(data), "--out", str(out2), "--model", str(out / "char_gpt.keras"), *small]) == 0
+    assert (
+        lab.main(["--data", str(data), "--out", str(out2), "--model", str(out / "char_gpt.keras"), *small])
+        == 0
+    )
     for name in expected:
         assert_png(out2 / name, min_kb=3)
     with pytest.raises(FileNotFoundError, match="--data"):

@@ -69,9 +69,12 @@ def test_zero_temperature_is_greedy(jit_sample):
     logits = random_logits(64)
     expected = logits.argmax(-1)
     for temperature in (0.0, 1e-7):
-        np.testing.assert_array_equal(sample(logits, seed_tensor(1), temperature=temperature).numpy(), expected)
+        np.testing.assert_array_equal(
+            sample(logits, seed_tensor(1), temperature=temperature).numpy(), expected
+        )
     np.testing.assert_array_equal(
-        jit_sample(logits, seed_tensor(1), tf.constant(0.0), tf.constant(0), tf.constant(1.0)).numpy(), expected
+        jit_sample(logits, seed_tensor(1), tf.constant(0.0), tf.constant(0), tf.constant(1.0)).numpy(),
+        expected,
     )
     # Per-row temperature: greedy rows are exact, the others are sampled.
     temps = np.where(np.arange(64) % 2 == 0, 0.0, 5.0).astype("float32")
@@ -87,7 +90,9 @@ def test_top_k_never_samples_outside_top_k(jit_sample):
         allowed = np_top_k_sets(logits, k)
         for s in range(4):
             eager = sample(logits, seed_tensor(s, k), temperature=1.5, top_k=k).numpy()
-            jitted = jit_sample(logits, seed_tensor(s, k), tf.constant(1.5), tf.constant(k), tf.constant(1.0)).numpy()
+            jitted = jit_sample(
+                logits, seed_tensor(s, k), tf.constant(1.5), tf.constant(k), tf.constant(1.0)
+            ).numpy()
             for out in (eager, jitted):
                 assert all(tok in allowed[i] for i, tok in enumerate(out))
         if k > 1:  # and it does use more than the top-1
@@ -142,12 +147,18 @@ def test_top_k_and_top_p_combined():
     allowed = np_nucleus_sets(top_k_logits, p)
     for s in range(3):
         out = sample(logits, seed_tensor(s), top_k=k, top_p=p).numpy()
-        assert all(tok in allowed[i] and tok in np_top_k_sets(logits[i : i + 1], k)[0] for i, tok in enumerate(out))
+        assert all(
+            tok in allowed[i] and tok in np_top_k_sets(logits[i : i + 1], k)[0] for i, tok in enumerate(out)
+        )
 
 
 def test_filters_mask_with_finite_value():
     logits = random_logits(4)
-    for out in (filter_top_k(logits, 2), filter_top_p(logits, 0.5), filter_top_k(logits, tf.constant([1, 2, 3, 0]))):
+    for out in (
+        filter_top_k(logits, 2),
+        filter_top_p(logits, 0.5),
+        filter_top_k(logits, tf.constant([1, 2, 3, 0])),
+    ):
         out = out.numpy()
         assert np.all(np.isfinite(out))
         kept = out > MASK_VALUE
@@ -195,9 +206,7 @@ def test_split_seed():
             token = sample(logits, split_seed(seed, i))
             return i + 1, acc.write(i, token)
 
-        _, acc = tf.while_loop(
-            lambda i, _: i < 6, body, (tf.constant(0), tf.TensorArray(tf.int32, size=6))
-        )
+        _, acc = tf.while_loop(lambda i, _: i < 6, body, (tf.constant(0), tf.TensorArray(tf.int32, size=6)))
         return acc.stack()
 
     logits = random_logits(8, scale=0.2)

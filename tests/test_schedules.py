@@ -156,7 +156,9 @@ def test_wsd_schedule_matches_reference():
     assert np.all(np.diff(values[1600:2000]) < 0) and np.all(values[2000:] == np.float32(1e-4))
     # Explicit decay length, no warmup, decay to zero.
     plain = WarmupStableDecay(2.0, total_steps=10, decay_steps=4, min_ratio=0.0)
-    np.testing.assert_allclose(np.asarray(plain(np.arange(12))), [2, 2, 2, 2, 2, 2, 2, 1.5, 1, 0.5, 0, 0], atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(plain(np.arange(12))), [2, 2, 2, 2, 2, 2, 2, 1.5, 1, 0.5, 0, 0], atol=1e-6
+    )
     # A decay fraction reaching into the warmup is shortened to start where the warmup ends.
     assert WarmupStableDecay(1.0, total_steps=10, warmup_steps=4, decay_fraction=1.0).decay_steps == 6
 
@@ -169,7 +171,10 @@ def test_wsd_schedule_config_roundtrip_and_xla():
     lr_at = tf.function(lambda step: restored(step), jit_compile=True)
     for step in (0, 10, 300, 450, 600):
         np.testing.assert_allclose(
-            float(lr_at(tf.constant(step, tf.int64))), wsd_reference(step, 3e-4, 500, 20, 100, 0.0), rtol=1e-5, atol=1e-12
+            float(lr_at(tf.constant(step, tf.int64))),
+            wsd_reference(step, 3e-4, 500, 20, 100, 0.0),
+            rtol=1e-5,
+            atol=1e-12,
         )
 
 
@@ -181,7 +186,11 @@ def test_wsd_schedule_config_roundtrip_and_xla():
         ({"learning_rate": 1e-3, "total_steps": 10, "warmup_steps": -1}, ValueError, "warmup_steps"),
         ({"learning_rate": 1e-3, "total_steps": 10, "warmup_steps": 2.0}, TypeError, "warmup_steps"),
         ({"learning_rate": 1e-3, "total_steps": 10, "decay_steps": 0}, ValueError, "decay_steps"),
-        ({"learning_rate": 1e-3, "total_steps": 10, "warmup_steps": 5, "decay_steps": 6}, ValueError, "decay_steps"),
+        (
+            {"learning_rate": 1e-3, "total_steps": 10, "warmup_steps": 5, "decay_steps": 6},
+            ValueError,
+            "decay_steps",
+        ),
         ({"learning_rate": 1e-3, "total_steps": 10, "decay_fraction": 0.0}, ValueError, "decay_fraction"),
         ({"learning_rate": 1e-3, "total_steps": 10, "min_ratio": 1.5}, ValueError, "min_ratio"),
     ],
@@ -245,7 +254,9 @@ def test_vaswani_adam_model_save_load_keeps_schedule_and_state(tmp_path):
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
     loaded.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
     for a, b in zip(model.weights, loaded.weights):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-6, atol=1e-7
+        )
 
 
 def test_adamw_excludes_bias_norm_and_embeddings_from_decay():

@@ -27,7 +27,7 @@ TIMEOUT = 240  # seconds for any subprocess (the machine may be loaded)
 # --------------------------------------------------------------------------- #
 
 WORKER = textwrap.dedent(
-    '''
+    """
     import json, os, sys, time
     mode = sys.argv[1]
     import tensorflow as tf
@@ -86,7 +86,7 @@ WORKER = textwrap.dedent(
 
         r = training.train(build, data, steps=steps, steps_per_epoch=10, callbacks=[backup, Progress()], verbose=0)
         print("DONE %d start=%d" % (r.steps, r.start_step), flush=True)
-    '''
+    """
 )
 
 
@@ -108,7 +108,7 @@ def worker(tmp_path):
 def _result(stdout):
     lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
     assert lines, stdout
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 # --------------------------------------------------------------------------- #
@@ -126,8 +126,9 @@ def test_distribution_strategy_names():
 
 
 def test_mirrored_two_cpus_matches_default(worker):
-    proc = subprocess.run([sys.executable, worker, "mirrored"], capture_output=True, text=True, timeout=TIMEOUT,
-                          env=_env())
+    proc = subprocess.run(
+        [sys.executable, worker, "mirrored"], capture_output=True, text=True, timeout=TIMEOUT, env=_env()
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = _result(proc.stdout)
     assert out["default"]["replicas"] == 1 and out["mirrored"]["replicas"] == 2
@@ -156,15 +157,22 @@ def test_multi_worker_localhost(worker):
         for index in range(2):
             env = _env()
             env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-            procs.append(subprocess.Popen([sys.executable, worker, "multi_worker"], env=env, text=True,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, worker, "multi_worker"],
+                    env=env,
+                    text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
         outs = [p.communicate(timeout=TIMEOUT) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
     results = [_result(out) for out, _ in outs]
     assert [r["replicas"] for r in results] == [2, 2]
@@ -182,7 +190,9 @@ def test_sigkill_then_resume_from_backup(worker, tmp_path):
     backup_dir = str(tmp_path / "backup")
     steps, save_freq = 30, 4
     cmd = [sys.executable, worker, "resume", backup_dir, str(steps), str(save_freq)]
-    proc = subprocess.Popen(cmd + ["0.15"], env=_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd + ["0.15"], env=_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     seen = []
     deadline = time.monotonic() + TIMEOUT
     try:
@@ -238,7 +248,11 @@ def _tiny_gpt(optimizer=None, **compile_kwargs):
     keras.utils.set_random_seed(0)
     model = models.gpt("tiny", max_length=16)
     return models.compile_for_lm(
-        model, optimizer or keras.optimizers.Adam(1e-2), ignore_index=None, jit_compile=False, **compile_kwargs
+        model,
+        optimizer or keras.optimizers.Adam(1e-2),
+        ignore_index=None,
+        jit_compile=False,
+        **compile_kwargs,
     )
 
 
@@ -258,16 +272,30 @@ def test_resume_is_exact_and_writes_are_atomic(tmp_path):
     backup_dir = str(tmp_path / "backup")
     backup = training.AtomicBackupAndRestore(backup_dir, save_freq=3)
     with pytest.raises(KeyboardInterrupt):
-        training.train(_tiny_gpt(), _data, steps=13, steps_per_epoch=5, callbacks=[backup, _Interrupt(backup, 9)],
-                       verbose=0)
+        training.train(
+            _tiny_gpt(),
+            _data,
+            steps=13,
+            steps_per_epoch=5,
+            callbacks=[backup, _Interrupt(backup, 9)],
+            verbose=0,
+        )
     meta = backup.read_metadata()
     assert meta["step"] == 8  # backups at 3, 5 (epoch end), 8; interrupted at 9 (mid-epoch)
     files = sorted(os.listdir(backup_dir))
     assert files == ["ckpt-8.weights.h5", "training_metadata.json"], files  # no temp files, old ckpt removed
 
     log_dir = str(tmp_path / "logs")
-    resumed = training.train(_tiny_gpt(), _data, steps=13, steps_per_epoch=5, backup_dir=backup_dir, save_freq=3,
-                             log_dir=log_dir, verbose=0)
+    resumed = training.train(
+        _tiny_gpt(),
+        _data,
+        steps=13,
+        steps_per_epoch=5,
+        backup_dir=backup_dir,
+        save_freq=3,
+        log_dir=log_dir,
+        verbose=0,
+    )
     assert resumed.start_step == 8 and resumed.steps == 13
     assert resumed.epochs == [1, 2]  # the rest of epoch 1 (steps 8, 9), then epoch 2 (10..12)
     for a, b in zip(resumed.model.get_weights(), reference.model.get_weights()):
@@ -329,12 +357,19 @@ def test_precision_and_xla_train(kind, precision, jit):
     try:
         keras.utils.set_random_seed(0)
         model, x, y, w = _tiny_model_and_batch(kind)
-        models.compile_for_lm(model, keras.optimizers.Adam(1e-3, clipnorm=1.0), label_smoothing=0.1,
-                              ignore_index=None, jit_compile=jit)
+        models.compile_for_lm(
+            model,
+            keras.optimizers.Adam(1e-3, clipnorm=1.0),
+            label_smoothing=0.1,
+            ignore_index=None,
+            jit_compile=jit,
+        )
         if precision == "mixed_float16":
             assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
         assert model.get_layer("logits").compute_dtype == "float32"
-        losses = [float(model.train_on_batch(x, y, sample_weight=w, return_dict=True)["loss"]) for _ in range(2)]
+        losses = [
+            float(model.train_on_batch(x, y, sample_weight=w, return_dict=True)["loss"]) for _ in range(2)
+        ]
         assert np.all(np.isfinite(losses)), losses
     finally:
         training.set_precision(previous)
@@ -368,8 +403,12 @@ def test_gradient_accumulation_matches_big_batch():
 
 
 def test_train_with_clipnorm_label_smoothing_and_steps_per_execution():
-    model = _tiny_gpt(keras.optimizers.Adam(1e-2, global_clipnorm=1.0), steps_per_execution=3, label_smoothing=0.1)
-    result = training.train(model, _data, steps=8, steps_per_epoch=4, validation_data=_data(10**6).take(2), verbose=0)
+    model = _tiny_gpt(
+        keras.optimizers.Adam(1e-2, global_clipnorm=1.0), steps_per_execution=3, label_smoothing=0.1
+    )
+    result = training.train(
+        model, _data, steps=8, steps_per_epoch=4, validation_data=_data(10**6).take(2), verbose=0
+    )
     assert result.epochs == [0, 1] and set(result.history) >= {"loss", "val_loss", "accuracy"}
     assert np.isfinite(result.history["loss"]).all()
 
@@ -401,15 +440,21 @@ def test_corpus_bleu_hand_computed():
 
 
 def test_corpus_bleu_clipping_multiple_references_and_perfect():
-    out = bleu.corpus_bleu([["the"] * 7], [[["the", "cat", "is", "on", "the", "mat", "x"], ["there", "is", "a", "cat"]]],
-                           max_order=1)
+    out = bleu.corpus_bleu(
+        [["the"] * 7],
+        [[["the", "cat", "is", "on", "the", "mat", "x"], ["there", "is", "a", "cat"]]],
+        max_order=1,
+    )
     assert out["matches"] == [2] and out["totals"] == [7]  # clipped to the max count in one reference
     text = "a b c d e".split()
     assert bleu.corpus_bleu([text], [text])["bleu"] == pytest.approx(1.0)
-    short = bleu.corpus_bleu([["a", "b", "c", "d"]], [[["a", "b", "c", "d", "e", "f"], ["a", "b", "c", "d", "e"]]])
+    short = bleu.corpus_bleu(
+        [["a", "b", "c", "d"]], [[["a", "b", "c", "d", "e", "f"], ["a", "b", "c", "d", "e"]]]
+    )
     assert short["reference_length"] == 5  # closest reference length
     assert short["brevity_penalty"] == pytest.approx(np.exp(1 - 5 / 4))
-    assert bleu.corpus_bleu(["Hello, world!"], ["hello , world !"], tokenize=bleu.simple_tokenize,
-                            max_order=2)["bleu"] == pytest.approx(1.0)
+    assert bleu.corpus_bleu(
+        ["Hello, world!"], ["hello , world !"], tokenize=bleu.simple_tokenize, max_order=2
+    )["bleu"] == pytest.approx(1.0)
     with pytest.raises(ValueError):
         bleu.corpus_bleu([["a"]], [])

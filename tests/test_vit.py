@@ -1,13 +1,18 @@
 """Vision tokens and the ViT classifier (random images: shapes, a training step, round trips)."""
 
+import keras
 import numpy as np
 import pytest
 
-import keras
-
-from keras_tfm.layers import ClassToken, PatchEmbedding, PositionalEncoding2D, sinusoidal_table, sinusoidal_table_2d
-from keras_tfm.models import vit_classifier
 from keras_tfm.inspection import attention_maps
+from keras_tfm.layers import (
+    ClassToken,
+    PatchEmbedding,
+    PositionalEncoding2D,
+    sinusoidal_table,
+    sinusoidal_table_2d,
+)
+from keras_tfm.models import vit_classifier
 
 
 def _images(b=3, h=8, w=8, c=1, seed=0):
@@ -75,15 +80,23 @@ def test_positional_encoding_2d_errors():
         PositionalEncoding2D(grid_size=(2,))
 
 
-@pytest.mark.parametrize("layer", [PatchEmbedding((2, 4), 8, name="p"), ClassToken(name="c"),
-                                   PositionalEncoding2D(grid_size=(2, 3), num_prefix_tokens=1, name="e")])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        PatchEmbedding((2, 4), 8, name="p"),
+        ClassToken(name="c"),
+        PositionalEncoding2D(grid_size=(2, 3), num_prefix_tokens=1, name="e"),
+    ],
+)
 def test_layers_get_config_round_trip(layer):
     clone = layer.__class__.from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()
 
 
 def _tiny_vit(**kwargs):
-    options = dict(image_size=8, patch_size=4, num_classes=3, num_layers=2, num_heads=2, d_model=16, num_channels=1)
+    options = dict(
+        image_size=8, patch_size=4, num_classes=3, num_layers=2, num_heads=2, d_model=16, num_channels=1
+    )
     options.update(kwargs)
     return vit_classifier(**options)
 
@@ -93,17 +106,29 @@ def test_vit_shapes_layer_names_and_training_step():
     x = _images(4)
     assert model(x).shape == (4, 3)
     names = [layer.name for layer in model.layers]
-    for expected in ("patch_embedding", "class_token", "position_encoding", "encoder_block_0", "encoder_block_1",
-                     "final_norm", "cls_pooling", "classifier"):
+    for expected in (
+        "patch_embedding",
+        "class_token",
+        "position_encoding",
+        "encoder_block_0",
+        "encoder_block_1",
+        "final_norm",
+        "cls_pooling",
+        "classifier",
+    ):
         assert expected in names
     assert model.get_layer("encoder_block_0").norm_first
-    model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
     y = np.array([0, 1, 2, 1])
     before = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
     history = model.fit(x, y, epochs=2, batch_size=4, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
-    assert any(not np.allclose(a, keras.ops.convert_to_numpy(b)) for a, b in zip(before, model.trainable_variables))
+    assert any(
+        not np.allclose(a, keras.ops.convert_to_numpy(b)) for a, b in zip(before, model.trainable_variables)
+    )
     # class token is trained
     assert np.abs(np.asarray(model.get_layer("class_token").token)).sum() > 0
     maps = attention_maps(model, x)
@@ -148,7 +173,9 @@ def test_vit_digits_example_data_errors(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="--data"):
         example.find_digits_csv(str(tmp_path / "missing.csv.gz"))
     # a tiny digits-format CSV (64 pixels in 0..16, then the label) loads as 8×8×1 images
-    rows = np.concatenate([np.random.default_rng(0).integers(0, 17, (20, 64)), np.arange(20)[:, None] % 10], axis=1)
+    rows = np.concatenate(
+        [np.random.default_rng(0).integers(0, 17, (20, 64)), np.arange(20)[:, None] % 10], axis=1
+    )
     np.savetxt(tmp_path / "digits.csv", rows, fmt="%d", delimiter=",")
     images, labels = example.load_digits(str(tmp_path / "digits.csv"))
     assert images.shape == (20, 8, 8, 1) and images.max() <= 1.0 and list(labels[:3]) == [0, 1, 2]

@@ -1,12 +1,12 @@
 """keras_tfm.data: tokenizers, tf.data pipelines and dataset loaders.
 
-    special_tokens  PAD=0, UNK, CLS, SEP, MASK, BOS, EOS = 1..6 and `SpecialTokens`
-    tokenizers      CharTokenizer, ByteTokenizer, WordTokenizer, WordPieceTokenizer
-                    (TF ops only; Keras layers; SavedModel-exportable)
-    pipelines       lm_windows, mlm_mask, seq2seq_pairs, pad_and_batch,
-                    bucket_by_length, tokenize_dataset
-    loaders         TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
-                    local files (text, tab pairs, aligned files, label lines)
+special_tokens  PAD=0, UNK, CLS, SEP, MASK, BOS, EOS = 1..6 and `SpecialTokens`
+tokenizers      CharTokenizer, ByteTokenizer, WordTokenizer, WordPieceTokenizer
+                (TF ops only; Keras layers; SavedModel-exportable)
+pipelines       lm_windows, mlm_mask, seq2seq_pairs, pad_and_batch,
+                bucket_by_length, tokenize_dataset
+loaders         TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
+                local files (text, tab pairs, aligned files, label lines)
 """
 
 from keras_tfm.data.loaders import (
@@ -55,11 +55,40 @@ from keras_tfm.data.tokenizers import (
 )
 
 __all__ = [
-    "BOS", "CLS", "EOS", "MASK", "NUM_SPECIAL_TOKENS", "PAD", "SEP", "SPECIAL_TOKENS", "UNK", "SpecialTokens",
-    "Tokenizer", "CharTokenizer", "ByteTokenizer", "WordTokenizer", "WordPieceTokenizer",
-    "learn_wordpiece_vocabulary", "load_tokenizer", "split_words", "count_words", "count_characters",
-    "lm_windows", "mlm_mask", "seq2seq_pairs", "pad_and_batch", "bucket_by_length", "tokenize_dataset",
-    "load_tiny_shakespeare", "load_ted_hrlr", "load_glue_sst2", "TED_HRLR_PAIRS",
-    "load_text_file", "load_tiny_shakespeare_file", "split_tiny_shakespeare", "load_tab_pairs",
-    "load_aligned_files", "load_label_sentence_lines",
+    "BOS",
+    "CLS",
+    "EOS",
+    "MASK",
+    "NUM_SPECIAL_TOKENS",
+    "PAD",
+    "SEP",
+    "SPECIAL_TOKENS",
+    "UNK",
+    "SpecialTokens",
+    "Tokenizer",
+    "CharTokenizer",
+    "ByteTokenizer",
+    "WordTokenizer",
+    "WordPieceTokenizer",
+    "learn_wordpiece_vocabulary",
+    "load_tokenizer",
+    "split_words",
+    "count_words",
+    "count_characters",
+    "lm_windows",
+    "mlm_mask",
+    "seq2seq_pairs",
+    "pad_and_batch",
+    "bucket_by_length",
+    "tokenize_dataset",
+    "load_tiny_shakespeare",
+    "load_ted_hrlr",
+    "load_glue_sst2",
+    "TED_HRLR_PAIRS",
+    "load_text_file",
+    "load_tiny_shakespeare_file",
+    "split_tiny_shakespeare",
+    "load_tab_pairs",
+    "load_aligned_files",
+    "load_label_sentence_lines",
 ]

@@ -26,12 +26,24 @@ import zlib
 
 import tensorflow as tf
 
-from keras_tfm.data._checks import check_file
+from keras_tfm.checks import check_file
 
 TINY_SHAKESPEARE_SPLITS = ("train", "validation", "test")
 TED_HRLR_PAIRS = (
-    "az_to_en", "aztr_to_en", "be_to_en", "beru_to_en", "es_to_pt", "fr_to_pt", "gl_to_en", "glpt_to_en",
-    "he_to_pt", "it_to_pt", "pt_to_en", "ru_to_en", "ru_to_pt", "tr_to_en",
+    "az_to_en",
+    "aztr_to_en",
+    "be_to_en",
+    "beru_to_en",
+    "es_to_pt",
+    "fr_to_pt",
+    "gl_to_en",
+    "glpt_to_en",
+    "he_to_pt",
+    "it_to_pt",
+    "pt_to_en",
+    "ru_to_en",
+    "ru_to_pt",
+    "tr_to_en",
 )
 
 
@@ -211,6 +223,7 @@ def _parsed_lines(path, compression, parse=None, skip_empty=True):
     batched, blank lines dropped and `parse` (`[n]` lines -> tuple of `[n]`
     tensors) applied per batch, and the result is unbatched.
     """
+
     def process(lines):
         if skip_empty:
             lines = tf.boolean_mask(lines, tf.strings.length(tf.strings.strip(lines)) > 0)

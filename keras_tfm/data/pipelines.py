@@ -21,7 +21,7 @@ import random
 
 import tensorflow as tf
 
-from keras_tfm.layers._validation import check_closed_rate, check_open_rate, check_positive_int
+from keras_tfm.checks import check_closed_rate, check_open_rate, check_positive_int
 from keras_tfm.data.special_tokens import BOS, EOS, MASK, NUM_SPECIAL_TOKENS, PAD
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -133,7 +133,9 @@ def _token_stream(ids_or_dataset):
         tokens = tf.concat(chunks, axis=0) if chunks else tf.zeros([0], tf.int32)
     else:
         if isinstance(ids_or_dataset, tf.RaggedTensor):
-            raise TypeError("`ids_or_dataset` must be a 1-D id tensor, not a RaggedTensor (use `.flat_values`).")
+            raise TypeError(
+                "`ids_or_dataset` must be a 1-D id tensor, not a RaggedTensor (use `.flat_values`)."
+            )
         tokens = _check_integer_tensor("ids_or_dataset", tf.convert_to_tensor(ids_or_dataset))
         if tokens.shape.rank != 1:
             raise ValueError(f"`ids_or_dataset` must be a 1-D token stream; received shape {tokens.shape}.")
@@ -141,8 +143,17 @@ def _token_stream(ids_or_dataset):
     return tokens
 
 
-def lm_windows(ids_or_dataset, sequence_length, batch_size, shuffle=True, seed=None, random_offsets=True,
-               drop_remainder=False, repeat=False, prefetch=True):
+def lm_windows(
+    ids_or_dataset,
+    sequence_length,
+    batch_size,
+    shuffle=True,
+    seed=None,
+    random_offsets=True,
+    drop_remainder=False,
+    repeat=False,
+    prefetch=True,
+):
     """Next-token windows `(x, y)` from a token stream, with `y` = `x` shifted by one.
 
     Two variants:
@@ -198,8 +209,11 @@ def lm_windows(ids_or_dataset, sequence_length, batch_size, shuffle=True, seed=N
 
         def random_batches(block):
             offsets = tf.random.stateless_uniform(
-                [per_call, batch_size], seed=tf.stack([tf.constant(seed, tf.int64), block]),
-                minval=0, maxval=n - sequence_length, dtype=tf.int64,
+                [per_call, batch_size],
+                seed=tf.stack([tf.constant(seed, tf.int64), block]),
+                minval=0,
+                maxval=n - sequence_length,
+                dtype=tf.int64,
             )
             return split(tf.gather(tokens, offsets[..., None] + window))
 
@@ -224,8 +238,16 @@ def lm_windows(ids_or_dataset, sequence_length, batch_size, shuffle=True, seed=N
 # --------------------------------------------------------------------------- #
 
 
-def mlm_mask(ids, vocabulary_size, mask_rate=0.15, mask_token_id=MASK, random_token_rate=0.1, unchanged_rate=0.1,
-             num_special_tokens=NUM_SPECIAL_TOKENS, seed=None):
+def mlm_mask(
+    ids,
+    vocabulary_size,
+    mask_rate=0.15,
+    mask_token_id=MASK,
+    random_token_rate=0.1,
+    unchanged_rate=0.1,
+    num_special_tokens=NUM_SPECIAL_TOKENS,
+    seed=None,
+):
     """BERT masking: select ~`mask_rate` of the ordinary tokens; 80% -> [MASK], 10% random, 10% unchanged.
 
     Each position holding an ordinary token (id >= `num_special_tokens`, so
@@ -268,15 +290,23 @@ def mlm_mask(ids, vocabulary_size, mask_rate=0.15, mask_token_id=MASK, random_to
             f"`random_token_rate` + `unchanged_rate` must be <= 1; received {random_token_rate} + {unchanged_rate}."
         )
     check_positive_int("vocabulary_size", vocabulary_size)
-    if isinstance(num_special_tokens, bool) or not isinstance(num_special_tokens, int) or num_special_tokens < 0:
+    if (
+        isinstance(num_special_tokens, bool)
+        or not isinstance(num_special_tokens, int)
+        or num_special_tokens < 0
+    ):
         raise ValueError(f"`num_special_tokens` must be a non-negative int; received {num_special_tokens!r}.")
     if vocabulary_size <= num_special_tokens:
         raise ValueError(
             f"`vocabulary_size` ({vocabulary_size}) must exceed `num_special_tokens` ({num_special_tokens})."
         )
     options = dict(
-        vocabulary_size=vocabulary_size, mask_rate=mask_rate, mask_token_id=mask_token_id,
-        random_token_rate=random_token_rate, unchanged_rate=unchanged_rate, num_special_tokens=num_special_tokens,
+        vocabulary_size=vocabulary_size,
+        mask_rate=mask_rate,
+        mask_token_id=mask_token_id,
+        random_token_rate=random_token_rate,
+        unchanged_rate=unchanged_rate,
+        num_special_tokens=num_special_tokens,
     )
     if isinstance(ids, tf.data.Dataset):
         base = tf.constant(_resolve_seed(seed), tf.int64)
@@ -289,11 +319,21 @@ def mlm_mask(ids, vocabulary_size, mask_rate=0.15, mask_token_id=MASK, random_to
     return _mask_element(ids, seed, **options)
 
 
-def _mask_element(element, seed, vocabulary_size, mask_rate, mask_token_id, random_token_rate, unchanged_rate,
-                  num_special_tokens):
+def _mask_element(
+    element,
+    seed,
+    vocabulary_size,
+    mask_rate,
+    mask_token_id,
+    random_token_rate,
+    unchanged_rate,
+    num_special_tokens,
+):
     if isinstance(element, dict):
         if "token_ids" not in element:
-            raise ValueError(f"`ids` dict elements need a 'token_ids' entry; received keys {sorted(element)}.")
+            raise ValueError(
+                f"`ids` dict elements need a 'token_ids' entry; received keys {sorted(element)}."
+            )
         features = dict(element)
         ids = element["token_ids"]
     else:
@@ -310,7 +350,10 @@ def _mask_element(element, seed, vocabulary_size, mask_rate, mask_token_id, rand
     use_mask = selected & (action < mask_share)
     use_random = selected & (action >= mask_share) & (action < mask_share + random_token_rate)
     random_ids = tf.random.stateless_uniform(
-        shape, token_seed, minval=num_special_tokens, maxval=vocabulary_size,
+        shape,
+        token_seed,
+        minval=num_special_tokens,
+        maxval=vocabulary_size,
         dtype=ids.dtype if ids.dtype in (tf.int32, tf.int64) else tf.int64,
     )
     masked = tf.where(use_random, tf.cast(random_ids, ids.dtype), ids)
@@ -337,7 +380,9 @@ def _as_ragged_ids(name, ids):
         try:
             ragged = tf.ragged.constant(list(ids))
         except (TypeError, ValueError) as error:
-            raise TypeError(f"`{name}` must be a list of id sequences, a RaggedTensor or a dataset.") from error
+            raise TypeError(
+                f"`{name}` must be a list of id sequences, a RaggedTensor or a dataset."
+            ) from error
         if not isinstance(ragged, tf.RaggedTensor):
             raise ValueError(f"`{name}` must be a list of id sequences; received {ids!r}.")
     if ragged.shape.rank != 2:
@@ -370,9 +415,22 @@ def _pair_dataset(source_ids, target_ids):
     return _dense_components(tf.data.Dataset.from_tensor_slices((source, target)))
 
 
-def seq2seq_pairs(source_ids, target_ids=None, batch_size=64, source_length=None, target_length=None, bos_id=BOS,
-                  eos_id=EOS, shuffle=False, buffer_size=10_000, seed=None, drop_remainder=False,
-                  sample_weights=False, cache=False, prefetch=True):
+def seq2seq_pairs(
+    source_ids,
+    target_ids=None,
+    batch_size=64,
+    source_length=None,
+    target_length=None,
+    bos_id=BOS,
+    eos_id=EOS,
+    shuffle=False,
+    buffer_size=10_000,
+    seed=None,
+    drop_remainder=False,
+    sample_weights=False,
+    cache=False,
+    prefetch=True,
+):
     """Teacher-forcing batches for an encoder-decoder model.
 
     For each pair: `encoder_token_ids = source`, `decoder_token_ids = [BOS] +
@@ -411,7 +469,9 @@ def seq2seq_pairs(source_ids, target_ids=None, batch_size=64, source_length=None
     check_positive_int("target_length", target_length, allow_none=True)
     check_positive_int("buffer_size", buffer_size)
     if target_length is not None and target_length < 2:
-        raise ValueError(f"`target_length` must be at least 2 (BOS/EOS plus one token); received {target_length}.")
+        raise ValueError(
+            f"`target_length` must be at least 2 (BOS/EOS plus one token); received {target_length}."
+        )
     pairs = _pair_dataset(source_ids, target_ids)
     for spec in pairs.element_spec:
         if not isinstance(spec, tf.TensorSpec) or not spec.dtype.is_integer or spec.shape.rank != 1:
@@ -476,7 +536,9 @@ def _dense_components(dataset):
     return dataset
 
 
-def pad_and_batch(dataset, batch_size, sequence_length=None, padding_value=PAD, drop_remainder=False, prefetch=True):
+def pad_and_batch(
+    dataset, batch_size, sequence_length=None, padding_value=PAD, drop_remainder=False, prefetch=True
+):
     """Batches variable-length sequences, padding every rank>=1 component.
 
     Each sequence component (e.g. ids from `tokenize_dataset`) is padded with
@@ -504,21 +566,36 @@ def pad_and_batch(dataset, batch_size, sequence_length=None, padding_value=PAD, 
     if sequence_length is not None:
         dataset = _map_components(
             dataset,
-            lambda elem: tf.nest.map_structure(lambda x: x[:sequence_length] if x.shape.rank >= 1 else x, elem),
+            lambda elem: tf.nest.map_structure(
+                lambda x: x[:sequence_length] if x.shape.rank >= 1 else x, elem
+            ),
             num_parallel_calls=AUTOTUNE,
         )
     padded_shapes = tf.nest.map_structure(
-        lambda s: tf.TensorShape([sequence_length]).concatenate(s.shape[1:]) if s.shape.rank >= 1 else s.shape, spec
+        lambda s: (
+            tf.TensorShape([sequence_length]).concatenate(s.shape[1:]) if s.shape.rank >= 1 else s.shape
+        ),
+        spec,
     )
     dataset = dataset.padded_batch(
-        batch_size, padded_shapes=padded_shapes, padding_values=_padding_values(spec, padding_value),
+        batch_size,
+        padded_shapes=padded_shapes,
+        padding_values=_padding_values(spec, padding_value),
         drop_remainder=drop_remainder,
     )
     return _finish(dataset, prefetch)
 
 
-def bucket_by_length(dataset, boundaries, batch_sizes, length_fn=None, padding_value=PAD,
-                     pad_to_bucket_boundary=False, drop_remainder=False, prefetch=True):
+def bucket_by_length(
+    dataset,
+    boundaries,
+    batch_sizes,
+    length_fn=None,
+    padding_value=PAD,
+    pad_to_bucket_boundary=False,
+    drop_remainder=False,
+    prefetch=True,
+):
     """Groups sequences of similar length into batches (less padding), via `bucket_by_sequence_length`.
 
     An element of length `L` goes to bucket `i` where
@@ -570,8 +647,11 @@ def bucket_by_length(dataset, boundaries, batch_sizes, length_fn=None, padding_v
             return tf.reduce_max(tf.stack(lengths))
 
     dataset = dataset.bucket_by_sequence_length(
-        element_length_func=length_fn, bucket_boundaries=boundaries, bucket_batch_sizes=batch_sizes,
-        padding_values=_padding_values(spec, padding_value), pad_to_bucket_boundary=pad_to_bucket_boundary,
+        element_length_func=length_fn,
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=batch_sizes,
+        padding_values=_padding_values(spec, padding_value),
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
         drop_remainder=drop_remainder,
     )
     return _finish(dataset, prefetch)

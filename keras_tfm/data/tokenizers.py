@@ -33,8 +33,7 @@ import tempfile
 import keras
 import tensorflow as tf
 
-from keras_tfm.data._checks import as_string_tensor
-from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.checks import as_string_tensor, check_positive_int
 from keras_tfm.data.special_tokens import (
     BOS,
     CLS,
@@ -258,7 +257,9 @@ class Tokenizer(keras.layers.Layer):
             return index[token]
         if self.special_tokens:
             return UNK
-        raise KeyError(f"`token` {token!r} is not in the vocabulary (special_tokens=False, so there is no [UNK]).")
+        raise KeyError(
+            f"`token` {token!r} is not in the vocabulary (special_tokens=False, so there is no [UNK])."
+        )
 
     def _token_index(self):
         index = self.__dict__.get("_token_index_cache")
@@ -437,8 +438,14 @@ def _assert_in_vocabulary(flat_ids):
 
 def _assert_ids_in_range(flat_ids, vocabulary_size):
     ok = tf.reduce_all((flat_ids >= 0) & (flat_ids < vocabulary_size))
-    check = tf.debugging.Assert(ok, [f"`ids` must be in [0, {vocabulary_size}); min and max received:",
-                                     tf.reduce_min(flat_ids), tf.reduce_max(flat_ids)])
+    check = tf.debugging.Assert(
+        ok,
+        [
+            f"`ids` must be in [0, {vocabulary_size}); min and max received:",
+            tf.reduce_min(flat_ids),
+            tf.reduce_max(flat_ids),
+        ],
+    )
     with tf.control_dependencies([check] if check is not None else []):
         return tf.identity(flat_ids)
 
@@ -563,7 +570,9 @@ class CharTokenizer(_VocabularyTokenizer):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
         for token in self._vocabulary:
             if len(token) != 1:
-                raise ValueError(f"`vocabulary` of a CharTokenizer must hold single characters; found {token!r}.")
+                raise ValueError(
+                    f"`vocabulary` of a CharTokenizer must hold single characters; found {token!r}."
+                )
 
     @classmethod
     def from_corpus(cls, corpus, special_tokens=True, **kwargs):
@@ -615,8 +624,9 @@ class WordTokenizer(_VocabularyTokenizer):
         self.lowercase = lowercase
 
     @classmethod
-    def from_corpus(cls, corpus, max_vocabulary_size=None, min_frequency=1, lowercase=True, special_tokens=True,
-                    **kwargs):
+    def from_corpus(
+        cls, corpus, max_vocabulary_size=None, min_frequency=1, lowercase=True, special_tokens=True, **kwargs
+    ):
         """Builds the vocabulary from the most frequent words of `corpus`.
 
         Ties in frequency are broken alphabetically, so the result is
@@ -692,8 +702,15 @@ class WordPieceTokenizer(_VocabularyTokenizer):
             **kwargs: see `Tokenizer`.
     """
 
-    def __init__(self, vocabulary, lowercase=True, suffix_indicator="##", max_input_chars_per_word=100,
-                 special_tokens=True, **kwargs):
+    def __init__(
+        self,
+        vocabulary,
+        lowercase=True,
+        suffix_indicator="##",
+        max_input_chars_per_word=100,
+        special_tokens=True,
+        **kwargs,
+    ):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
         if not isinstance(lowercase, bool):
             raise TypeError(f"`lowercase` must be a bool; received {lowercase!r}.")
@@ -701,14 +718,19 @@ class WordPieceTokenizer(_VocabularyTokenizer):
             raise ValueError(f"`suffix_indicator` must be a non-empty str; received {suffix_indicator!r}.")
         self.lowercase = lowercase
         self.suffix_indicator = suffix_indicator
-        self.max_input_chars_per_word = check_positive_int("max_input_chars_per_word", max_input_chars_per_word)
+        self.max_input_chars_per_word = check_positive_int(
+            "max_input_chars_per_word", max_input_chars_per_word
+        )
         n = len(suffix_indicator)
-        self._max_piece_chars = max(len(t[n:]) if t.startswith(suffix_indicator) else len(t) for t in self._vocabulary)
+        self._max_piece_chars = max(
+            len(t[n:]) if t.startswith(suffix_indicator) else len(t) for t in self._vocabulary
+        )
         self._max_piece_chars = max(1, min(self._max_piece_chars, max_input_chars_per_word))
 
     @classmethod
-    def from_corpus(cls, corpus, vocabulary_size, lowercase=True, special_tokens=True, suffix_indicator="##",
-                    **kwargs):
+    def from_corpus(
+        cls, corpus, vocabulary_size, lowercase=True, special_tokens=True, suffix_indicator="##", **kwargs
+    ):
         """Learns a vocabulary with `learn_wordpiece_vocabulary` and builds the tokenizer.
 
         Args:
@@ -721,17 +743,26 @@ class WordPieceTokenizer(_VocabularyTokenizer):
             A `WordPieceTokenizer`.
         """
         vocabulary = learn_wordpiece_vocabulary(
-            corpus, vocabulary_size, lowercase=lowercase, special_tokens=special_tokens,
+            corpus,
+            vocabulary_size,
+            lowercase=lowercase,
+            special_tokens=special_tokens,
             suffix_indicator=suffix_indicator,
         )
-        return cls(vocabulary, lowercase=lowercase, special_tokens=special_tokens,
-                   suffix_indicator=suffix_indicator, **kwargs)
+        return cls(
+            vocabulary,
+            lowercase=lowercase,
+            special_tokens=special_tokens,
+            suffix_indicator=suffix_indicator,
+            **kwargs,
+        )
 
     def _encode(self, strings):
         words = split_words(strings, self.lowercase)
         pieces = self._split_pieces(words.flat_values)
-        nested = tf.RaggedTensor.from_row_splits(pieces, tf.cast(words.row_splits, pieces.row_splits.dtype),
-                                                 validate=False)
+        nested = tf.RaggedTensor.from_row_splits(
+            pieces, tf.cast(words.row_splits, pieces.row_splits.dtype), validate=False
+        )
         return nested.merge_dims(1, 2)
 
     def _split_pieces(self, words):
@@ -770,10 +801,14 @@ class WordPieceTokenizer(_VocabularyTokenizer):
             position_k = tf.tile(row_position[:, None], [1, num_candidates])
             length_k = tf.tile(lengths[None, :], [tf.shape(rows)[0], 1])
             candidate = tf.strings.substr(
-                tf.tile(tf.gather(words, rows)[:, None], [1, num_candidates]), position_k, length_k,
+                tf.tile(tf.gather(words, rows)[:, None], [1, num_candidates]),
+                position_k,
+                length_k,
                 unit="UTF8_CHAR",
             )
-            candidate = tf.where(position_k > 0, tf.strings.join([self.suffix_indicator, candidate]), candidate)
+            candidate = tf.where(
+                position_k > 0, tf.strings.join([self.suffix_indicator, candidate]), candidate
+            )
             ids = self._token_table.lookup(candidate)
             fits = position_k + length_k <= tf.gather(word_length, rows)[:, None]
             valid = (ids >= self._offset) & fits
@@ -789,7 +824,9 @@ class WordPieceTokenizer(_VocabularyTokenizer):
             return step + 1, position, failed, pieces.write(step + 1, column)
 
         _, _, failed, pieces = tf.while_loop(
-            cond, body, (tf.constant(0, tf.int32), position, failed, pieces),
+            cond,
+            body,
+            (tf.constant(0, tf.int32), position, failed, pieces),
         )
         matrix = tf.transpose(pieces.stack())  # [n, steps + 1]
         first = tf.range(tf.shape(matrix)[1])[None, :] == 0
@@ -861,7 +898,9 @@ class ByteTokenizer(Tokenizer):
     def _encode(self, strings):
         pieces = tf.strings.bytes_split(strings)
         return tf.ragged.map_flat_values(
-            lambda values: tf.reshape(tf.cast(tf.io.decode_raw(values, tf.uint8), tf.int32), [-1]) + self._offset,
+            lambda values: (
+                tf.reshape(tf.cast(tf.io.decode_raw(values, tf.uint8), tf.int32), [-1]) + self._offset
+            ),
             pieces,
         )
 
@@ -884,9 +923,7 @@ class ByteTokenizer(Tokenizer):
         return tokenizer
 
 
-_TOKENIZERS = {
-    cls.__name__: cls for cls in (CharTokenizer, ByteTokenizer, WordTokenizer, WordPieceTokenizer)
-}
+_TOKENIZERS = {cls.__name__: cls for cls in (CharTokenizer, ByteTokenizer, WordTokenizer, WordPieceTokenizer)}
 
 
 # --------------------------------------------------------------------------- #
@@ -894,8 +931,15 @@ _TOKENIZERS = {
 # --------------------------------------------------------------------------- #
 
 
-def learn_wordpiece_vocabulary(corpus, vocabulary_size, lowercase=True, special_tokens=True, suffix_indicator="##",
-                               min_frequency=1, max_unique_words=None):
+def learn_wordpiece_vocabulary(
+    corpus,
+    vocabulary_size,
+    lowercase=True,
+    special_tokens=True,
+    suffix_indicator="##",
+    min_frequency=1,
+    max_unique_words=None,
+):
     """Learns a WordPiece vocabulary by greedy likelihood merges.
 
     Words are counted with `split_words` (TF ops, batched). Every word starts
@@ -986,7 +1030,9 @@ def learn_wordpiece_vocabulary(corpus, vocabulary_size, lowercase=True, special_
         count = pair_counts.get(pair, 0)
         stamps[pair] += 1
         if count > 0:
-            score = count * (math.log(count) + log_total - math.log(symbol_counts[pair[0]] * symbol_counts[pair[1]]))
+            score = count * (
+                math.log(count) + log_total - math.log(symbol_counts[pair[0]] * symbol_counts[pair[1]])
+            )
             heapq.heappush(heap, (-score, -count, pair, stamps[pair]))
 
     for pair in list(pair_counts):
@@ -997,7 +1043,7 @@ def learn_wordpiece_vocabulary(corpus, vocabulary_size, lowercase=True, special_
         if stamp != stamps[pair] or pair_counts.get(pair, 0) <= 0:
             continue
         first, second = pair
-        merged = first + second[len(ind):]
+        merged = first + second[len(ind) :]
         touched_symbols = {first, second, merged}
         touched_pairs = set()
         for index in list(pair_words.pop(pair, ())):

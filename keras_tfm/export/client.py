@@ -14,7 +14,9 @@ def latest_version(base_dir):
     """Largest integer version directory under `base_dir` (None if none)."""
     if not os.path.isdir(base_dir):
         return None
-    versions = [int(n) for n in os.listdir(base_dir) if n.isdigit() and os.path.isdir(os.path.join(base_dir, n))]
+    versions = [
+        int(n) for n in os.listdir(base_dir) if n.isdigit() and os.path.isdir(os.path.join(base_dir, n))
+    ]
     return max(versions) if versions else None
 
 
@@ -27,7 +29,9 @@ def resolve_version_dir(path, version=None):
     if version is None:
         version = latest_version(path)
         if version is None:
-            raise FileNotFoundError(f"No model version (integer sub-directory with saved_model.pb) under {path!r}.")
+            raise FileNotFoundError(
+                f"No model version (integer sub-directory with saved_model.pb) under {path!r}."
+            )
     directory = os.path.join(path, str(int(version)))
     if not os.path.isfile(os.path.join(directory, "saved_model.pb")):
         raise FileNotFoundError(f"No SavedModel at {directory!r}.")

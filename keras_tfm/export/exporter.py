@@ -23,8 +23,10 @@ def _has_layer(model, name):
 
 
 def detect_kind(model):
-    """"gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the builders' layer names."""
-    input_names = {getattr(t, "name", "").split(":")[0] for t in tf.nest.flatten(getattr(model, "inputs", None) or [])}
+    """ "gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the builders' layer names."""
+    input_names = {
+        getattr(t, "name", "").split(":")[0] for t in tf.nest.flatten(getattr(model, "inputs", None) or [])
+    }
     encoder_decoder = _has_layer(model, "encoder_block_0") and _has_layer(model, "decoder_block_0")
     if "encoder_token_ids" in input_names or encoder_decoder:
         return "seq2seq"
@@ -32,7 +34,11 @@ def detect_kind(model):
         return "gpt"
     if _has_layer(model, "mlm_output_bias"):
         return "bert_mlm"
-    if _has_layer(model, "classifier") and _has_layer(model, "encoder_block_0") and len(model.output.shape) == 2:
+    if (
+        _has_layer(model, "classifier")
+        and _has_layer(model, "encoder_block_0")
+        and len(model.output.shape) == 2
+    ):
         return "bert_classifier"
     raise ValueError(
         f"Cannot tell which kind of keras_tfm model {model.name!r} is; pass `kind=` one of {list(KINDS)} "
@@ -44,7 +50,9 @@ def list_versions(base_dir):
     """Sorted integer versions present under `base_dir` (TF Serving layout)."""
     if not os.path.isdir(base_dir):
         return []
-    return sorted(int(n) for n in os.listdir(base_dir) if n.isdigit() and os.path.isdir(os.path.join(base_dir, n)))
+    return sorted(
+        int(n) for n in os.listdir(base_dir) if n.isdigit() and os.path.isdir(os.path.join(base_dir, n))
+    )
 
 
 def _split_tokenizers(tokenizer):
@@ -57,8 +65,17 @@ def _split_tokenizers(tokenizer):
     return tokenizer, tokenizer
 
 
-def build_serving(model, tokenizer=None, kind="auto", label_names=None, max_new_tokens_limit=None,
-                  beam_widths=(1, 2, 4), eos_id=None, jit_compile=True, max_prompt_length=None):
+def build_serving(
+    model,
+    tokenizer=None,
+    kind="auto",
+    label_names=None,
+    max_new_tokens_limit=None,
+    beam_widths=(1, 2, 4),
+    eos_id=None,
+    jit_compile=True,
+    max_prompt_length=None,
+):
     """The serving helper object of `model` (endpoints + warmup requests)."""
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
@@ -67,13 +84,25 @@ def build_serving(model, tokenizer=None, kind="auto", label_names=None, max_new_
     if kind not in KINDS:
         raise ValueError(f"Unknown `kind` {kind!r}; expected 'auto' or one of {list(KINDS)}.")
     if kind == "gpt":
-        return sig.GPTServing(model, tokenizer, max_new_tokens_limit=max_new_tokens_limit, eos_id=eos_id,
-                              jit_compile=jit_compile, max_prompt_length=max_prompt_length)
+        return sig.GPTServing(
+            model,
+            tokenizer,
+            max_new_tokens_limit=max_new_tokens_limit,
+            eos_id=eos_id,
+            jit_compile=jit_compile,
+            max_prompt_length=max_prompt_length,
+        )
     if kind == "seq2seq":
         source, target = _split_tokenizers(tokenizer)
-        return sig.Seq2SeqServing(model, source, target, max_new_tokens_limit=max_new_tokens_limit,
-                                  beam_widths=beam_widths, eos_id=sig.EOS if eos_id is None else eos_id,
-                                  jit_compile=jit_compile)
+        return sig.Seq2SeqServing(
+            model,
+            source,
+            target,
+            max_new_tokens_limit=max_new_tokens_limit,
+            beam_widths=beam_widths,
+            eos_id=sig.EOS if eos_id is None else eos_id,
+            jit_compile=jit_compile,
+        )
     if kind == "bert_classifier":
         return sig.BertClassifierServing(model, tokenizer, label_names=label_names)
     return sig.BertMaskedLMServing(model, tokenizer)
@@ -159,16 +188,26 @@ def export_for_serving(
     base = os.path.abspath(os.fspath(path))
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"`version` must be a positive int or None; received {version!r}.")
-    serving = build_serving(model, tokenizer, kind=kind, label_names=label_names,
-                            max_new_tokens_limit=max_new_tokens_limit, beam_widths=beam_widths, eos_id=eos_id,
-                            jit_compile=jit_compile, max_prompt_length=max_prompt_length)
+    serving = build_serving(
+        model,
+        tokenizer,
+        kind=kind,
+        label_names=label_names,
+        max_new_tokens_limit=max_new_tokens_limit,
+        beam_widths=beam_widths,
+        eos_id=eos_id,
+        jit_compile=jit_compile,
+        max_prompt_length=max_prompt_length,
+    )
     os.makedirs(base, exist_ok=True)
     if version is None:
         existing = list_versions(base)
         version = existing[-1] + 1 if existing else 1
     final = os.path.join(base, str(version))
     if os.path.exists(final):
-        raise FileExistsError(errno.EEXIST, f"Model version already exists (never overwritten): {final}", final)
+        raise FileExistsError(
+            errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
+        )
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -185,7 +224,9 @@ def export_for_serving(
         if warmup:
             warmup_lib.write_warmup_requests(temp, os.path.basename(base), serving.warmup_requests())
         if os.path.exists(final):
-            raise FileExistsError(errno.EEXIST, f"Model version already exists (never overwritten): {final}", final)
+            raise FileExistsError(
+                errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
+            )
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temp, 0o777 & ~umask)  # mkdtemp makes it 0700; the server may run as another user
@@ -193,8 +234,9 @@ def export_for_serving(
             os.rename(temp, final)
         except OSError as error:  # a concurrent export created it (non-empty target)
             if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise FileExistsError(errno.EEXIST, f"Model version already exists (never overwritten): {final}",
-                                      final) from error
+                raise FileExistsError(
+                    errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
+                ) from error
             raise
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

@@ -32,7 +32,17 @@ gives the same tokens, as `generate(..., seed=int)` in process).
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data.special_tokens import BOS, CLS, EOS, MASK, NUM_SPECIAL_TOKENS, PAD, SEP, SPECIAL_TOKENS, UNK
+from keras_tfm.data.special_tokens import (
+    BOS,
+    CLS,
+    EOS,
+    MASK,
+    NUM_SPECIAL_TOKENS,
+    PAD,
+    SEP,
+    SPECIAL_TOKENS,
+    UNK,
+)
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding, samplers
@@ -115,7 +125,9 @@ def generator_shapes(max_prompt_length, max_new_tokens_limit):
     bucket = cache_lib.prompt_bucket
     widths = sorted({bucket(max(n, 1)) for n in range(max_prompt_length + 1)})
     width_of_length = [widths.index(bucket(max(n, 1))) for n in range(max_prompt_length + 1)]
-    cache_of = [[cache_lib.cache_bucket(p + max(m, 1)) for m in range(max_new_tokens_limit + 1)] for p in widths]
+    cache_of = [
+        [cache_lib.cache_bucket(p + max(m, 1)) for m in range(max_new_tokens_limit + 1)] for p in widths
+    ]
     configs = sorted({(p, c) for p, row in zip(widths, cache_of) for c in row})
     config_of = [[configs.index((p, c)) for c in row] for p, row in zip(widths, cache_of)]
     return widths, configs, width_of_length, config_of
@@ -161,7 +173,7 @@ def raw_encode(tokenizer, strings):
     prefix = len(getattr(tokenizer, "_prefix", ()))
     suffix = len(getattr(tokenizer, "_suffix", ()))
     if prefix or suffix:
-        ids = ids[:, prefix: (-suffix if suffix else None)]
+        ids = ids[:, prefix : (-suffix if suffix else None)]
     return ids
 
 
@@ -175,7 +187,9 @@ def detokenize(tokenizer, ids, lengths):
             lambda v: tf.where(v < tokenizer.vocabulary_size, v, tf.constant(UNK, v.dtype)), ragged
         )
     else:
-        ragged = tf.ragged.boolean_mask(ragged, tf.ragged.map_flat_values(tf.less, ragged, tokenizer.vocabulary_size))
+        ragged = tf.ragged.boolean_mask(
+            ragged, tf.ragged.map_flat_values(tf.less, ragged, tokenizer.vocabulary_size)
+        )
     return tokenizer.detokenize(ragged)
 
 
@@ -183,7 +197,7 @@ def _sample_text(tokenizer, count=4):
     """A short string made of ordinary vocabulary tokens (for warmup requests)."""
     vocabulary = tokenizer.get_vocabulary()
     start = NUM_SPECIAL_TOKENS if getattr(tokenizer, "special_tokens", False) else 0
-    tokens = [t for t in vocabulary[start:start + 64] if t.isprintable() and not t.startswith("#")][:count]
+    tokens = [t for t in vocabulary[start : start + 64] if t.isprintable() and not t.startswith("#")][:count]
     if not tokens or any(t.startswith("<0x") for t in tokens):
         return "hello"
     joiner = "" if all(len(t) == 1 for t in tokens) and type(tokenizer).__name__ == "CharTokenizer" else " "
@@ -195,8 +209,16 @@ class GPTServing:
     """Endpoints of a GPT model: `serving_default` (logits), `generate`
     (strings) and `generate_ids` (ids)."""
 
-    def __init__(self, model, tokenizer, max_new_tokens_limit=None, eos_id=None, pad_id=0, jit_compile=True,
-                 max_prompt_length=None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_new_tokens_limit=None,
+        eos_id=None,
+        pad_id=0,
+        jit_compile=True,
+        max_prompt_length=None,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.generator = CausalLMGenerator(model, pad_id=pad_id, jit_compile=jit_compile)
@@ -206,7 +228,9 @@ class GPTServing:
         if max_prompt_length is None:
             max_prompt_length = self.max_length
         if max_prompt_length is None:
-            raise ValueError("The model has no maximum length; pass `max_prompt_length` (and `max_new_tokens_limit`).")
+            raise ValueError(
+                "The model has no maximum length; pass `max_prompt_length` (and `max_new_tokens_limit`)."
+            )
         self.max_prompt_length = int(max_prompt_length)
         if max_new_tokens_limit is None:
             if self.max_length is None:
@@ -238,7 +262,14 @@ class GPTServing:
             def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
                 select = make_selector(seed, temperature, top_k, top_p)
                 out = decoding.decode(
-                    adapter, ids, lengths, max_new_tokens, select, cache_length=cache_length, eos_id=eos, pad_id=pad
+                    adapter,
+                    ids,
+                    lengths,
+                    max_new_tokens,
+                    select,
+                    cache_length=cache_length,
+                    eos_id=eos,
+                    pad_id=pad,
                 )
                 return out["tokens"], out["lengths"]
 
@@ -267,7 +298,11 @@ class GPTServing:
         flat = ragged.flat_values
         checks = [
             check_nonempty_batch(name, batch),
-            _assert(tf.reduce_all(lengths >= 1), f"every item of `{name}` needs at least one token; lengths:", lengths),
+            _assert(
+                tf.reduce_all(lengths >= 1),
+                f"every item of `{name}` needs at least one token; lengths:",
+                lengths,
+            ),
             _assert(
                 long <= self.max_prompt_length,
                 f"a prompt of `{name}` is longer than the maximum prompt length {self.max_prompt_length} "
@@ -331,7 +366,9 @@ class GPTServing:
                 )
             with tf.control_dependencies(checks):
                 token_ids = tf.identity(token_ids)
-            inputs = {"token_ids": token_ids, "padding_mask": tf.ones_like(token_ids)} if needs_mask else token_ids
+            inputs = (
+                {"token_ids": token_ids, "padding_mask": tf.ones_like(token_ids)} if needs_mask else token_ids
+            )
             return {"logits": tf.cast(model(inputs, training=False), tf.float32)}
 
         def generate_ids(token_ids, lengths, max_new_tokens, temperature, top_k, top_p, seed):
@@ -373,8 +410,11 @@ class GPTServing:
                 return {"completions": detokenize(tokenizer, tokens, out_lengths), "num_tokens": out_lengths}
 
             endpoints.append(
-                ("generate", generate, [tf.TensorSpec([None], tf.string, name="prompts")]
-                 + list(SAMPLING_SIGNATURE.values()))
+                (
+                    "generate",
+                    generate,
+                    [tf.TensorSpec([None], tf.string, name="prompts")] + list(SAMPLING_SIGNATURE.values()),
+                )
             )
         endpoints.append(("generate_ids", generate_ids, ids_signature))
         return endpoints
@@ -382,13 +422,18 @@ class GPTServing:
     def warmup_requests(self):
         n = min(8, self.max_new_tokens_limit)
         sampling = {
-            "max_new_tokens": np.int32(n), "temperature": np.float32(0.0), "top_k": np.int32(0),
-            "top_p": np.float32(1.0), "seed": np.int32(0),
+            "max_new_tokens": np.int32(n),
+            "temperature": np.float32(0.0),
+            "top_k": np.int32(0),
+            "top_p": np.float32(1.0),
+            "seed": np.int32(0),
         }
         ids = np.full((1, 4), NUM_SPECIAL_TOKENS % self.vocabulary_size, np.int32)
         requests = [("serving_default", {"token_ids": ids})]
         if self.tokenizer is not None:
-            requests.append(("generate", dict(sampling, prompts=np.array([_sample_text(self.tokenizer).encode()]))))
+            requests.append(
+                ("generate", dict(sampling, prompts=np.array([_sample_text(self.tokenizer).encode()])))
+            )
         requests.append(("generate_ids", dict(sampling, token_ids=ids, lengths=np.array([4], np.int32))))
         return requests
 
@@ -397,8 +442,17 @@ class GPTServing:
 class Seq2SeqServing:
     """`translate` endpoint: strings → strings, greedy or beam search."""
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, max_new_tokens_limit=None, beam_widths=(1, 2, 4),
-                 bos_id=BOS, eos_id=EOS, jit_compile=True):
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        max_new_tokens_limit=None,
+        beam_widths=(1, 2, 4),
+        bos_id=BOS,
+        eos_id=EOS,
+        jit_compile=True,
+    ):
         if source_tokenizer is None or target_tokenizer is None:
             raise ValueError("A seq2seq export needs a tokenizer (or a (source, target) pair of tokenizers).")
         self.model = model
@@ -419,7 +473,11 @@ class Seq2SeqServing:
             )
         if a.source_max_length is None or a.max_length is None:
             raise ValueError("The seq2seq model must have a maximum length (its embeddings' max_length).")
-        limit = a.max_length - 1 if max_new_tokens_limit is None else min(int(max_new_tokens_limit), a.max_length - 1)
+        limit = (
+            a.max_length - 1
+            if max_new_tokens_limit is None
+            else min(int(max_new_tokens_limit), a.max_length - 1)
+        )
         if limit < 1:
             raise ValueError(f"`max_new_tokens_limit` must be >= 1; received {max_new_tokens_limit}.")
         self.max_new_tokens_limit = limit
@@ -434,7 +492,8 @@ class Seq2SeqServing:
         # Source width (right padding) as in Seq2SeqGenerator._prepare: the prompt
         # bucket of the longest source, cut to the model's source length.
         self.source_width_of_length = [
-            min(cache_lib.prompt_bucket(max(n, 1)), max(a.source_max_length, n)) for n in range(a.source_max_length + 1)
+            min(cache_lib.prompt_bucket(max(n, 1)), max(a.source_max_length, n))
+            for n in range(a.source_max_length + 1)
         ]
         # Decoder: the prompt is [BOS] (width 1); cache length by max_new_tokens.
         caches = [cache_lib.cache_bucket(1 + max(m, 1)) for m in range(limit + 1)]
@@ -453,13 +512,30 @@ class Seq2SeqServing:
                 dec_lengths = tf.ones([batch], tf.int32)
                 if width == 1:
                     out = gen.generate_fn(
-                        source, source_lengths, dec, dec_lengths, max_new_tokens, tf.zeros([2], tf.int32),
-                        0.0, 0, 1.0, eos, cache_length=cache_length, sampler="greedy",
+                        source,
+                        source_lengths,
+                        dec,
+                        dec_lengths,
+                        max_new_tokens,
+                        tf.zeros([2], tf.int32),
+                        0.0,
+                        0,
+                        1.0,
+                        eos,
+                        cache_length=cache_length,
+                        sampler="greedy",
                     )
                     return out["tokens"], out["lengths"]
                 out = gen.beam_search_fn(
-                    source, source_lengths, dec, dec_lengths, max_new_tokens, length_penalty, eos,
-                    num_beams=width, cache_length=cache_length,
+                    source,
+                    source_lengths,
+                    dec,
+                    dec_lengths,
+                    max_new_tokens,
+                    length_penalty,
+                    eos,
+                    num_beams=width,
+                    cache_length=cache_length,
                 )
                 return out["sequences"][:, 0], out["lengths"][:, 0]
 
@@ -488,8 +564,11 @@ class Seq2SeqServing:
             widths = tf.constant(self.beam_widths, tf.int32)
             checks = [
                 check_nonempty_batch("inputs", tf.shape(lengths)[0]),
-                _assert(tf.reduce_all(lengths >= 1), "every item of `inputs` needs at least one token; lengths:",
-                        lengths),
+                _assert(
+                    tf.reduce_all(lengths >= 1),
+                    "every item of `inputs` needs at least one token; lengths:",
+                    lengths,
+                ),
                 _assert(
                     long <= a.source_max_length,
                     f"an item of `inputs` is longer than the model's maximum source length {a.source_max_length} "
@@ -525,7 +604,9 @@ class Seq2SeqServing:
 
             def branch(w, cache_length):
                 def fn():
-                    tokens, out_lengths = self.decoder(w, cache_length)(source, lengths, max_new, length_penalty)
+                    tokens, out_lengths = self.decoder(w, cache_length)(
+                        source, lengths, max_new, length_penalty
+                    )
                     return tokens[:, :max_new], out_lengths
 
                 return fn
@@ -584,7 +665,11 @@ class _BertBase:
         ids = tf.concat([cls, tf.cast(ids, tf.int32), sep], axis=1)
         token_ids = ids.to_tensor(default_value=PAD)
         padding_mask = tf.cast(tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1]), tf.int32)
-        inputs = {"token_ids": token_ids, "segment_ids": tf.zeros_like(token_ids), "padding_mask": padding_mask}
+        inputs = {
+            "token_ids": token_ids,
+            "segment_ids": tf.zeros_like(token_ids),
+            "padding_mask": padding_mask,
+        }
         return inputs
 
     def warmup_text(self):
@@ -603,7 +688,9 @@ class BertClassifierServing(_BertBase):
             label_names = [f"LABEL_{i}" for i in range(expected)]
         label_names = [str(n) for n in label_names]
         if len(label_names) != expected:
-            raise ValueError(f"`label_names` must have {expected} names for this classifier; received {label_names}.")
+            raise ValueError(
+                f"`label_names` must have {expected} names for this classifier; received {label_names}."
+            )
         self.label_names = label_names
 
     def endpoints(self):
@@ -661,10 +748,15 @@ class BertMaskedLMServing(_BertBase):
 
         def fill_mask(inputs):
             ids, num_masks = self.encode_masked(inputs)
-            with tf.control_dependencies([
-                _assert(tf.reduce_all(num_masks >= 1), f"every item of `inputs` must contain {MASK_TOKEN}; "
-                        "masks per item:", num_masks),
-            ]):
+            with tf.control_dependencies(
+                [
+                    _assert(
+                        tf.reduce_all(num_masks >= 1),
+                        f"every item of `inputs` must contain {MASK_TOKEN}; masks per item:",
+                        num_masks,
+                    ),
+                ]
+            ):
                 ids = tf.identity(ids)
             x = self.encode(ids, "inputs")
             token_ids = x["token_ids"]
@@ -690,4 +782,3 @@ class BertMaskedLMServing(_BertBase):
 
     def warmup_requests(self):
         return [("fill_mask", {"inputs": np.array([f"{self.warmup_text()} {MASK_TOKEN}".encode()])})]
-

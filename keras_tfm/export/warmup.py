@@ -83,7 +83,7 @@ def _fields(data):
         number, wire = key >> 3, key & 7
         if wire == 2:
             length, pos = _read_varint(data, pos)
-            yield number, data[pos:pos + length]
+            yield number, data[pos : pos + length]
             pos += length
         elif wire == 0:
             value, pos = _read_varint(data, pos)

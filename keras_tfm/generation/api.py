@@ -86,7 +86,9 @@ def generate(
     )
 
 
-def beam_search(model, prompt_ids, max_new_tokens, num_beams=4, length_penalty=0.6, eos_id=None, pad_id=0, **kwargs):
+def beam_search(
+    model, prompt_ids, max_new_tokens, num_beams=4, length_penalty=0.6, eos_id=None, pad_id=0, **kwargs
+):
     """Beam search with GNMT length penalty ((5 + len) / 6)^α for GPT or
     seq2seq models; finished beams are frozen at EOS.
 
@@ -97,5 +99,10 @@ def beam_search(model, prompt_ids, max_new_tokens, num_beams=4, length_penalty=0
     """
     generator = get_generator(model, pad_id)
     return generator.beam_search(
-        prompt_ids, max_new_tokens, num_beams=num_beams, length_penalty=length_penalty, eos_id=eos_id, **kwargs
+        prompt_ids,
+        max_new_tokens,
+        num_beams=num_beams,
+        length_penalty=length_penalty,
+        eos_id=eos_id,
+        **kwargs,
     )

@@ -40,7 +40,9 @@ def to_id_array(name, x):
     return arr
 
 
-def pad_prompts(name, prompts, prompt_lengths=None, pad_id=0, vocabulary_size=None, side="left", minimum=None):
+def pad_prompts(
+    name, prompts, prompt_lengths=None, pad_id=0, vocabulary_size=None, side="left", minimum=None
+):
     """Ragged or right-padded prompts → padded int32 array of bucket length.
 
     Args:
@@ -67,8 +69,10 @@ def pad_prompts(name, prompts, prompt_lengths=None, pad_id=0, vocabulary_size=No
     else:
         arr = to_id_array(name, prompts)
         if arr.ndim == 1:
-            raise ValueError(f"`{name}` must be a batch: a 2-D array (batch, length) or a list of sequences; "
-                             f"received a 1-D array of shape {arr.shape}.")
+            raise ValueError(
+                f"`{name}` must be a batch: a 2-D array (batch, length) or a list of sequences; "
+                f"received a 1-D array of shape {arr.shape}."
+            )
         if arr.ndim != 2:
             raise ValueError(f"`{name}` must be 2-D (batch, length); received shape {arr.shape}.")
         if arr.shape[0] == 0:
@@ -78,20 +82,26 @@ def pad_prompts(name, prompts, prompt_lengths=None, pad_id=0, vocabulary_size=No
         else:
             lengths = to_id_array("prompt_lengths", prompt_lengths).astype(np.int32).reshape(-1)
             if lengths.shape[0] != arr.shape[0]:
-                raise ValueError(f"`prompt_lengths` has {lengths.shape[0]} entries for a batch of {arr.shape[0]}.")
+                raise ValueError(
+                    f"`prompt_lengths` has {lengths.shape[0]} entries for a batch of {arr.shape[0]}."
+                )
             if np.any(lengths > arr.shape[1]):
                 raise ValueError(f"`prompt_lengths` exceed the prompt array length {arr.shape[1]}.")
         rows = [arr[b, : lengths[b]] for b in range(arr.shape[0])]
     if np.any(lengths < 1):
-        raise ValueError(f"Every sequence of `{name}` needs at least one token; lengths are {lengths.tolist()}.")
+        raise ValueError(
+            f"Every sequence of `{name}` needs at least one token; lengths are {lengths.tolist()}."
+        )
     for r in rows:
         if r.size and (r.min() < 0 or (vocabulary_size is not None and r.max() >= vocabulary_size)):
-            raise ValueError(f"`{name}` holds ids outside [0, {vocabulary_size}): min {r.min()}, max {r.max()}.")
+            raise ValueError(
+                f"`{name}` holds ids outside [0, {vocabulary_size}): min {r.min()}, max {r.max()}."
+            )
     width = cache_lib.prompt_bucket(int(lengths.max()), minimum or cache_lib.MIN_PROMPT_LENGTH)
     out = np.full((len(rows), width), pad_id, np.int32)
     for b, r in enumerate(rows):
         if side == "left":
-            out[b, width - len(r):] = r
+            out[b, width - len(r) :] = r
         else:
             out[b, : len(r)] = r
     return out, lengths
@@ -157,6 +167,7 @@ class BaseGenerator(tf.Module):
     def _compiled(self, key, fn):
         functions = self._cache.functions
         if key not in functions:
+
             def traced(*args):
                 self.trace_count += 1
                 return fn(*args)

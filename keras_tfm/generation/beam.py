@@ -19,7 +19,6 @@ loop stops when every beam of every item is finished or after
 
 import math
 
-import tensorflow as tf
 from keras import ops
 
 from keras_tfm.generation import cache as cache_lib
@@ -156,6 +155,3 @@ def beam_search_loop(
         "log_probs": ops.take_along_axis(state["log_probs"], order, axis=1),
         "lengths": ops.take_along_axis(state["lengths"], order, axis=1),
     }
-
-
-

@@ -4,10 +4,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_tfm.generation import base
+from keras_tfm.generation import base, decoding
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import decoding
 
 
 class CausalLMAdapter(decoding.DecoderAdapter):
@@ -53,7 +52,9 @@ class CausalLMAdapter(decoding.DecoderAdapter):
         x = decoding.embed_tokens(self.embedding, ids, positions)
         new_caches = []
         for block, cache in zip(self.blocks, caches):
-            x, cache = block(x, padding_mask=padding_mask, cache=cache, cache_index=cache_index, training=False)
+            x, cache = block(
+                x, padding_mask=padding_mask, cache=cache, cache_index=cache_index, training=False
+            )
             new_caches.append(cache)
         return self.hidden_to_logits(x[:, -1:, :])[:, 0, :], new_caches
 
@@ -114,7 +115,9 @@ class CausalLMGenerator(base.BaseGenerator):
             output_scores=output_scores,
         )
 
-    def beam_search_fn(self, prompt_ids, prompt_lengths, max_new_tokens, length_penalty, eos_id, *, num_beams, cache_length):
+    def beam_search_fn(
+        self, prompt_ids, prompt_lengths, max_new_tokens, length_penalty, eos_id, *, num_beams, cache_length
+    ):
         """Traceable beam search; see `beam.beam_search_loop`."""
         return beam_lib.beam_search_loop(
             self.adapter,
@@ -133,7 +136,9 @@ class CausalLMGenerator(base.BaseGenerator):
         ids, lengths = base.pad_prompts(
             "prompt_ids", prompt_ids, prompt_lengths, self.pad_id, self.adapter.vocabulary_size, side="left"
         )
-        max_new_tokens = base.check_max_new_tokens(max_new_tokens, int(lengths.max()), self.adapter.max_length)
+        max_new_tokens = base.check_max_new_tokens(
+            max_new_tokens, int(lengths.max()), self.adapter.max_length
+        )
         cache_length = cache_lib.cache_bucket(ids.shape[1] + max(max_new_tokens, 1))
         return ids, lengths, max_new_tokens, cache_length
 
@@ -177,7 +182,9 @@ class CausalLMGenerator(base.BaseGenerator):
         key = ("generate", sampler, cache_length, bool(output_scores))
         fn = self._compiled(
             key,
-            lambda *a: self.generate_fn(*a, cache_length=cache_length, sampler=sampler, output_scores=output_scores),
+            lambda *a: self.generate_fn(
+                *a, cache_length=cache_length, sampler=sampler, output_scores=output_scores
+            ),
         )
         out = fn(
             tf.constant(ids),
@@ -197,7 +204,9 @@ class CausalLMGenerator(base.BaseGenerator):
             result += (out["scores"].numpy()[:, :max_new_tokens],)
         return result[0] if len(result) == 1 else result
 
-    def beam_search(self, prompt_ids, max_new_tokens, num_beams=4, length_penalty=0.6, eos_id=None, prompt_lengths=None):
+    def beam_search(
+        self, prompt_ids, max_new_tokens, num_beams=4, length_penalty=0.6, eos_id=None, prompt_lengths=None
+    ):
         """Beam search with GNMT length penalty; see `keras_tfm.generation.beam_search`.
 
         Returns:
@@ -211,7 +220,9 @@ class CausalLMGenerator(base.BaseGenerator):
         ids, lengths, max_new_tokens, cache_length = self._prepare(prompt_ids, prompt_lengths, max_new_tokens)
         beam_lib.check_num_beams(num_beams, self.adapter.vocabulary_size)
         key = ("beam", num_beams, cache_length)
-        fn = self._compiled(key, lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length))
+        fn = self._compiled(
+            key, lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length)
+        )
         out = fn(
             tf.constant(ids),
             tf.constant(lengths),
@@ -230,10 +241,12 @@ class CausalLMGenerator(base.BaseGenerator):
         """Greedy generation by re-running the full model on the whole prefix
         at every step (no cache, eager loop over rows and steps). A slow
         reference for tests and the benchmark."""
-        ids, lengths = base.pad_prompts("prompt_ids", prompt_ids, None, self.pad_id, self.adapter.vocabulary_size)
+        ids, lengths = base.pad_prompts(
+            "prompt_ids", prompt_ids, None, self.pad_id, self.adapter.vocabulary_size
+        )
         outs = []
         for b in range(ids.shape[0]):
-            seq = list(ids[b, ids.shape[1] - lengths[b]:])
+            seq = list(ids[b, ids.shape[1] - lengths[b] :])
             new = []
             for _ in range(max_new_tokens):
                 if eos_id is not None and new and new[-1] == eos_id:

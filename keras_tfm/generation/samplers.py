@@ -121,7 +121,9 @@ def filter_top_k(logits, k):
     vocab = ops.shape(logits)[-1]
     k = _per_row(k, "int32")
     k = ops.where(ops.logical_or(k <= 0, k > vocab), vocab, k)
-    kth = ops.take_along_axis(_sorted_descending(logits), ops.broadcast_to(k - 1, (ops.shape(logits)[0], 1)), axis=-1)
+    kth = ops.take_along_axis(
+        _sorted_descending(logits), ops.broadcast_to(k - 1, (ops.shape(logits)[0], 1)), axis=-1
+    )
     return ops.where(logits >= kth, logits, MASK_VALUE)
 
 

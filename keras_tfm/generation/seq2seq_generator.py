@@ -11,10 +11,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_tfm.generation import base
+from keras_tfm.generation import base, decoding
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import decoding
 
 
 class Seq2SeqAdapter(decoding.DecoderAdapter):
@@ -36,7 +35,9 @@ class Seq2SeqAdapter(decoding.DecoderAdapter):
         self.encoder_blocks = decoding.numbered_layers(model, "encoder_block_")
         self.decoder_blocks = decoding.numbered_layers(model, "decoder_block_")
         if not self.decoder_blocks or not self.decoder_blocks[0].cross_attention:
-            raise ValueError("Expected 'decoder_block_{i}' layers with cross-attention (a keras_tfm seq2seq model).")
+            raise ValueError(
+                "Expected 'decoder_block_{i}' layers with cross-attention (a keras_tfm seq2seq model)."
+            )
         self.encoder_final_norm = decoding.get_layer_or_none(model, "encoder_final_norm")
         self.decoder_final_norm = decoding.get_layer_or_none(model, "decoder_final_norm")
         self.lm_head = decoding.get_layer_or_none(model, "lm_head")
@@ -191,16 +192,26 @@ class Seq2SeqGenerator(base.BaseGenerator):
             "source_ids", source_ids, source_lengths, 0, a.source_vocabulary_size, side="right"
         )
         if a.source_max_length is not None and int(src_len.max()) > a.source_max_length:
-            raise ValueError(f"A source of {int(src_len.max())} tokens exceeds the model's max_length {a.source_max_length}.")
+            raise ValueError(
+                f"A source of {int(src_len.max())} tokens exceeds the model's max_length {a.source_max_length}."
+            )
         if a.source_max_length is not None:
             src = src[:, : max(a.source_max_length, int(src_len.max()))]
         if decoder_prompt_ids is None:
             bos_id = self.bos_id if bos_id is None else base.check_int("bos_id", bos_id, minimum=1)
             if bos_id is None:
-                raise ValueError("`bos_id` is required (the first decoder token), or pass `decoder_prompt_ids`.")
+                raise ValueError(
+                    "`bos_id` is required (the first decoder token), or pass `decoder_prompt_ids`."
+                )
             decoder_prompt_ids = np.full((src.shape[0], 1), bos_id, np.int32)
         dec, dec_len = base.pad_prompts(
-            "decoder_prompt_ids", decoder_prompt_ids, None, self.pad_id, a.vocabulary_size, side="left", minimum=1
+            "decoder_prompt_ids",
+            decoder_prompt_ids,
+            None,
+            self.pad_id,
+            a.vocabulary_size,
+            side="left",
+            minimum=1,
         )
         if dec.shape[0] != src.shape[0]:
             raise ValueError(f"{dec.shape[0]} decoder prompts for {src.shape[0]} sources.")
@@ -247,7 +258,9 @@ class Seq2SeqGenerator(base.BaseGenerator):
         key = ("generate", sampler, cache_length, bool(output_scores))
         fn = self._compiled(
             key,
-            lambda *a: self.generate_fn(*a, cache_length=cache_length, sampler=sampler, output_scores=output_scores),
+            lambda *a: self.generate_fn(
+                *a, cache_length=cache_length, sampler=sampler, output_scores=output_scores
+            ),
         )
         out = fn(
             tf.constant(src),
@@ -289,7 +302,9 @@ class Seq2SeqGenerator(base.BaseGenerator):
         )
         beam_lib.check_num_beams(num_beams, self.adapter.vocabulary_size)
         key = ("beam", num_beams, cache_length)
-        fn = self._compiled(key, lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length))
+        fn = self._compiled(
+            key, lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length)
+        )
         out = fn(
             tf.constant(src),
             tf.constant(src_len),

@@ -1,6 +1,7 @@
 """The core Transformer layers of keras_tfm."""
 
-from keras_tfm.layers import masks
+# Registered attention-core implementations (import for the side effect).
+from keras_tfm.layers import chunked_attention, linear_attention, local_attention, masks  # noqa: E402,F401
 from keras_tfm.layers.alibi import AlibiBias, alibi_slopes
 from keras_tfm.layers.attention_core import (
     ATTENTION_IMPLS,
@@ -15,13 +16,10 @@ from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbed
 from keras_tfm.layers.masks import causal_mask, merge_masks
 from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
 from keras_tfm.layers.output_head import OutputHead, softmax_with_temperature
+from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding  # noqa: E402,F401
 from keras_tfm.layers.positional_encoding import PositionalEncoding, sinusoidal_table
+from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D, sinusoidal_table_2d  # noqa: E402,F401
 from keras_tfm.layers.relative_position_bias import RelativePositionBias, relative_position_bucket
 from keras_tfm.layers.rotary_embedding import RotaryEmbedding
 from keras_tfm.layers.self_attention import MultiHeadSelfAttention
 from keras_tfm.layers.transformer_block import TransformerBlock
-
-# Registered attention-core implementations (import for the side effect).
-from keras_tfm.layers import chunked_attention, linear_attention, local_attention  # noqa: E402,F401
-from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding  # noqa: E402,F401
-from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D, sinusoidal_table_2d  # noqa: E402,F401

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.checks import check_positive_int
 
 
 def alibi_slopes(num_heads):

@@ -61,9 +61,7 @@ def _expand_mask(mask):
         return mask[:, None, :, :]
     if rank == 4:
         return mask
-    raise ValueError(
-        f"`mask` must have rank 2, 3 or 4; received shape {tuple(mask.shape)}."
-    )
+    raise ValueError(f"`mask` must have rank 2, 3 or 4; received shape {tuple(mask.shape)}.")
 
 
 def _expand_bias(bias):
@@ -76,9 +74,7 @@ def _expand_bias(bias):
         return bias[None, :, :, :]
     if rank == 4:
         return bias
-    raise ValueError(
-        f"`bias` must have rank 2, 3 or 4; received shape {tuple(bias.shape)}."
-    )
+    raise ValueError(f"`bias` must have rank 2, 3 or 4; received shape {tuple(bias.shape)}.")
 
 
 def attention_weights(query, key, mask=None, bias=None, scale=None):
@@ -170,15 +166,11 @@ def dot_product_attention(
         `(batch, num_heads, query_length, key_length)` or None.
     """
     if impl not in ATTENTION_IMPLS:
-        raise ValueError(
-            f"Unknown attention `impl` {impl!r}; expected one of "
-            f"{sorted(ATTENTION_IMPLS)}."
-        )
+        raise ValueError(f"Unknown attention `impl` {impl!r}; expected one of {sorted(ATTENTION_IMPLS)}.")
     for name, t in (("query", query), ("key", key), ("value", value)):
         if len(t.shape) != 4:
             raise ValueError(
-                f"`{name}` must have rank 4 (batch, length, num_heads, dim); "
-                f"received shape {tuple(t.shape)}."
+                f"`{name}` must have rank 4 (batch, length, num_heads, dim); received shape {tuple(t.shape)}."
             )
     output, weights = ATTENTION_IMPLS[impl](
         query,

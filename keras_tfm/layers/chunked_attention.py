@@ -224,9 +224,7 @@ def chunked_attention(
                 tf.zeros(tf.stack([batch, heads, cq, dv])),
             )
             last = key_chunks_for(i)
-            _, m_run, l_run, acc = tf.while_loop(
-                lambda j, *_: j < last, k_step, init, parallel_iterations=1
-            )
+            _, m_run, l_run, acc = tf.while_loop(lambda j, *_: j < last, k_step, init, parallel_iterations=1)
             has_keys = l_run > 0.0
             safe_l = tf.where(has_keys, l_run, 1.0)
             out = acc / safe_l[..., None]
@@ -254,7 +252,9 @@ def chunked_attention(
             do_h = to_blocks(d_out, pad_q)  # (B, H, Tq_pad, Dv)
             delta = tf.reduce_sum(do_h * out_h, axis=-1)  # rowsum(dO ⊙ O)
             d = qh.shape[-1]
-            bias_dims = None if bias4 is None else (bias4.shape[0], bias4.shape[1], bias4.shape[2], bias4.shape[3])
+            bias_dims = (
+                None if bias4 is None else (bias4.shape[0], bias4.shape[1], bias4.shape[2], bias4.shape[3])
+            )
 
             def reduce_to_bias(ds):
                 axes = [a for a in range(4) if bias_dims[a] == 1]
@@ -291,12 +291,16 @@ def chunked_attention(
                     # Query chunks above the diagonal get zero bias gradients.
                     zero_db = tf.zeros_like(reduce_to_bias(tf.zeros(tf.stack([batch, heads, cq, ck]))))
                     _, db_row_ta = tf.while_loop(
-                        lambda i, ta: i < i0, lambda i, ta: (i + 1, ta.write(i, zero_db)), (tf.constant(0), db_row_ta)
+                        lambda i, ta: i < i0,
+                        lambda i, ta: (i + 1, ta.write(i, zero_db)),
+                        (tf.constant(0), db_row_ta),
                     )
                 zeros_k = tf.zeros(tf.stack([batch, heads, ck, d]))
                 zeros_v = tf.zeros(tf.stack([batch, heads, ck, dv]))
-                db_row_sum = tf.zeros([1]) if bias4 is None else tf.zeros_like(
-                    reduce_to_bias(tf.zeros(tf.stack([batch, heads, cq, ck])))
+                db_row_sum = (
+                    tf.zeros([1])
+                    if bias4 is None
+                    else tf.zeros_like(reduce_to_bias(tf.zeros(tf.stack([batch, heads, cq, ck]))))
                 )
                 _, dk, dv_acc, dq_all, db_row_ta, db_row_sum = tf.while_loop(
                     lambda i, *_: i < nq,
@@ -320,7 +324,9 @@ def chunked_attention(
                         # (nq, b, h, cq, c) -> (b, h, nq*cq, c)
                         rows = db_row_ta.stack()
                         sh = tf.shape(rows)
-                        db_col = tf.reshape(tf.transpose(rows, [1, 2, 0, 3, 4]), tf.stack([sh[1], sh[2], nq * cq, sh[4]]))
+                        db_col = tf.reshape(
+                            tf.transpose(rows, [1, 2, 0, 3, 4]), tf.stack([sh[1], sh[2], nq * cq, sh[4]])
+                        )
                     if bias_dims[3] == 1:
                         db_sum = db_sum + db_col
                     else:

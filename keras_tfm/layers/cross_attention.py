@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from keras_tfm.checks import check_rank
 from keras_tfm.layers import masks as masks_lib
-from keras_tfm.layers._validation import check_rank
 from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
 
 
@@ -52,11 +52,15 @@ class CrossAttention(MultiHeadAttentionBase):
                 f"received position={kwargs['position']!r}; expected None."
             )
         kwargs.pop("position", None)
-        super().__init__(num_heads, key_dim=key_dim, value_dim=value_dim, dropout=dropout, use_bias=use_bias, **kwargs)
+        super().__init__(
+            num_heads, key_dim=key_dim, value_dim=value_dim, dropout=dropout, use_bias=use_bias, **kwargs
+        )
 
     def build(self, query_shape, context_shape=None):
         if len(query_shape) != 3:
-            raise ValueError(f"`query` must have rank 3 (batch, length, d_model); received shape {tuple(query_shape)}.")
+            raise ValueError(
+                f"`query` must have rank 3 (batch, length, d_model); received shape {tuple(query_shape)}."
+            )
         if context_shape is None:
             context_shape = query_shape
         if len(context_shape) != 3:
@@ -86,7 +90,11 @@ class CrossAttention(MultiHeadAttentionBase):
             if context is None:
                 raise ValueError("`context` is required unless a precomputed `cache` is given.")
             check_rank("context", context, 3)
-            if query.shape[0] is not None and context.shape[0] is not None and query.shape[0] != context.shape[0]:
+            if (
+                query.shape[0] is not None
+                and context.shape[0] is not None
+                and query.shape[0] != context.shape[0]
+            ):
                 raise ValueError(
                     f"`query` and `context` must have the same batch size; received {query.shape[0]} and {context.shape[0]}."
                 )

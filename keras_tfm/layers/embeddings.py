@@ -6,7 +6,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_choice, check_positive_int, check_rank
+from keras_tfm.checks import check_choice, check_positive_int, check_rank
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.positional_encoding import PositionalEncoding
 
@@ -38,7 +38,15 @@ class TokenEmbedding(keras.layers.Layer):
         logits when `reverse=True`.
     """
 
-    def __init__(self, vocabulary_size, d_model, scale=False, mask_zero=False, embeddings_initializer="uniform", **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        d_model,
+        scale=False,
+        mask_zero=False,
+        embeddings_initializer="uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
         self.d_model = check_positive_int("d_model", d_model)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_choice, check_positive_int, check_rate
+from keras_tfm.checks import check_choice, check_positive_int, check_rate
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 

@@ -28,7 +28,12 @@ import math
 
 import tensorflow as tf
 
-from keras_tfm.layers.attention_core import MASK_FILL_VALUE, _expand_bias, _expand_mask, register_attention_impl
+from keras_tfm.layers.attention_core import (
+    MASK_FILL_VALUE,
+    _expand_bias,
+    _expand_mask,
+    register_attention_impl,
+)
 from keras_tfm.layers.chunked_attention import _static_or_dynamic, check_no_weights
 
 
@@ -47,9 +52,7 @@ def _band(x4, nb, w, nkw, t, fill):
         x4 = x4[:, :, :, None, :]
     if xk == 1:
         return x4
-    x4 = tf.pad(
-        x4, [[0, 0], [0, 0], [0, 0], [0, 0], [w, (nb + 2) * w - w - t]], constant_values=fill
-    )
+    x4 = tf.pad(x4, [[0, 0], [0, 0], [0, 0], [0, 0], [w, (nb + 2) * w - w - t]], constant_values=fill)
     idx = tf.range(nb)[:, None] * w + tf.range(nkw)[None, :]  # (nb, nkw)
     if xq != 1:
         params = tf.transpose(x4, [2, 0, 1, 3, 4])  # (nb, xb, xh, w, Kp)
@@ -149,7 +152,9 @@ def local_attention(
         if mask4 is not None:
             valid_g = tf.logical_and(valid_g, _rows(mask4, nb, w, t, False, g))
         s = tf.concat([sg, s], axis=-1)
-        valid = tf.concat([tf.broadcast_to(valid_g, tf.shape(sg)), tf.broadcast_to(valid, tf.shape(s[..., g:]))], -1)
+        valid = tf.concat(
+            [tf.broadcast_to(valid_g, tf.shape(sg)), tf.broadcast_to(valid, tf.shape(s[..., g:]))], -1
+        )
 
     s = tf.where(valid, s, MASK_FILL_VALUE)
     p = tf.nn.softmax(s, axis=-1)

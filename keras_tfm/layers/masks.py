@@ -65,9 +65,7 @@ def check_padding_mask(mask, inputs, name="padding_mask"):
     mshape = tuple(mask.shape)
     ishape = tuple(inputs.shape)
     if len(mshape) != 2:
-        raise ValueError(
-            f"`{name}` must have rank 2 (batch, length); received shape {mshape}."
-        )
+        raise ValueError(f"`{name}` must have rank 2 (batch, length); received shape {mshape}.")
     for a, b, what in ((mshape[0], ishape[0], "batch"), (mshape[1], ishape[1], "length")):
         if a is not None and b is not None and a != b:
             raise ValueError(
@@ -84,8 +82,7 @@ def check_attention_mask(mask, query_length, key_length, name="attention_mask"):
     shape = tuple(mask.shape)
     if len(shape) not in (2, 3, 4):
         raise ValueError(
-            f"`{name}` must have rank 2, 3 or 4 ending in (query_length, key_length); "
-            f"received shape {shape}."
+            f"`{name}` must have rank 2, 3 or 4 ending in (query_length, key_length); received shape {shape}."
         )
     expected = (query_length, key_length)
     for got, want, axis in zip(shape[-2:], expected, ("query_length", "key_length")):

@@ -13,8 +13,8 @@ bias on the scores) and the call into the single attention core,
 import keras
 from keras import ops
 
+from keras_tfm.checks import check_choice, check_positive_int, check_rate
 from keras_tfm.layers import attention_core
-from keras_tfm.layers._validation import check_choice, check_positive_int, check_rate
 from keras_tfm.layers.alibi import AlibiBias
 from keras_tfm.layers.relative_position_bias import RelativePositionBias
 from keras_tfm.layers.rotary_embedding import RotaryEmbedding
@@ -133,7 +133,9 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         self.value_dense.build(value_shape)
         self.output_dense = self._projection("attention_output", (None, output_dim), "bthk,hkd->btd", "d")
         self.output_dense.build((query_shape[0], query_shape[1], h, value_dim))
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="attention_dropout")
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
         self.rotary = self.alibi = self.relative_bias = None
         if self.position == "rope":
             self.rotary = RotaryEmbedding(self.rope_max_wavelength, dtype=self.dtype_policy, name="rotary")
@@ -166,11 +168,15 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             list of `(batch, length, heads, dim)` tensors, one per layer.
         """
         d = x.shape[-1]
-        kernel = ops.concatenate([ops.reshape(ops.cast(layer.kernel, x.dtype), (d, -1)) for layer in layers], axis=1)
+        kernel = ops.concatenate(
+            [ops.reshape(ops.cast(layer.kernel, x.dtype), (d, -1)) for layer in layers], axis=1
+        )
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         y = ops.matmul(ops.reshape(x, (-1, d)), kernel)
         if self.use_bias:
-            y = y + ops.concatenate([ops.reshape(ops.cast(layer.bias, y.dtype), (-1,)) for layer in layers], axis=0)
+            y = y + ops.concatenate(
+                [ops.reshape(ops.cast(layer.bias, y.dtype), (-1,)) for layer in layers], axis=0
+            )
         outputs, start = [], 0
         for layer in layers:
             _, heads, dim = layer.kernel.shape
@@ -183,7 +189,9 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         layer = self.output_dense
         h, k, d = layer.kernel.shape
         batch, length = ops.shape(heads)[0], ops.shape(heads)[1]
-        y = ops.matmul(ops.reshape(heads, (-1, h * k)), ops.reshape(ops.cast(layer.kernel, heads.dtype), (h * k, d)))
+        y = ops.matmul(
+            ops.reshape(heads, (-1, h * k)), ops.reshape(ops.cast(layer.kernel, heads.dtype), (h * k, d))
+        )
         if self.use_bias:
             y = y + ops.cast(layer.bias, y.dtype)
         return ops.reshape(y, (batch, length, d))

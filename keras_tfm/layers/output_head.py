@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_choice, check_positive_int
+from keras_tfm.checks import check_choice, check_positive_int
 
 HEAD_OUTPUTS = ("logits", "probabilities")
 
@@ -47,7 +47,15 @@ class OutputHead(keras.layers.Layer):
         float32 `(..., V)` logits or probabilities.
     """
 
-    def __init__(self, vocabulary_size, use_bias=True, output="logits", temperature=1.0, kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        use_bias=True,
+        output="logits",
+        temperature=1.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
         self.use_bias = bool(use_bias)

@@ -4,7 +4,7 @@ learnable [CLS] token."""
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_positive_int, check_rank
+from keras_tfm.checks import check_positive_int, check_rank
 
 
 def _pair(name, value):
@@ -42,8 +42,15 @@ class PatchEmbedding(keras.layers.Layer):
         `(rows, cols)`.
     """
 
-    def __init__(self, patch_size, d_model, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+    def __init__(
+        self,
+        patch_size,
+        d_model,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.patch_size = _pair("patch_size", patch_size)
         self.d_model = check_positive_int("d_model", d_model)
@@ -59,8 +66,10 @@ class PatchEmbedding(keras.layers.Layer):
                 raise ValueError(
                     f"Image {axis} {size} is not a multiple of `patch_size` {self.patch_size}; resize or pad the images."
                 )
-        return (None if height is None else height // self.patch_size[0],
-                None if width is None else width // self.patch_size[1])
+        return (
+            None if height is None else height // self.patch_size[0],
+            None if width is None else width // self.patch_size[1],
+        )
 
     def build(self, input_shape):
         if len(input_shape) != 4:
@@ -121,13 +130,17 @@ class ClassToken(keras.layers.Layer):
 
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(f"`inputs` must have shape (batch, length, d) with known d; received {tuple(input_shape)}.")
+            raise ValueError(
+                f"`inputs` must have shape (batch, length, d) with known d; received {tuple(input_shape)}."
+            )
         self.token = self.add_weight(name="token", shape=(input_shape[-1],), initializer=self.initializer)
 
     def call(self, inputs):
         check_rank("inputs", inputs, 3)
         batch = ops.shape(inputs)[0]
-        cls = ops.broadcast_to(ops.cast(self.token, inputs.dtype)[None, None, :], (batch, 1, inputs.shape[-1]))
+        cls = ops.broadcast_to(
+            ops.cast(self.token, inputs.dtype)[None, None, :], (batch, 1, inputs.shape[-1])
+        )
         return ops.concatenate([cls, inputs], axis=1)
 
     def compute_output_shape(self, input_shape):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_positive_int, check_rank
+from keras_tfm.checks import check_rank
 
 
 def sinusoidal_table(positions, dim, max_wavelength=10000.0):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.positional_encoding import sinusoidal_table
 
 
@@ -57,10 +57,18 @@ class PositionalEncoding2D(keras.layers.Layer):
                 raise ValueError(f"`grid_size` must be a pair (rows, cols) or None; received {grid_size!r}.")
             grid_size = tuple(check_positive_int("grid_size", g) for g in grid_size)
         self.grid_size = grid_size
-        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+        if (
+            isinstance(num_prefix_tokens, bool)
+            or not isinstance(num_prefix_tokens, int)
+            or num_prefix_tokens < 0
+        ):
             raise ValueError(f"`num_prefix_tokens` must be an int >= 0; received {num_prefix_tokens!r}.")
         self.num_prefix_tokens = num_prefix_tokens
-        if isinstance(max_wavelength, bool) or not isinstance(max_wavelength, (int, float)) or max_wavelength <= 0:
+        if (
+            isinstance(max_wavelength, bool)
+            or not isinstance(max_wavelength, (int, float))
+            or max_wavelength <= 0
+        ):
             raise ValueError(f"`max_wavelength` must be a positive number; received {max_wavelength!r}.")
         self.max_wavelength = float(max_wavelength)
         self.supports_masking = True
@@ -68,7 +76,9 @@ class PositionalEncoding2D(keras.layers.Layer):
     def build(self, input_shape):
         d = input_shape[-1]
         if d is None or d % 2:
-            raise ValueError(f"`inputs` last dimension must be known and even; received shape {tuple(input_shape)}.")
+            raise ValueError(
+                f"`inputs` last dimension must be known and even; received shape {tuple(input_shape)}."
+            )
         if len(input_shape) == 4:
             if self.num_prefix_tokens:
                 raise ValueError("`num_prefix_tokens` needs sequence inputs (batch, length, d), not grids.")

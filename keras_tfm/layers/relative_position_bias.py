@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.checks import check_positive_int
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -74,7 +74,9 @@ class RelativePositionBias(keras.layers.Layer):
         self.num_buckets = check_positive_int("num_buckets", num_buckets)
         self.max_distance = check_positive_int("max_distance", max_distance)
         if (num_buckets // (2 if bidirectional else 1)) < 2:
-            raise ValueError(f"`num_buckets` is too small for bidirectional={bidirectional}; received {num_buckets}.")
+            raise ValueError(
+                f"`num_buckets` is too small for bidirectional={bidirectional}; received {num_buckets}."
+            )
         self.bidirectional = bool(bidirectional)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         # Called with Python ints (query_length, key_length), not tensors.

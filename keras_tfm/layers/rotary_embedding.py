@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_rank
+from keras_tfm.checks import check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from keras_tfm.checks import check_rank
 from keras_tfm.layers import masks as masks_lib
-from keras_tfm.layers._validation import check_rank
 from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
 
 
@@ -63,7 +63,17 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         if `cache` was given.
     """
 
-    def __init__(self, num_heads, key_dim=None, value_dim=None, dropout=0.0, use_bias=True, causal=False, position=None, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        causal=False,
+        position=None,
+        **kwargs,
+    ):
         super().__init__(
             num_heads,
             key_dim=key_dim,
@@ -79,7 +89,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
     def build(self, input_shape):
         if len(input_shape) != 3:
-            raise ValueError(f"`inputs` must have rank 3 (batch, length, d_model); received shape {tuple(input_shape)}.")
+            raise ValueError(
+                f"`inputs` must have rank 3 (batch, length, d_model); received shape {tuple(input_shape)}."
+            )
         self._build_projections(input_shape, input_shape, input_shape)
 
     def call(
@@ -138,7 +150,14 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         )
         bias = self._position_bias(length, key_length, start)
         output, weights = self._attend(
-            query, key, value, full_mask, bias, return_attention_scores, training, causal=self.causal and cache is None
+            query,
+            key,
+            value,
+            full_mask,
+            bias,
+            return_attention_scores,
+            training,
+            causal=self.causal and cache is None,
         )
 
         outputs = (output,)

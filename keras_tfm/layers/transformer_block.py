@@ -1,13 +1,12 @@
 """The Transformer block used by every builder (encoder, decoder, seq2seq)."""
 
 import keras
-from keras import ops
 
+from keras_tfm.checks import check_positive_int, check_rank, check_rate
 from keras_tfm.layers.attention_core import ATTENTION_IMPLS
-from keras_tfm.layers.masks import merge_masks
-from keras_tfm.layers._validation import check_positive_int, check_rate, check_rank
 from keras_tfm.layers.cross_attention import CrossAttention
 from keras_tfm.layers.feed_forward import ACTIVATIONS, FeedForward
+from keras_tfm.layers.masks import merge_masks
 from keras_tfm.layers.multi_head_attention import ATTENTION_POSITIONS
 from keras_tfm.layers.self_attention import MultiHeadSelfAttention
 
@@ -94,7 +93,9 @@ class TransformerBlock(keras.layers.Layer):
             raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
         self.key_dim = check_positive_int("key_dim", key_dim, allow_none=True)
         self.dropout = check_rate("dropout", dropout)
-        self.attention_dropout = self.dropout if attention_dropout is None else check_rate("attention_dropout", attention_dropout)
+        self.attention_dropout = (
+            self.dropout if attention_dropout is None else check_rate("attention_dropout", attention_dropout)
+        )
         self.norm_first = bool(norm_first)
         self.causal = bool(causal)
         self.cross_attention = bool(cross_attention)
@@ -102,7 +103,9 @@ class TransformerBlock(keras.layers.Layer):
             raise ValueError(f"Unknown `activation` {activation!r}; expected one of {list(ACTIVATIONS)}.")
         self.activation = activation
         if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
-            raise ValueError(f"`layer_norm_epsilon` must be a positive float; received {layer_norm_epsilon!r}.")
+            raise ValueError(
+                f"`layer_norm_epsilon` must be a positive float; received {layer_norm_epsilon!r}."
+            )
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         if position == "none":
             position = None
@@ -111,7 +114,9 @@ class TransformerBlock(keras.layers.Layer):
         self.position = position
         self.use_bias = bool(use_bias)
         if attention_impl not in ATTENTION_IMPLS:
-            raise ValueError(f"Unknown `attention_impl` {attention_impl!r}; expected one of {sorted(ATTENTION_IMPLS)}.")
+            raise ValueError(
+                f"Unknown `attention_impl` {attention_impl!r}; expected one of {sorted(ATTENTION_IMPLS)}."
+            )
         self.attention_impl = attention_impl
         self.attention_options = dict(attention_options or {})
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -119,7 +124,9 @@ class TransformerBlock(keras.layers.Layer):
         self.supports_masking = True
 
     def _norm(self, name):
-        return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
 
     def build(self, inputs_shape, context_shape=None):
         input_shape = inputs_shape
@@ -170,7 +177,9 @@ class TransformerBlock(keras.layers.Layer):
         self.feed_forward.build(input_shape)
         self.feed_forward_norm = self._norm("feed_forward_norm")
         self.feed_forward_norm.build(input_shape)
-        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="residual_dropout")
+        self.residual_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="residual_dropout"
+        )
 
     def _residual(self, x, norm, sublayer, training):
         """Add & norm around `sublayer` (post-norm or pre-norm).

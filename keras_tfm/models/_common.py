@@ -29,8 +29,14 @@ def check_options(activation, attention_impl, layer_norm_epsilon, dropout, atten
     if activation not in ACTIVATIONS:
         raise ValueError(f"Unknown `activation` {activation!r}; expected one of {list(ACTIVATIONS)}.")
     if attention_impl not in ATTENTION_IMPLS:
-        raise ValueError(f"Unknown `attention_impl` {attention_impl!r}; expected one of {sorted(ATTENTION_IMPLS)}.")
-    if isinstance(layer_norm_epsilon, bool) or not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
+        raise ValueError(
+            f"Unknown `attention_impl` {attention_impl!r}; expected one of {sorted(ATTENTION_IMPLS)}."
+        )
+    if (
+        isinstance(layer_norm_epsilon, bool)
+        or not isinstance(layer_norm_epsilon, (int, float))
+        or layer_norm_epsilon <= 0
+    ):
         raise ValueError(f"`layer_norm_epsilon` must be a positive float; received {layer_norm_epsilon!r}.")
     for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
         if rate is None:
@@ -55,8 +61,19 @@ def resolve_sizes(family, preset, sizes, required):
         raise ValueError(
             f"Missing {missing}: give them explicitly or pass a `preset` (one of {sorted(PRESETS[family])})."
         )
-    for key in ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model", "d_ff", "num_segments",
-                "source_vocabulary_size", "target_vocabulary_size", "num_encoder_layers", "num_decoder_layers"):
+    for key in (
+        "vocabulary_size",
+        "max_length",
+        "num_layers",
+        "num_heads",
+        "d_model",
+        "d_ff",
+        "num_segments",
+        "source_vocabulary_size",
+        "target_vocabulary_size",
+        "num_encoder_layers",
+        "num_decoder_layers",
+    ):
         value = options.get(key)
         if value is None:
             continue
@@ -121,7 +138,10 @@ def tokenizer_vocabulary_size(tokenizer):
 
 def check_vocabulary(model_vocabulary_size, tokenizer=None, vocabulary_size=None, what="model"):
     """Raises a ValueError if a tokenizer / expected vocabulary disagrees."""
-    for source, value in (("tokenizer", tokenizer_vocabulary_size(tokenizer)), ("vocabulary_size", vocabulary_size)):
+    for source, value in (
+        ("tokenizer", tokenizer_vocabulary_size(tokenizer)),
+        ("vocabulary_size", vocabulary_size),
+    ):
         if value is not None and value != model_vocabulary_size:
             raise ValueError(
                 f"Vocabulary mismatch: the {what} has vocabulary_size={model_vocabulary_size} but the {source} "

@@ -175,7 +175,9 @@ def bert_encoder(
         dtype=dtype,
         name="segment_embedding",
     )
-    x = keras.layers.Add(dtype=dtype, name="embedding_add")([embedding(token_ids), segment_embedding(segment_ids)])
+    x = keras.layers.Add(dtype=dtype, name="embedding_add")(
+        [embedding(token_ids), segment_embedding(segment_ids)]
+    )
     x = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="embedding_norm")(x)
     x = keras.layers.Dropout(o["dropout"], dtype=dtype, name="embedding_dropout")(x)
     for i in range(o["num_layers"]):
@@ -207,12 +209,16 @@ def _encoder_from(encoder, encoder_kwargs, tokenizer=None, vocabulary_size=None)
     elif encoder is None or isinstance(encoder, str):
         encoder = bert_encoder(encoder, **encoder_kwargs)
     else:
-        raise TypeError(f"`encoder` must be a BERT encoder keras.Model, a preset name or None; received {encoder!r}.")
+        raise TypeError(
+            f"`encoder` must be a BERT encoder keras.Model, a preset name or None; received {encoder!r}."
+        )
     for required in ("embedding", "encoder_block_0"):
         try:
             encoder.get_layer(required)
         except ValueError:
-            raise ValueError(f"`encoder` is not a `bert_encoder` model: it has no layer {required!r}.") from None
+            raise ValueError(
+                f"`encoder` is not a `bert_encoder` model: it has no layer {required!r}."
+            ) from None
     check_vocabulary(
         encoder.get_layer("embedding").vocabulary_size, tokenizer, vocabulary_size, what="BERT encoder"
     )
@@ -226,7 +232,9 @@ def _encoder_outputs(encoder):
     return outputs
 
 
-def bert_masked_lm(encoder=None, *, tokenizer=None, vocabulary_size=None, name="bert_masked_lm", **encoder_kwargs):
+def bert_masked_lm(
+    encoder=None, *, tokenizer=None, vocabulary_size=None, name="bert_masked_lm", **encoder_kwargs
+):
     """BERT masked-language-model pretraining model.
 
         h      = LN(GELU(x W_t + b_t))                 "mlm_transform_dense", "mlm_transform_norm"
@@ -262,7 +270,9 @@ def bert_masked_lm(encoder=None, *, tokenizer=None, vocabulary_size=None, name="
         dtype=dtype,
         name="mlm_transform_dense",
     )(seq)
-    h = keras.layers.LayerNormalization(epsilon=block.layer_norm_epsilon, dtype=dtype, name="mlm_transform_norm")(h)
+    h = keras.layers.LayerNormalization(
+        epsilon=block.layer_norm_epsilon, dtype=dtype, name="mlm_transform_norm"
+    )(h)
     logits = embedding(h, reverse=True)
     logits = Bias(embedding.vocabulary_size, dtype="float32", name="mlm_output_bias")(logits)
     logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
@@ -326,7 +336,9 @@ def bert_classifier(
         pooled = SequencePooling(pooling, dtype=dtype, name=f"{pooling}_pooling")(
             outputs["sequence_output"], padding_mask=encoder.input["padding_mask"]
         )
-    pooled = keras.layers.Dropout(_head_dropout(encoder, dropout), dtype=dtype, name="classifier_dropout")(pooled)
+    pooled = keras.layers.Dropout(_head_dropout(encoder, dropout), dtype=dtype, name="classifier_dropout")(
+        pooled
+    )
     logits = keras.layers.Dense(
         num_classes, kernel_initializer=truncated_normal(0.02), dtype="float32", name="classifier"
     )(pooled)
@@ -418,13 +430,22 @@ def bert_weight_mapping(model, source="huggingface", prefix=None):
 
     sep = "." if hf else "/"
     emb = f"{prefix}embeddings{sep}"
-    add(f"{emb}word_embeddings" + (".weight" if hf else ""), embedding.token_embedding.embeddings,
-        embedding.token_embedding.embeddings.shape)
-    if embedding.position_embedding is not None and hasattr(embedding.position_embedding, "position_embeddings"):
+    add(
+        f"{emb}word_embeddings" + (".weight" if hf else ""),
+        embedding.token_embedding.embeddings,
+        embedding.token_embedding.embeddings.shape,
+    )
+    if embedding.position_embedding is not None and hasattr(
+        embedding.position_embedding, "position_embeddings"
+    ):
         table = embedding.position_embedding.position_embeddings
         add(f"{emb}position_embeddings" + (".weight" if hf else ""), table, table.shape)
     segment = model.get_layer("segment_embedding")
-    add(f"{emb}token_type_embeddings" + (".weight" if hf else ""), segment.embeddings, segment.embeddings.shape)
+    add(
+        f"{emb}token_type_embeddings" + (".weight" if hf else ""),
+        segment.embeddings,
+        segment.embeddings.shape,
+    )
     norm(f"{emb}LayerNorm", f"{emb}LayerNorm", model.get_layer("embedding_norm"))
 
     i = 0
@@ -450,10 +471,21 @@ def bert_weight_mapping(model, source="huggingface", prefix=None):
             add(f"{base}attention.output.dense.weight", out.kernel, (H, H), lambda w: _t(w).reshape(n, h, H))
             add(f"{base}attention.output.dense.bias", out.bias, (H,))
         else:
-            add(f"{base}attention/output/dense/kernel", out.kernel, (H, H), lambda w: np.asarray(w).reshape(n, h, H))
+            add(
+                f"{base}attention/output/dense/kernel",
+                out.kernel,
+                (H, H),
+                lambda w: np.asarray(w).reshape(n, h, H),
+            )
             add(f"{base}attention/output/dense/bias", out.bias, (H,))
-        norm(f"{base}attention.output.LayerNorm", f"{base}attention/output/LayerNorm", block.self_attention_norm)
-        dense(f"{base}intermediate.dense", f"{base}intermediate/dense", block.feed_forward.inner_dense, H, d_ff)
+        norm(
+            f"{base}attention.output.LayerNorm",
+            f"{base}attention/output/LayerNorm",
+            block.self_attention_norm,
+        )
+        dense(
+            f"{base}intermediate.dense", f"{base}intermediate/dense", block.feed_forward.inner_dense, H, d_ff
+        )
         dense(f"{base}output.dense", f"{base}output/dense", block.feed_forward.output_dense, d_ff, H)
         norm(f"{base}output.LayerNorm", f"{base}output/LayerNorm", block.feed_forward_norm)
         i += 1
@@ -462,10 +494,18 @@ def bert_weight_mapping(model, source="huggingface", prefix=None):
     if "pooler" in names:  # absent from `bert_masked_lm` (as in HF BertForMaskedLM)
         dense(f"{prefix}pooler.dense", f"{prefix}pooler/dense", model.get_layer("pooler"), H, H)
     if "mlm_transform_dense" in names:
-        dense("cls.predictions.transform.dense", "cls/predictions/transform/dense",
-              model.get_layer("mlm_transform_dense"), H, H)
-        norm("cls.predictions.transform.LayerNorm", "cls/predictions/transform/LayerNorm",
-             model.get_layer("mlm_transform_norm"))
+        dense(
+            "cls.predictions.transform.dense",
+            "cls/predictions/transform/dense",
+            model.get_layer("mlm_transform_dense"),
+            H,
+            H,
+        )
+        norm(
+            "cls.predictions.transform.LayerNorm",
+            "cls/predictions/transform/LayerNorm",
+            model.get_layer("mlm_transform_norm"),
+        )
         bias = model.get_layer("mlm_output_bias").bias
         add("cls.predictions.bias" if hf else "cls/predictions/output_bias", bias, bias.shape)
     return entries

@@ -57,7 +57,9 @@ def resolve_optimizer(model, optimizer, learning_rate=None, warmup_steps=4000):
         raise TypeError(f"`optimizer` must be a keras Optimizer or a name; received {optimizer!r}.")
     if optimizer == "vaswani":
         if learning_rate is not None:
-            raise ValueError("optimizer='vaswani' uses the Transformer schedule; `learning_rate` cannot be set.")
+            raise ValueError(
+                "optimizer='vaswani' uses the Transformer schedule; `learning_rate` cannot be set."
+            )
         return vaswani_adam(model_d_model(model), warmup_steps=warmup_steps)
     lr = DEFAULT_LEARNING_RATE if learning_rate is None else learning_rate
     if optimizer == "adamw":

@@ -23,7 +23,14 @@ import keras
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
-from keras_tfm.models._common import block_kwargs, check_options, initializer, normal, resolve_sizes, split_position
+from keras_tfm.models._common import (
+    block_kwargs,
+    check_options,
+    initializer,
+    normal,
+    resolve_sizes,
+    split_position,
+)
 
 
 def gpt(
@@ -144,7 +151,9 @@ def gpt(
         block = TransformerBlock(causal=True, cross_attention=False, name=f"decoder_block_{i}", **blocks)
         x = block(x, padding_mask=padding_mask) if padding_mask is not None else block(x)
     if o["norm_first"]:
-        x = keras.layers.LayerNormalization(epsilon=o["layer_norm_epsilon"], dtype=dtype, name="final_norm")(x)
+        x = keras.layers.LayerNormalization(epsilon=o["layer_norm_epsilon"], dtype=dtype, name="final_norm")(
+            x
+        )
     if tie_embeddings:
         logits = embedding(x, reverse=True)
     else:

@@ -6,7 +6,7 @@ bias-only layer. (The weight-tied output projection is
 import keras
 from keras import ops
 
-from keras_tfm.layers._validation import check_choice, check_positive_int
+from keras_tfm.checks import check_choice, check_positive_int
 from keras_tfm.layers.masks import merge_masks
 
 POOLINGS = ("cls", "mean", "max")

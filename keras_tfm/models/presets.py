@@ -30,24 +30,54 @@ PRESETS = {
             vocabulary_size=64, max_length=32, num_layers=2, num_heads=2, d_model=32, d_ff=64, dropout=0.0
         ),
         "gpt2_small": dict(
-            vocabulary_size=50257, max_length=1024, num_layers=12, num_heads=12, d_model=768, d_ff=3072, dropout=0.1
+            vocabulary_size=50257,
+            max_length=1024,
+            num_layers=12,
+            num_heads=12,
+            d_model=768,
+            d_ff=3072,
+            dropout=0.1,
         ),
         "gpt2_medium": dict(
-            vocabulary_size=50257, max_length=1024, num_layers=24, num_heads=16, d_model=1024, d_ff=4096, dropout=0.1
+            vocabulary_size=50257,
+            max_length=1024,
+            num_layers=24,
+            num_heads=16,
+            d_model=1024,
+            d_ff=4096,
+            dropout=0.1,
         ),
     },
     "bert": {
         "tiny": dict(
-            vocabulary_size=64, max_length=32, num_segments=2, num_layers=2, num_heads=2, d_model=32, d_ff=64,
+            vocabulary_size=64,
+            max_length=32,
+            num_segments=2,
+            num_layers=2,
+            num_heads=2,
+            d_model=32,
+            d_ff=64,
             dropout=0.0,
         ),
         "bert_base": dict(
-            vocabulary_size=30522, max_length=512, num_segments=2, num_layers=12, num_heads=12, d_model=768,
-            d_ff=3072, dropout=0.1,
+            vocabulary_size=30522,
+            max_length=512,
+            num_segments=2,
+            num_layers=12,
+            num_heads=12,
+            d_model=768,
+            d_ff=3072,
+            dropout=0.1,
         ),
         "bert_large": dict(
-            vocabulary_size=30522, max_length=512, num_segments=2, num_layers=24, num_heads=16, d_model=1024,
-            d_ff=4096, dropout=0.1,
+            vocabulary_size=30522,
+            max_length=512,
+            num_segments=2,
+            num_layers=24,
+            num_heads=16,
+            d_model=1024,
+            d_ff=4096,
+            dropout=0.1,
         ),
     },
     "seq2seq": {
@@ -55,11 +85,23 @@ PRESETS = {
             vocabulary_size=32, max_length=16, num_layers=2, num_heads=4, d_model=64, d_ff=128, dropout=0.0
         ),
         "transformer_base": dict(
-            vocabulary_size=37000, max_length=256, num_layers=6, num_heads=8, d_model=512, d_ff=2048, dropout=0.1,
+            vocabulary_size=37000,
+            max_length=256,
+            num_layers=6,
+            num_heads=8,
+            d_model=512,
+            d_ff=2048,
+            dropout=0.1,
             label_smoothing=0.1,
         ),
         "transformer_big": dict(
-            vocabulary_size=37000, max_length=256, num_layers=6, num_heads=16, d_model=1024, d_ff=4096, dropout=0.3,
+            vocabulary_size=37000,
+            max_length=256,
+            num_layers=6,
+            num_heads=16,
+            d_model=1024,
+            d_ff=4096,
+            dropout=0.3,
             label_smoothing=0.1,
         ),
     },
@@ -116,7 +158,9 @@ def resolve_options(family, preset, defaults, given, required):
     """
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise TypeError(f"Unknown option(s) {unknown} for {family} models; expected some of {sorted(defaults)}.")
+        raise TypeError(
+            f"Unknown option(s) {unknown} for {family} models; expected some of {sorted(defaults)}."
+        )
     options = dict(defaults)
     if preset is not None:
         for key, value in get_preset(family, preset).items():

@@ -27,7 +27,6 @@ when `norm_first`), `lm_head` (only when untied) and the output `logits`
 `seq2seq_greedy_decode(...)` (reference decoding, full recompute).
 """
 
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -36,7 +35,14 @@ from keras import ops
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
-from keras_tfm.models._common import block_kwargs, check_options, initializer, normal, resolve_sizes, split_position
+from keras_tfm.models._common import (
+    block_kwargs,
+    check_options,
+    initializer,
+    normal,
+    resolve_sizes,
+    split_position,
+)
 from keras_tfm.models.presets import get_preset
 
 
@@ -158,7 +164,9 @@ def seq2seq(
     n_enc = o["num_encoder_layers"] or o["num_layers"]
     n_dec = o["num_decoder_layers"] or o["num_layers"]
     if n_enc is None or n_dec is None:
-        raise ValueError("Give `num_layers` (or `num_encoder_layers` and `num_decoder_layers`), or a `preset`.")
+        raise ValueError(
+            "Give `num_layers` (or `num_encoder_layers` and `num_decoder_layers`), or a `preset`."
+        )
 
     check_options(activation, attention_impl, layer_norm_epsilon, o["dropout"], attention_dropout)
     embedding_position, attention_position = split_position(position)
@@ -205,14 +213,20 @@ def seq2seq(
     for i in range(n_enc):
         x = TransformerBlock(causal=False, cross_attention=False, name=f"encoder_block_{i}", **blocks)(x)
     if o["norm_first"]:
-        x = keras.layers.LayerNormalization(epsilon=o["layer_norm_epsilon"], dtype=dtype, name="encoder_final_norm")(x)
+        x = keras.layers.LayerNormalization(
+            epsilon=o["layer_norm_epsilon"], dtype=dtype, name="encoder_final_norm"
+        )(x)
 
     y = decoder_embedding(decoder_ids)
     y = keras.layers.Dropout(o["dropout"], dtype=dtype, name="decoder_embedding_dropout")(y)
     for i in range(n_dec):
-        y = TransformerBlock(causal=True, cross_attention=True, name=f"decoder_block_{i}", **blocks)(y, context=x)
+        y = TransformerBlock(causal=True, cross_attention=True, name=f"decoder_block_{i}", **blocks)(
+            y, context=x
+        )
     if o["norm_first"]:
-        y = keras.layers.LayerNormalization(epsilon=o["layer_norm_epsilon"], dtype=dtype, name="decoder_final_norm")(y)
+        y = keras.layers.LayerNormalization(
+            epsilon=o["layer_norm_epsilon"], dtype=dtype, name="decoder_final_norm"
+        )(y)
 
     if tie_embeddings:
         logits = decoder_embedding(y, reverse=True)
@@ -294,7 +308,9 @@ def seq2seq_greedy_decode(model, encoder_token_ids, bos_id, max_length, eos_id=N
         raise ValueError(f"`bos_id` must be a non-zero id (0 is padding); received {bos_id!r}.")
     encoder_token_ids = np.asarray(encoder_token_ids, dtype="int32")
     if encoder_token_ids.ndim != 2:
-        raise ValueError(f"`encoder_token_ids` must have shape (batch, length); received {encoder_token_ids.shape}.")
+        raise ValueError(
+            f"`encoder_token_ids` must have shape (batch, length); received {encoder_token_ids.shape}."
+        )
 
     @tf.function(reduce_retracing=True)
     def step(enc, dec, t):

@@ -16,7 +16,7 @@ or `mean_pooling` (`MeanPatchPooling`, mean of the patch tokens), `head_dropout`
 
 import keras
 
-from keras_tfm.layers._validation import check_positive_int
+from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
@@ -99,10 +99,14 @@ def vit_classifier(
     x = PatchEmbedding((ph, pw), d_model, dtype=dtype, name="patch_embedding")(images)
     x = ClassToken(dtype=dtype, name="class_token")(x)
     if position == "sinusoidal2d":
-        x = PositionalEncoding2D(grid_size=(rows, cols), num_prefix_tokens=1, dtype=dtype, name="position_encoding")(x)
+        x = PositionalEncoding2D(
+            grid_size=(rows, cols), num_prefix_tokens=1, dtype=dtype, name="position_encoding"
+        )(x)
     else:
         x = LearnedPositionalEmbedding(
-            rows * cols + 1, initializer=keras.initializers.RandomNormal(stddev=0.02), dtype=dtype,
+            rows * cols + 1,
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            dtype=dtype,
             name="position_encoding",
         )(x)
     x = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")(x)
