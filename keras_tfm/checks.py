@@ -5,6 +5,7 @@ what was expected. Check an option once, where it is stored.
 Only `check_file` and `as_string_tensor` use TensorFlow, and import it lazily.
 """
 
+import math
 import os
 
 
@@ -93,3 +94,275 @@ def as_string_tensor(name, value):
     if tensor.dtype != tf.string:
         raise TypeError(f"`{name}` must be a string tensor; received dtype {tensor.dtype.name}.")
     return tensor
+
+
+# --------------------------------------------------------------------------- #
+# Python options.
+# --------------------------------------------------------------------------- #
+
+
+def check_bool(name, value):
+    """A real bool (or NumPy bool): the strings "false"/"true" and ints are rejected.
+
+    `bool("false")` is True, so a config or CLI value passed through `bool()`
+    would silently flip; this check refuses anything that is not a bool.
+    """
+    if isinstance(value, bool):
+        return value
+    if type(value).__name__ == "bool_" and type(value).__module__ == "numpy":
+        return bool(value)
+    raise TypeError(f"`{name}` must be a bool (True or False); received {value!r} ({type(value).__name__}).")
+
+
+def check_non_negative_int(name, value, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be a non-negative int; received {value!r} ({type(value).__name__}).")
+    if value < 0:
+        raise ValueError(f"`{name}` must be a non-negative int; received {value}.")
+    return value
+
+
+def check_float(name, value, low=None, high=None, low_open=False, high_open=False, allow_none=False):
+    """A finite Python/NumPy float (or int) inside [low, high] (ends open on request).
+
+    NaN and ±inf are always rejected: `nan > 0` is False, so a range check
+    alone would let them through.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or isinstance(value, str):
+        raise TypeError(f"`{name}` must be a number; received {value!r} ({type(value).__name__}).")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"`{name}` must be a number; received {value!r} ({type(value).__name__}).") from None
+    left = "(" if low_open else "["
+    right = ")" if high_open else "]"
+    span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError(f"`{name}` must be a finite number in {span}; received {value!r}.")
+    if low is not None and (number < low or (low_open and number == low)):
+        raise ValueError(f"`{name}` must be in {span}; received {value!r}.")
+    if high is not None and (number > high or (high_open and number == high)):
+        raise ValueError(f"`{name}` must be in {span}; received {value!r}.")
+    return number
+
+
+def check_positive_float(name, value, allow_none=False):
+    """A finite float > 0 (temperatures, learning rates, scales)."""
+    return check_float(name, value, low=0.0, low_open=True, allow_none=allow_none)
+
+
+def check_learning_rate(name, value):
+    """A finite positive float, or a Keras `LearningRateSchedule` / callable of the step."""
+    if callable(value) and not isinstance(value, (int, float)):
+        return value
+    return check_positive_float(name, value)
+
+
+def check_known_keys(name, mapping, valid):
+    """`mapping` is a dict whose keys are all in `valid`; unknown keys are listed with the valid ones."""
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, dict):
+        raise TypeError(f"`{name}` must be a dict; received {mapping!r} ({type(mapping).__name__}).")
+    unknown = sorted(str(k) for k in mapping if k not in valid)
+    if unknown:
+        raise ValueError(f"`{name}` has unknown key(s) {unknown}; valid keys are {sorted(valid)}.")
+    return mapping
+
+
+# --------------------------------------------------------------------------- #
+# Tensors: checked once per call, in eager mode, in `tf.function` and under XLA.
+#
+# Eager: a ValueError naming the argument. Graph (`tf.function`): a
+# `tf.debugging.Assert` raising InvalidArgumentError with the same message.
+# XLA drops assertions (TF logs "Ignoring Assert operator"), so the tensor
+# helpers also return a validity mask: callers clamp the bad entries to a
+# safe value and poison their results with NaN, so an XLA training step on bad
+# ids gives a NaN loss (and TerminateOnNaN stops it) instead of a plausible one.
+# --------------------------------------------------------------------------- #
+
+
+def _is_symbolic(tensor):
+    import keras
+
+    return isinstance(tensor, keras.KerasTensor)
+
+
+def _eager():
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return True  # jax/torch: concrete unless traced; traced values fail the bool() below
+    import tensorflow as tf
+
+    return tf.executing_eagerly()
+
+
+def _assert_all(name, condition, message, *values):
+    """Raises ValueError(message) eagerly, or adds a graph assertion; returns nothing."""
+    from keras import ops
+
+    if _eager():
+        if not bool(ops.convert_to_numpy(ops.all(condition))):
+            shown = ", ".join(str(ops.convert_to_numpy(v)) for v in values)
+            raise ValueError(message + (f" ({shown})" if values else ""))
+        return
+    import tensorflow as tf
+
+    tf.debugging.Assert(tf.reduce_all(condition), [message, *values], name=f"check_{name}")
+
+
+def check_token_ids(name, ids, vocabulary_size, ignore_index=None):
+    """Checks integer ids lie in [0, vocabulary_size) (entries equal to `ignore_index` excepted).
+
+    Returns:
+        `(safe_ids, valid)`: int32 ids with bad entries replaced by 0 and a
+        bool tensor, True where the id was valid (or ignored). Eagerly and in
+        `tf.function` a bad id raises (ValueError / InvalidArgumentError with
+        the argument, the smallest and largest id and the limit); under XLA the
+        caller uses `valid` to poison the result with NaN.
+    """
+    from keras import ops
+
+    if _is_symbolic(ids):
+        return ids, None
+    ids = ops.convert_to_tensor(ids)
+    dtype = str(ids.dtype)
+    if "int" not in dtype:
+        raise TypeError(f"`{name}` must hold integer token ids; received dtype {dtype}.")
+    ids = ops.cast(ids, "int32")
+    valid = ops.logical_and(ops.greater_equal(ids, 0), ops.less(ids, vocabulary_size))
+    if ignore_index is not None:
+        valid = ops.logical_or(valid, ops.equal(ids, ignore_index))
+    _assert_all(
+        name,
+        valid,
+        f"`{name}` holds ids outside [0, {vocabulary_size}) (the vocabulary size is {vocabulary_size}); "
+        f"smallest and largest id:",
+        ops.min(ids),
+        ops.max(ids),
+    )
+    return ops.where(valid, ids, 0), valid
+
+
+def poison_invalid(x, valid):
+    """`x` with NaN wherever `valid` (broadcast over trailing axes) is False."""
+    from keras import ops
+
+    if valid is None:
+        return x
+    while len(valid.shape) < len(x.shape):
+        valid = ops.expand_dims(valid, -1)
+    return ops.where(valid, x, ops.cast(float("nan"), x.dtype))
+
+
+def check_length(name, length, limit, start_index=0):
+    """Checks `start_index + length <= limit` for a static or dynamic length.
+
+    Static ints raise a ValueError at once; tensors are checked with
+    `_assert_all` (under XLA every shape is static, so the Python branch runs).
+    """
+    if isinstance(length, int) and isinstance(start_index, int):
+        if start_index + length > limit:
+            where = f" (starting at position {start_index})" if start_index else ""
+            raise ValueError(f"`{name}` has length {length}{where}, which exceeds `max_length`={limit}.")
+        return
+    from keras import ops
+
+    end = ops.cast(length, "int32") + ops.cast(start_index, "int32")
+    _assert_all(
+        name,
+        ops.less_equal(end, limit),
+        f"`{name}` is longer than `max_length`={limit}; start + length:",
+        end,
+    )
+
+
+MASK_CONVENTION = (
+    "masks are boolean with True = may attend (or a real token); int 0/1 masks are read the same way "
+    "(1 = may attend). Convert an additive float mask (0 / -1e9) with `mask = additive == 0`, and a "
+    "'1 = padding' mask with `mask = padding == 0`."
+)
+
+
+def as_bool_mask(name, mask):
+    """A mask as bool: bool passes, int masks must hold only 0/1, float masks are refused.
+
+    Int segment ids (1/2), "1 = pad" conventions and additive float masks
+    would otherwise be cast to bool silently (wrongly); the message gives the
+    convention and the conversion.
+    """
+    from keras import ops
+
+    if mask is None or _is_symbolic(mask):
+        return mask
+    mask = ops.convert_to_tensor(mask)
+    dtype = str(mask.dtype)
+    if dtype == "bool":
+        return mask
+    if "int" in dtype:
+        _assert_all(
+            name,
+            ops.logical_or(ops.equal(mask, 0), ops.equal(mask, 1)),
+            f"`{name}` is an int mask with values other than 0/1; {MASK_CONVENTION} Smallest and largest value:",
+            ops.min(mask),
+            ops.max(mask),
+        )
+        return ops.cast(mask, "bool")
+    raise TypeError(f"`{name}` has dtype {dtype}; {MASK_CONVENTION}")
+
+
+# --------------------------------------------------------------------------- #
+# Files.
+# --------------------------------------------------------------------------- #
+
+
+def read_text_file(name, path, compression=None):
+    """The decoded text of a UTF-8 file (gzip/zlib-compressed on request), checked in full.
+
+    Raises a ValueError naming `name` and the file for: an empty file, a
+    truncated or corrupt gzip/zlib stream, bytes that are not UTF-8 (with the
+    byte offset) and binary content (NUL bytes).
+
+    Args:
+        name: the argument that held the path.
+        path: the file.
+        compression: "", "GZIP" or "ZLIB" (None: "GZIP" for `.gz`).
+    """
+    import gzip
+    import zlib
+
+    import tensorflow as tf  # lazily: gfile reads local and remote paths
+
+    path = check_file(name, path)
+    if compression is None:
+        compression = "GZIP" if path.endswith(".gz") else ""
+    with tf.io.gfile.GFile(path, "rb") as file:
+        data = file.read()
+    if not data:
+        raise ValueError(f"`{name}`: the file {path!r} is empty.")
+    try:
+        if compression == "GZIP":
+            data = gzip.decompress(data)
+        elif compression == "ZLIB":
+            data = zlib.decompress(data)
+    except EOFError:
+        raise ValueError(
+            f"`{name}`: the {compression.lower()} file {path!r} is truncated (the compressed stream ends early)."
+        ) from None
+    except (OSError, zlib.error) as error:
+        raise ValueError(f"`{name}`: {path!r} is not a valid {compression.lower()} file ({error}).") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"`{name}`: {path!r} is not UTF-8 text: byte {data[error.start : error.start + 1]!r} at offset "
+            f"{error.start} ({error.reason})."
+        ) from None
+    if "\x00" in text:
+        raise ValueError(f"`{name}`: {path!r} looks binary (it holds NUL bytes), not text.")
+    return text
