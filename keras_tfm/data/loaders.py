@@ -16,17 +16,20 @@ Two kinds:
   `load_tab_pairs`, `load_aligned_files`, `load_label_sentence_lines`). Paths
   are checked when the function is called (FileNotFoundError naming the
   path), and line formats are validated up front by default (ValueError with
-  `path:line`). Files ending in `.gz` are read as gzip.
+  `path:line`). Files ending in `.gz` are read as gzip. Every local file is
+  read once in Python when the function is called (`checks.read_text_file`),
+  whatever `validate` says: an empty file, a truncated or non-gzip `.gz`, bytes
+  that are not UTF-8 and binary files raise a ValueError naming the file
+  instead of loading partial or garbled data later inside tf.data.
 """
 
-import gzip
 import os
+import re
 import sys
-import zlib
 
 import tensorflow as tf
 
-from keras_tfm.checks import check_file
+from keras_tfm.checks import check_file, read_text_file
 
 TINY_SHAKESPEARE_SPLITS = ("train", "validation", "test")
 TED_HRLR_PAIRS = (
@@ -191,26 +194,25 @@ def load_glue_sst2(split="train", data_dir=None, manual_dir=None, download=False
 # --------------------------------------------------------------------------- #
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def _checked_lines(name, path, compression):
+    """(path as str, compression, numbered lines) after `read_text_file`'s full check of the file."""
+    path = check_file(name, path)
+    compression = _compression(path, compression)
+    lines = read_text_file(name, path, compression).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return path, compression, list(enumerate(lines, start=1))
+
+
 def _compression(path, compression):
     if compression is None:
         return "GZIP" if path.endswith(".gz") else ""
     if compression not in ("", "GZIP", "ZLIB"):
         raise ValueError(f"`compression` must be None, '', 'GZIP' or 'ZLIB'; received {compression!r}.")
     return compression
-
-
-def _read_lines(path, compression):
-    """Yields (line number, line without the newline) in Python, for up-front validation."""
-    with tf.io.gfile.GFile(path, "rb") as file:
-        data = file.read()
-    if compression == "GZIP":
-        data = gzip.decompress(data)
-    elif compression == "ZLIB":
-        data = zlib.decompress(data)
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    yield from enumerate(lines, start=1)
 
 
 _LINE_BATCH = 4096
@@ -248,6 +250,7 @@ def load_text_file(path, lines=False, skip_empty=False, compression=None):
     """
     path = check_file("path", path)
     compression = _compression(path, compression)
+    read_text_file("path", path, compression)
     if lines:
         if not skip_empty:
             return tf.data.TextLineDataset(path, compression_type=compression)
@@ -296,9 +299,7 @@ def load_tiny_shakespeare_file(path, split="train"):
     """
     if split not in TINY_SHAKESPEARE_SPLITS:
         raise ValueError(f"`split` must be one of {list(TINY_SHAKESPEARE_SPLITS)}; received {split!r}.")
-    path = check_file("path", path)
-    with tf.io.gfile.GFile(path, "r") as file:  # as TFDS reads it: decoded to characters
-        text = file.read()
+    text = read_text_file("path", path, "")  # as TFDS reads it: decoded to characters
     return tf.data.Dataset.from_tensors(tf.constant(split_tiny_shakespeare(text)[split]))
 
 
@@ -318,14 +319,13 @@ def load_tab_pairs(path, source_column=0, target_column=1, validate=True, compre
     Returns:
         A `tf.data.Dataset` of `(source, target)` scalar strings.
     """
-    path = check_file("path", path)
-    compression = _compression(path, compression)
+    path, compression, rows = _checked_lines("path", path, compression)
     for name, value in (("source_column", source_column), ("target_column", target_column)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"`{name}` must be a non-negative int; received {value!r}.")
     needed = max(source_column, target_column) + 1
     if validate:
-        for number, line in _read_lines(path, compression):
+        for number, line in rows:
             if line.strip() and len(line.split("\t")) < needed:
                 raise ValueError(
                     f"`path` {path}:{number}: expected at least {needed} tab-separated columns; received {line!r}."
@@ -351,13 +351,10 @@ def load_aligned_files(source_path, target_path, validate=True, compression=None
     Returns:
         A `tf.data.Dataset` of `(source, target)` scalar strings.
     """
-    source_path = check_file("source_path", source_path)
-    target_path = check_file("target_path", target_path)
-    source_compression = _compression(source_path, compression)
-    target_compression = _compression(target_path, compression)
+    source_path, source_compression, source_rows = _checked_lines("source_path", source_path, compression)
+    target_path, target_compression, target_rows = _checked_lines("target_path", target_path, compression)
+    source_count, target_count = len(source_rows), len(target_rows)
     if validate:
-        source_count = sum(1 for _ in _read_lines(source_path, source_compression))
-        target_count = sum(1 for _ in _read_lines(target_path, target_compression))
         if source_count != target_count:
             raise ValueError(
                 f"`source_path` {source_path!r} has {source_count} lines but `target_path` {target_path!r} has "
@@ -387,19 +384,17 @@ def load_label_sentence_lines(path, validate=True, compression=None):
     Returns:
         A `tf.data.Dataset` of `(sentence string, label int32)`.
     """
-    path = check_file("path", path)
-    compression = _compression(path, compression)
+    path, compression, rows = _checked_lines("path", path, compression)
     if validate:
-        for number, line in _read_lines(path, compression):
+        for number, line in rows:
             if not line.strip():
                 continue
             label, _, sentence = line.partition(" ")
-            try:
-                int(label)
-            except ValueError:
+            if not _ASCII_INT.fullmatch(label):  # int() also takes "１" (full-width); StringToNumber does not
                 raise ValueError(
-                    f"`path` {path}:{number}: expected '<integer label> <sentence>'; received {line!r}."
-                ) from None
+                    f"`path` {path}:{number}: expected '<integer label in ASCII digits> <sentence>'; "
+                    f"received {line!r}."
+                )
             if not sentence.strip():
                 raise ValueError(f"`path` {path}:{number}: the line has a label but no sentence: {line!r}.")
 
