@@ -170,6 +170,8 @@ def raw_encode(tokenizer, strings):
     """Tokenizer ids WITHOUT the special tokens the tokenizer may be configured
     to add (BOS/EOS/CLS-SEP), as a ragged `[batch, (len)]`."""
     ids = tokenizer.tokenize(strings)
+    if not isinstance(ids, tf.RaggedTensor):  # a tokenizer with `sequence_length` pads to it: unpad
+        ids = tf.RaggedTensor.from_tensor(ids, padding=PAD)
     prefix = len(getattr(tokenizer, "_prefix", ()))
     suffix = len(getattr(tokenizer, "_suffix", ()))
     if prefix or suffix:
