@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_tfm.checks import check_token_ids, poison_invalid
+
 _REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight", "sum", "none", None)
 _MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
@@ -108,7 +110,11 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     Logits are cast to float32 before a `log_softmax`, so float16/bfloat16
     logits (mixed precision) are safe; the result is always float32.
     Labels equal to `ignore_index` may be out of the vocabulary range
-    (e.g. -100); they are never gathered.
+    (e.g. -100); they are never gathered. Every other label must lie in
+    `[0, V)`: eagerly a bad label raises a ValueError naming `y_true`, in
+    `tf.function` an InvalidArgumentError with the same message, and under
+    XLA (which drops assertions) its loss is NaN, so a bad batch can never
+    produce a plausible loss (`checks.check_token_ids`).
 
     Args:
         from_logits: whether `y_pred` are logits (default) or probabilities.
@@ -157,15 +163,18 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         return ops.where(valid, labels, ops.zeros_like(labels)), valid
 
     def call(self, y_true, y_pred):
-        """Per-position loss `ℓ_i` (0 where the label is `ignore_index`), float32."""
+        """Per-position loss `ℓ_i` (0 where the label is `ignore_index`, NaN where it is out of range), float32."""
         rank = len(y_pred.shape) - 1
         labels, valid = self._labels_and_valid(y_true, rank)
+        in_range = None
+        if y_pred.shape[-1] is not None:
+            labels, in_range = check_token_ids("y_true", labels, y_pred.shape[-1])
         losses = sparse_categorical_crossentropy_per_token(
             labels, y_pred, from_logits=self.from_logits, label_smoothing=self.label_smoothing
         )
         if valid is not None:
             losses = ops.where(valid, losses, ops.zeros_like(losses))
-        return losses
+        return poison_invalid(losses, in_range)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         """Computes the reduced loss (see the class docstring for the formula).
