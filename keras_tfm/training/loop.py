@@ -1,0 +1,176 @@
+"""`train`: the resumable `model.fit` loop the examples and the `keras-tfm` CLI share."""
+
+import math
+
+import keras
+import tensorflow as tf
+
+from keras_tfm.training.backup import AtomicBackupAndRestore
+from keras_tfm.training.data import _data_at
+from keras_tfm.training.keras_patches import _patch_symbolic_build
+from keras_tfm.training.standard_callbacks import StepTimer, tensorboard_callback
+from keras_tfm.training.strategies import distribution_strategy, is_chief
+
+
+class TrainResult:
+    """What `train` returns.
+
+    Attributes:
+        model: the trained model.
+        history: dict metric -> list of per-epoch values (all `fit` calls merged).
+        epochs: list of epoch indices matching `history`.
+        start_step: step training (re)started from (> 0 after a resume).
+        steps: total steps trained by the end.
+        seconds: wall time of the `fit` calls.
+    """
+
+    def __init__(self, model, history, epochs, start_step, steps, seconds):
+        self.model = model
+        self.history = history
+        self.epochs = epochs
+        self.start_step = start_step
+        self.steps = steps
+        self.seconds = seconds
+
+    def __repr__(self):
+        last = {k: v[-1] for k, v in self.history.items() if v}
+        return f"TrainResult(steps={self.steps}, start_step={self.start_step}, seconds={self.seconds:.1f}, last={last})"
+
+
+def _segments(start, total, steps_per_epoch):
+    """[(first_epoch, num_epochs, steps_per_epoch, start_step)] covering [start, total)."""
+    groups = []
+    s = start
+    while s < total:
+        epoch = s // steps_per_epoch
+        end = min((epoch + 1) * steps_per_epoch, total)
+        n = end - s
+        if (
+            groups
+            and groups[-1][2] == n
+            and s % steps_per_epoch == 0
+            and groups[-1][3] % steps_per_epoch == 0
+        ):
+            first, count, _, seg_start = groups[-1]
+            groups[-1] = (first, count + 1, n, seg_start)
+        else:
+            groups.append((epoch, 1, n, s))
+        s = end
+    return groups
+
+
+def train(
+    model,
+    data,
+    *,
+    steps,
+    steps_per_epoch=None,
+    validation_data=None,
+    validation_steps=None,
+    strategy=None,
+    callbacks=None,
+    log_dir=None,
+    backup_dir=None,
+    save_freq=None,
+    verbose="auto",
+):
+    """Trains with `model.fit` for `steps` batches, resumably.
+
+    Training is cut into epochs of `steps_per_epoch` batches; at the end of
+    each the model is evaluated on `validation_data` (nanoGPT's
+    `eval_interval`), TensorBoard scalars are written and a backup is taken.
+
+    Args:
+        model: a compiled `keras.Model`, or a zero-argument callable returning
+            one (called inside `strategy.scope()` — use this form with a
+            distribution strategy).
+        data: an infinite (or repeatable) `tf.data.Dataset` of `(x, y)` or
+            `(x, y, sample_weight)` global batches, or a callable
+            `start_step -> Dataset` (e.g. built with `indexed_batches`) so a
+            resumed run sees exactly the data an uninterrupted run would.
+            A plain dataset is `.repeat()`ed and `.skip()`ped on resume.
+        steps: total number of training batches (global steps).
+        steps_per_epoch: batches per epoch (default: `steps`, one epoch).
+        validation_data: dataset evaluated at each epoch end (or None).
+        validation_steps: batches of `validation_data` per evaluation
+            (None: the whole dataset, which must then be finite).
+        strategy: a `tf.distribute.Strategy` or a name for
+            `distribution_strategy` (default: the current strategy).
+        callbacks: extra Keras callbacks.
+        log_dir: TensorBoard folder (None: no TensorBoard).
+        backup_dir: `AtomicBackupAndRestore` folder (None: no backups). When a
+            backup exists, training resumes from its step.
+        save_freq: backup every this many batches (default: each epoch).
+        verbose: passed to `fit` (the Keras progress bar by default).
+
+    Returns:
+        A `TrainResult`.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+        raise ValueError(f"`steps` must be a positive int; received {steps!r}.")
+    steps_per_epoch = steps if steps_per_epoch is None else int(steps_per_epoch)
+    if steps_per_epoch <= 0:
+        raise ValueError(f"`steps_per_epoch` must be a positive int; received {steps_per_epoch!r}.")
+    if isinstance(strategy, str):
+        strategy = distribution_strategy(strategy)
+    strategy = strategy or tf.distribute.get_strategy()
+    if not isinstance(model, keras.Model):
+        with strategy.scope():
+            model = model()
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"`model` must be a keras.Model or a factory returning one; got {type(model)}.")
+    if model.optimizer is None:
+        raise ValueError("`model` must be compiled before `train`.")
+
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        _patch_symbolic_build(model, strategy)
+
+    callbacks = list(callbacks or [])
+    backup = next((c for c in callbacks if isinstance(c, AtomicBackupAndRestore)), None)
+    if backup_dir and backup is None:
+        backup = AtomicBackupAndRestore(backup_dir, save_freq=save_freq or "epoch")
+        callbacks.append(backup)
+    if (
+        log_dir
+        and is_chief(strategy)
+        and not any(isinstance(c, keras.callbacks.TensorBoard) for c in callbacks)
+    ):
+        tb = tensorboard_callback(log_dir)
+        if tb is not None:
+            callbacks.append(tb)
+    if not any(isinstance(c, keras.callbacks.TerminateOnNaN) for c in callbacks):
+        callbacks.append(keras.callbacks.TerminateOnNaN())
+    timer = StepTimer()
+    callbacks.append(timer)
+
+    start = 0
+    if backup is not None:
+        with strategy.scope():
+            start = backup.restore(model)
+        if start >= steps:
+            return TrainResult(model, {}, [], start, start, 0.0)
+
+    history, epochs = {}, []
+    for first_epoch, num_epochs, spe, seg_start in _segments(start, steps, steps_per_epoch):
+        if backup is not None:
+            backup.begin_segment(seg_start, first_epoch, spe, steps)
+        h = model.fit(
+            _data_at(data, seg_start),
+            initial_epoch=first_epoch,
+            epochs=first_epoch + num_epochs,
+            steps_per_epoch=spe,
+            validation_data=validation_data,
+            validation_steps=validation_steps,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,
+        )
+        for key, values in h.history.items():
+            history.setdefault(key, []).extend(float(v) for v in values)
+        epochs.extend(h.epoch)
+    return TrainResult(model, history, epochs, start, steps, timer.seconds)
+
+
+def num_epochs(steps, steps_per_epoch):
+    """ceil(steps / steps_per_epoch)."""
+    return math.ceil(steps / steps_per_epoch)

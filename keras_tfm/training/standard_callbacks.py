@@ -1,0 +1,76 @@
+"""The callbacks `train` and the examples add: a step timer, TensorBoard (when installed), backup, NaN guard."""
+
+import time
+
+import keras
+
+from keras_tfm.training.backup import AtomicBackupAndRestore
+from keras_tfm.training.strategies import is_chief
+
+
+class StepTimer(keras.callbacks.Callback):
+    """Records wall time of the training (`seconds`) and of each epoch (`epoch_seconds`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds = 0.0
+        self.epoch_seconds = []
+        self._t0 = self._te = None
+
+    def on_train_begin(self, logs=None):
+        self._t0 = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._te = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch_seconds.append(time.perf_counter() - self._te)
+
+    def on_train_end(self, logs=None):
+        self.seconds += time.perf_counter() - self._t0
+
+
+def tensorboard_available():
+    """Whether the `tensorboard` package (needed by `keras.callbacks.TensorBoard`) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def tensorboard_callback(log_dir):
+    """`keras.callbacks.TensorBoard(log_dir)` (epoch scalars), or None with a warning without `tensorboard`."""
+    if not tensorboard_available():
+        import warnings
+
+        warnings.warn(
+            "`tensorboard` is not installed (pip install tensorboard): no TensorBoard logs are written.",
+            stacklevel=2,
+        )
+        return None
+    return keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False, update_freq="epoch")
+
+
+def default_callbacks(log_dir=None, backup_dir=None, save_freq="epoch", terminate_on_nan=True):
+    """The callbacks the examples use.
+
+    Args:
+        log_dir: TensorBoard folder (`keras.callbacks.TensorBoard`, epoch
+            scalars); None for none. Only the chief writes under multi-worker.
+        backup_dir: folder for `AtomicBackupAndRestore`; None for none.
+        save_freq: backup frequency ("epoch" or a number of batches).
+        terminate_on_nan: add `keras.callbacks.TerminateOnNaN`.
+
+    Returns:
+        A list of callbacks (the backup one, when present, is an
+        `AtomicBackupAndRestore`).
+    """
+    callbacks = []
+    if backup_dir:
+        callbacks.append(AtomicBackupAndRestore(backup_dir, save_freq=save_freq))
+    if log_dir and is_chief():
+        tb = tensorboard_callback(log_dir)
+        if tb is not None:
+            callbacks.append(tb)
+    if terminate_on_nan:
+        callbacks.append(keras.callbacks.TerminateOnNaN())
+    return callbacks
