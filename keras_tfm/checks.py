@@ -203,17 +203,27 @@ def _eager():
 
 
 def _assert_all(name, condition, message, *values):
-    """Raises ValueError(message) eagerly, or adds a graph assertion; returns nothing."""
+    """Raises ValueError(message) eagerly; in a graph returns the assertion op (None eagerly)."""
     from keras import ops
 
     if _eager():
         if not bool(ops.convert_to_numpy(ops.all(condition))):
             shown = ", ".join(str(ops.convert_to_numpy(v)) for v in values)
             raise ValueError(message + (f" ({shown})" if values else ""))
-        return
+        return None
     import tensorflow as tf
 
-    tf.debugging.Assert(tf.reduce_all(condition), [message, *values], name=f"check_{name}")
+    return tf.debugging.Assert(tf.reduce_all(condition), [message, *values], name=f"check_{name}")
+
+
+def _after(op, tensor):
+    """`tensor`, computed only after the assertion `op` (so the check fires before any op using it)."""
+    if op is None:
+        return tensor
+    import tensorflow as tf
+
+    with tf.control_dependencies([op]):
+        return tf.identity(tensor)
 
 
 def check_token_ids(name, ids, vocabulary_size, ignore_index=None):
@@ -261,25 +271,28 @@ def poison_invalid(x, valid):
 
 
 def check_length(name, length, limit, start_index=0):
-    """Checks `start_index + length <= limit` for a static or dynamic length.
+    """Checks `start_index + length <= limit` for a static or dynamic length; returns `length`.
 
-    Static ints raise a ValueError at once; tensors are checked with
-    `_assert_all` (under XLA every shape is static, so the Python branch runs).
+    Static ints raise a ValueError at once. A tensor length is checked with an
+    assertion and returned as a tensor that depends on it, so slicing with the
+    returned length reports this message instead of TF's "Expected size[0] in
+    [0, N]" (under XLA every shape is static, so the Python branch runs).
     """
     if isinstance(length, int) and isinstance(start_index, int):
         if start_index + length > limit:
             where = f" (starting at position {start_index})" if start_index else ""
             raise ValueError(f"`{name}` has length {length}{where}, which exceeds `max_length`={limit}.")
-        return
+        return length
     from keras import ops
 
     end = ops.cast(length, "int32") + ops.cast(start_index, "int32")
-    _assert_all(
+    op = _assert_all(
         name,
         ops.less_equal(end, limit),
-        f"`{name}` is longer than `max_length`={limit}; start + length:",
+        f"`{name}` is longer than `max_length`={limit}; start position + length:",
         end,
     )
+    return _after(op, length)
 
 
 MASK_CONVENTION = (
