@@ -67,6 +67,16 @@ def check_last_dim(name, tensor, expected):
         raise ValueError(f"`{name}` last dimension must be {expected}; received shape {tuple(tensor.shape)}.")
 
 
+def check_float_dtype(name, tensor):
+    """`tensor` must hold floats (e.g. embeddings, not token ids)."""
+    dtype = str(getattr(tensor, "dtype", type(tensor).__name__))
+    if "float" not in dtype:
+        raise TypeError(
+            f"`{name}` must be a float tensor (embeddings of shape (batch, length, d_model)); received dtype "
+            f"{dtype}. Embed integer token ids first (e.g. with TokenEmbedding)."
+        )
+
+
 def check_file(name, path):
     """Returns `path` as a str, raising FileNotFoundError when it is missing."""
     import tensorflow as tf  # lazily: the rest of this module is backend-agnostic
@@ -293,6 +303,30 @@ def check_length(name, length, limit, start_index=0):
         end,
     )
     return _after(op, length)
+
+
+def check_positive_value(name, value):
+    """A finite value > 0 given as a Python number or a scalar tensor (e.g. a temperature).
+
+    Python numbers raise at once (NaN and inf included); a tensor is checked
+    eagerly (ValueError) or with an assertion in `tf.function` and returned
+    as a tensor computed after it.
+    """
+    if isinstance(value, (bool, str)) or not hasattr(value, "shape"):
+        return check_positive_float(name, value)
+    from keras import ops
+
+    value = ops.convert_to_tensor(value)
+    if "float" not in str(value.dtype) and "int" not in str(value.dtype):
+        raise TypeError(f"`{name}` must be a number; received dtype {value.dtype}.")
+    as_float = ops.cast(value, "float32")
+    op = _assert_all(
+        name,
+        ops.logical_and(ops.greater(as_float, 0.0), ops.isfinite(as_float)),
+        f"`{name}` must be a finite number > 0; received",
+        as_float,
+    )
+    return _after(op, value)
 
 
 MASK_CONVENTION = (

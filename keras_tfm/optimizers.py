@@ -12,6 +12,7 @@ import re
 
 import keras
 
+from keras_tfm.checks import check_choice, check_learning_rate
 from keras_tfm.schedules import TransformerSchedule
 
 #: Short variable names (the last component of a variable's path) that
@@ -161,3 +162,33 @@ def adamw(
         no_decay_names=no_decay_names,
         **kwargs,
     )
+
+
+def keras_optimizer_names():
+    """Lower-case names of the optimizers `keras.optimizers.get` builds ("adam", "sgd", ...)."""
+    names = []
+    for attr in dir(keras.optimizers):
+        obj = getattr(keras.optimizers, attr)
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, keras.optimizers.Optimizer)
+            and obj not in (keras.optimizers.Optimizer, keras.optimizers.LossScaleOptimizer)
+        ):
+            names.append(attr.lower())
+    return sorted(set(names))
+
+
+def optimizer_by_name(name, learning_rate):
+    """A Keras optimizer from its name ("adam", "sgd", ...; "adamw" is `keras_tfm.optimizers.adamw`).
+
+    Args:
+        name: an optimizer name; unknown names raise a ValueError listing the choices.
+        learning_rate: a finite positive float or a `LearningRateSchedule`
+            (NaN, zero and negative rates are refused).
+    """
+    learning_rate = check_learning_rate("learning_rate", learning_rate)
+    if name == "adamw":
+        return adamw(learning_rate)
+    if name not in keras_optimizer_names():  # "vaswani" is resolved by `models.compile_for_lm`
+        check_choice("optimizer", name, keras_optimizer_names() + ["vaswani"])
+    return keras.optimizers.get({"class_name": name, "config": {"learning_rate": learning_rate}})
