@@ -69,7 +69,7 @@ def check_last_dim(name, tensor, expected):
 
 def check_float_dtype(name, tensor):
     """`tensor` must hold floats (e.g. embeddings, not token ids)."""
-    dtype = str(getattr(tensor, "dtype", type(tensor).__name__))
+    dtype = _dtype_name(getattr(tensor, "dtype", type(tensor).__name__))
     if "float" not in dtype:
         raise TypeError(
             f"`{name}` must be a float tensor (embeddings of shape (batch, length, d_model)); received dtype "
@@ -196,6 +196,16 @@ def check_known_keys(name, mapping, valid):
 # --------------------------------------------------------------------------- #
 
 
+def _dtype_name(dtype):
+    """ "float32", "int64", "bool", ... for any backend's dtype object (or a str)."""
+    import keras
+
+    try:
+        return keras.backend.standardize_dtype(dtype)
+    except (ValueError, TypeError, AttributeError):
+        return str(dtype)
+
+
 def _is_symbolic(tensor):
     import keras
 
@@ -212,11 +222,24 @@ def _eager():
     return tf.executing_eagerly()
 
 
+def _jax_traced(tensor):
+    """True for a JAX tracer (inside `jax.jit`/`jax.grad`): its value is unknown in Python."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return isinstance(tensor, jax.core.Tracer)
+
+
 def _assert_all(name, condition, message, *values):
     """Raises ValueError(message) eagerly; in a graph returns the assertion op (None eagerly)."""
     from keras import ops
 
     if _eager():
+        if _jax_traced(condition):
+            return None  # inside jax.jit/grad: the caller's NaN poisoning stands in for the check
         if not bool(ops.convert_to_numpy(ops.all(condition))):
             shown = ", ".join(str(ops.convert_to_numpy(v)) for v in values)
             raise ValueError(message + (f" ({shown})" if values else ""))
@@ -251,7 +274,7 @@ def check_token_ids(name, ids, vocabulary_size, ignore_index=None):
     if _is_symbolic(ids):
         return ids, None
     ids = ops.convert_to_tensor(ids)
-    dtype = str(ids.dtype)
+    dtype = _dtype_name(ids.dtype)
     if "int" not in dtype:
         raise TypeError(f"`{name}` must hold integer token ids; received dtype {dtype}.")
     ids = ops.cast(ids, "int32")
@@ -317,7 +340,7 @@ def check_positive_value(name, value):
     from keras import ops
 
     value = ops.convert_to_tensor(value)
-    if "float" not in str(value.dtype) and "int" not in str(value.dtype):
+    if "float" not in _dtype_name(value.dtype) and "int" not in _dtype_name(value.dtype):
         raise TypeError(f"`{name}` must be a number; received dtype {value.dtype}.")
     as_float = ops.cast(value, "float32")
     op = _assert_all(
@@ -348,7 +371,7 @@ def as_bool_mask(name, mask):
     if mask is None or _is_symbolic(mask):
         return mask
     mask = ops.convert_to_tensor(mask)
-    dtype = str(mask.dtype)
+    dtype = _dtype_name(mask.dtype)
     if dtype == "bool":
         return mask
     if "int" in dtype:
