@@ -8,6 +8,7 @@ epoch number, so a run killed mid-epoch starts that epoch again from batch 0.
 """
 
 import glob
+import hashlib
 import json
 import os
 import time
@@ -24,7 +25,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     Files in `backup_dir`:
 
         ckpt-<step>.weights.h5   model + optimizer state after <step> training batches
-        training_metadata.json   {"step", "epoch", "batch", "weights"} naming the file above
+        training_metadata.json   {"step", "epoch", "batch", "weights", "sha256", "model"}:
+                                 the file above, its SHA-256 and the model's weight
+                                 paths and shapes (and its config when serialisable)
 
     A backup is committed in this order: the weights are saved to a
     temporary `.weights.h5` name, fsynced and renamed to `ckpt-<step>.weights.h5`;
@@ -34,8 +37,14 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     complete and consistent — never a truncated file, never weights that do
     not match the metadata.
 
-    Restoring: `restore(model)` loads the last backup and returns its global
-    step (number of training batches done). `train` calls it before `fit` and
+    Restoring: `restore(model)` verifies the last backup before loading it
+    (readable metadata, the weights file's SHA-256, and the model's weight
+    shapes against the recorded ones) and refuses anything else with a
+    ValueError naming `backup_dir`: a truncated, emptied, corrupted or
+    hand-edited backup, or one written by a model of another size. Nothing is
+    deleted then; `backup_dir` is removed at the end of training only after
+    this run has verified (or written) the backup it holds. `restore` returns
+    the backup's global step (number of training batches done). `train` calls it before `fit` and
     resumes the data and the epoch counter at that step, so a run killed
     mid-epoch continues from the backup step, not from the start of the
     epoch. Used directly in `model.fit(callbacks=[...])`, it restores in
@@ -64,6 +73,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         self.keep = int(keep)
         self._metadata_path = os.path.join(backup_dir, self.METADATA)
         self._restored = False
+        self._verified = False  # the backup in backup_dir was verified (or written) by this run
         self._restored_step = 0
         # Segment bookkeeping (set by `train`; defaults work for plain `fit`).
         self._segment_start = None
@@ -87,21 +97,74 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         return self._last_saved_step
 
     def read_metadata(self):
-        """The metadata of the last committed backup, or None."""
+        """The metadata of the last committed backup (None when there is none), checked.
+
+        Raises:
+            ValueError: naming `backup_dir`, for metadata that is not JSON or
+                lacks a field, a missing weights file or a checksum mismatch.
+        """
         if not os.path.exists(self._metadata_path):
             return None
-        with open(self._metadata_path) as f:
-            metadata = json.load(f)
-        weights = os.path.join(self.backup_dir, metadata["weights"])
-        if not os.path.exists(weights):
-            raise OSError(f"Backup metadata {self._metadata_path} names a missing weights file {weights}.")
+        where = f"backup folder {self.backup_dir!r}"
+        try:
+            with open(self._metadata_path, encoding="utf-8") as f:
+                metadata = json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(
+                f"Cannot resume: {where} has an unreadable {self.METADATA} ({error}). Refusing to resume "
+                "and deleting nothing: remove the folder to start afresh."
+            ) from None
+        missing = [
+            k
+            for k in ("step", "epoch", "weights", "sha256", "model")
+            if not isinstance(metadata, dict) or k not in metadata
+        ]
+        if missing:
+            raise ValueError(
+                f"Cannot resume: {where} has a {self.METADATA} without {missing} (written by an older "
+                "version, or edited). Refusing to resume from an unverifiable backup; remove the folder to "
+                "start afresh."
+            )
+        step = metadata["step"]
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"Cannot resume: {where} records an invalid step {step!r}.")
+        weights = os.path.join(self.backup_dir, str(metadata["weights"]))
+        if not os.path.isfile(weights):
+            raise ValueError(f"Cannot resume: {where} names a missing weights file {weights!r}.")
+        digest = _sha256(weights)
+        if digest != metadata["sha256"]:
+            raise ValueError(
+                f"Cannot resume: the weights file {weights!r} in {where} does not match its recorded "
+                f"SHA-256 (the file is truncated or corrupted). Refusing to resume and deleting nothing."
+            )
         return metadata
 
+    def _check_model(self, model, metadata):
+        """Refuses a backup whose recorded weight shapes differ from `model`'s."""
+        recorded = metadata["model"].get("weights") if isinstance(metadata["model"], dict) else None
+        current = _model_signature(model)["weights"]
+        if recorded is None or [s for _, s in recorded] != [s for _, s in current]:
+            detail = f"the backup has {len(recorded or [])} weights, the model {len(current)}"
+            for i, (old, new) in enumerate(zip(recorded or [], current)):
+                if old[1] != new[1]:
+                    detail = (
+                        f"weight {i} ({new[0]}): backup shape {tuple(old[1])}, model shape {tuple(new[1])}"
+                    )
+                    break
+            raise ValueError(
+                f"Cannot resume: the backup in {self.backup_dir!r} was written by a different model "
+                f"({detail}). Use the same model options (e.g. --n-embd) or another backup folder."
+            )
+
     def restore(self, model=None):
-        """Loads the last backup into `model` (default: `self.model`).
+        """Verifies and loads the last backup into `model` (default: `self.model`).
 
         Returns:
             The global step of the backup (0 when there is none).
+
+        Raises:
+            ValueError: naming `backup_dir` when the backup cannot be verified
+                (see the class docstring); the backup is left in place.
         """
         model = model or self.model
         if model is None:
@@ -109,15 +172,24 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         if self.model is None:
             self.set_model(model)
         metadata = self.read_metadata()
-        self._restored = True
         if metadata is None:
+            self._restored = self._verified = True
             self._restored_step = 0
             return 0
         if not model.built:
             raise ValueError("The model must be built before restoring a backup (call it on a batch first).")
+        self._check_model(model, metadata)
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-        model.load_weights(os.path.join(self.backup_dir, metadata["weights"]))
+        weights = os.path.join(self.backup_dir, metadata["weights"])
+        try:
+            model.load_weights(weights)
+        except Exception as error:  # h5py/Keras errors on a file that passed the checksum
+            raise ValueError(
+                f"Cannot resume: loading {weights!r} from backup folder {self.backup_dir!r} failed "
+                f"({type(error).__name__}: {str(error)[:200]})."
+            ) from error
+        self._restored = self._verified = True
         self._restored_step = int(metadata["step"])
         self._step = self._last_saved_step = self._restored_step
         return self._restored_step
@@ -165,7 +237,13 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     def on_train_end(self, logs=None):
         finished = self._total_steps is None or self._step >= self._total_steps
-        if finished and self.delete_checkpoint and is_chief() and os.path.exists(self.backup_dir):
+        if (
+            finished
+            and self._verified
+            and self.delete_checkpoint
+            and is_chief()
+            and os.path.exists(self.backup_dir)
+        ):
             import shutil
 
             shutil.rmtree(self.backup_dir, ignore_errors=True)
@@ -184,6 +262,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         try:
             self.model.save_weights(tmp, overwrite=True)
             _fsync_file(tmp)
+            digest = _sha256(tmp)
             os.replace(tmp, final)
         except BaseException:
             if os.path.exists(tmp):
@@ -197,9 +276,12 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             "epoch": self._current_epoch,
             "batch": in_epoch,
             "weights": name,
+            "sha256": digest,
+            "model": _model_signature(self.model),
             "time": time.time(),
         }
         atomic_write_text(self._metadata_path, json.dumps(metadata))
+        self._verified = True
         self._remove_old(keep_name=name)
 
     def _remove_old(self, keep_name):
@@ -213,3 +295,24 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                 os.remove(path)
             except OSError:  # pragma: no cover
                 pass
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _model_signature(model):
+    """The model's weight paths and shapes (compared on resume) and, when JSON-serialisable, its config."""
+    signature = {
+        "class": type(model).__name__,
+        "weights": [[w.path, [int(d) for d in w.shape]] for w in model.weights],
+    }
+    try:
+        signature["config"] = json.loads(json.dumps(model.get_config()))
+    except Exception:  # config not serialisable to JSON: the shapes still identify the model
+        pass
+    return signature

@@ -147,7 +147,12 @@ def train(
     if backup is not None:
         with strategy.scope():
             start = backup.restore(model)
-        if start >= steps:
+        if start > steps:
+            raise ValueError(
+                f"Cannot resume: the backup in {backup.backup_dir!r} is at step {start}, beyond `steps`={steps} "
+                "(--steps). Pass steps >= the backup's step, or another backup folder."
+            )
+        if start == steps:  # the run had already finished: nothing to train
             return TrainResult(model, {}, [], start, start, 0.0)
 
     history, epochs = {}, []
