@@ -1,26 +1,64 @@
-"""keras_tfm: Transformers for Keras 3 / TensorFlow.
+"""keras_tfm: Transformers for Keras 3, one lecture idea per layer.
 
-Subpackages: `layers` (the core layers), `models` (BERT / GPT / seq2seq builders),
+Subpackages: `layers` (the core layers), `models` (BERT / GPT / seq2seq / ViT builders),
+`losses`, `metrics`, `schedules`, `optimizers`, `callbacks` — written with `keras.ops`,
+they run on the TensorFlow, JAX and PyTorch backends — and the TensorFlow-based
 `data` (tokenizers and tf.data pipelines), `generation` (cached decoding, samplers,
-beam search), `export` (SavedModel for TF Serving), plus `losses`, `metrics`,
-`schedules`, `optimizers`, `callbacks`, `plotting` and `training`.
+beam search), `export` (SavedModel for TF Serving), `training`, `recipes`,
+`inspection` and `plotting` (see `keras_tfm.backend`).
+
+keras_tfm never chooses the Keras backend: Keras reads it from `KERAS_BACKEND` or
+`~/.keras/keras.json` (TensorFlow by default). Every subpackage is reachable as an
+attribute after `import keras_tfm` (`keras_tfm.export.export_for_serving(...)`); the
+TensorFlow-based ones are imported on first use.
 """
 
-import os as _os
+import importlib as _importlib
 
-_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+import keras as _keras
 
 __version__ = "0.1.0"
 
-# Importing registers every serialisable layer, loss, metric and schedule, so that
-# `keras.saving.load_model` works after a plain `import keras_tfm`.
+# Importing registers every serialisable layer, loss, metric, schedule and model, so that
+# `keras.saving.load_model` works after a plain `import keras_tfm` on any backend.
 from keras_tfm import (  # noqa: E402,F401
-    data,  # noqa: E402,F401
-    generation,  # noqa: E402,F401
-    layers,  # noqa: E402,F401
+    callbacks,
+    layers,
     losses,
     metrics,
-    models,  # noqa: E402,F401
+    models,
     optimizers,
     schedules,
 )
+
+_LAZY = (
+    "backend",
+    "bleu",
+    "checks",
+    "cli",
+    "data",
+    "export",
+    "generation",
+    "inspection",
+    "plotting",
+    "recipes",
+    "training",
+)
+
+if _keras.backend.backend() == "tensorflow":
+    # TensorFlow is loaded anyway: register the tokenizers (Keras layers made of TF ops)
+    # so that models saved with them load after `import keras_tfm`.
+    from keras_tfm import data  # noqa: E402,F401
+
+
+def __getattr__(name):
+    """Imports the subpackage `name` on first access (`keras_tfm.export`, ...)."""
+    if name in _LAZY:
+        module = _importlib.import_module(f"keras_tfm.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'keras_tfm' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -10,22 +10,27 @@
 Every callback writes its values into the `logs` dict that Keras passes to
 callbacks, so that they appear in `model.fit(...)`'s `History` (epoch logs;
 the values of the last measurement of the epoch), and, when `log_dir` is
-given, to TensorBoard scalars (`tf.summary`) at every measurement, with the
+given, to TensorBoard scalars (`tf.summary`; needs TensorFlow) at every measurement, with the
 global training step as the step. Each callback also keeps its own full
 record in `self.records` (a list of `(step, {name: value})`).
 
 Put these callbacks before any callback that reads the logs (e.g.
 `CSVLogger`, `TensorBoard`); `History` is always last, so it sees them.
+
+They run on the TensorFlow, JAX and PyTorch backends: gradients come from
+`tf.GradientTape`, `jax.grad` of `model.compute_loss_and_updates`, or
+`torch.autograd.grad`.
 """
 
 import math
+import sys
 import warnings
 from collections import deque
 
 import keras
 import numpy as np
-import tensorflow as tf
 
+from keras_tfm.backend import require_tensorflow
 from keras_tfm.checks import check_positive_int
 from keras_tfm.inspection import attention_model, transformer_blocks
 
@@ -43,7 +48,8 @@ def _check_positive_float(name, value):
 
 def _unpack_probe(probe_data, name="probe_data"):
     """(x, y, sample_weight) from a tuple, or the first batch of a tf.data.Dataset."""
-    if isinstance(probe_data, tf.data.Dataset):
+    tf = sys.modules.get("tensorflow")  # a tf.data.Dataset implies TensorFlow is loaded
+    if tf is not None and isinstance(probe_data, tf.data.Dataset):
         probe_data = next(iter(probe_data))
     if not isinstance(probe_data, (tuple, list)):
         return probe_data, None, None
@@ -73,6 +79,7 @@ class _DiagnosticCallback(keras.callbacks.Callback):
     def _write(self, values, step):
         if self.log_dir is None:
             return
+        tf = require_tensorflow(f"{type(self).__name__}(log_dir=...) (TensorBoard scalars)")
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(self.log_dir)
         with self._writer.as_default():
@@ -102,6 +109,62 @@ class _DiagnosticCallback(keras.callbacks.Callback):
             logs.update(self._last)
 
 
+def _gradient_function(model, training, compile):
+    """`(x, y, sample_weight) -> gradients of model.compute_loss` for the active Keras backend."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def tf_gradients(x, y, sample_weight):
+            with tf.GradientTape() as tape:
+                y_pred = model(x, training=training)
+                loss = model.compute_loss(
+                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+                )
+            grads = tape.gradient(loss, model.trainable_variables)
+            # IndexedSlices of embedding lookups → dense.
+            return [None if g is None else tf.convert_to_tensor(g) for g in grads]
+
+        return tf.function(tf_gradients) if compile else tf_gradients
+    if backend == "jax":
+        import jax
+
+        def loss_fn(trainable, non_trainable, metrics, x, y, sample_weight):
+            loss, _ = model.compute_loss_and_updates(
+                trainable, non_trainable, metrics, x, y, sample_weight, training=training
+            )
+            return loss
+
+        grad_fn = jax.grad(loss_fn)
+        if compile:
+            grad_fn = jax.jit(grad_fn)
+
+        def jax_gradients(x, y, sample_weight):
+            state = [
+                [v.value for v in variables]
+                for variables in (
+                    model.trainable_variables,
+                    model.non_trainable_variables,
+                    model.metrics_variables,
+                )
+            ]
+            return grad_fn(*state, x, y, sample_weight)
+
+        return jax_gradients
+    if backend == "torch":
+        import torch
+
+        def torch_gradients(x, y, sample_weight):
+            y_pred = model(x, training=training)
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+            params = [v.value for v in model.trainable_variables]
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            return [None if g is None else g.detach().cpu() for g in grads]
+
+        return torch_gradients
+    raise NotImplementedError(f"GradientNormMonitor does not support the {backend!r} backend.")
+
+
 class GradientNormMonitor(_DiagnosticCallback):
     """Logs the global gradient norm and one norm per top-level layer.
 
@@ -111,7 +174,7 @@ class GradientNormMonitor(_DiagnosticCallback):
                                                             layer (e.g. decoder_block_3)
 
     `L` is the model's compiled loss (`model.compute_loss`, including added
-    losses) on a fixed probe batch, computed by a separate `tf.function` (the
+    losses) on a fixed probe batch, computed by a separate function (the
     weights are read, never changed; fit's train step and its metrics are not
     touched). A variable shared by several layers (tied embedding) counts for
     the first layer that owns it. Gradients of the unscaled loss are in the
@@ -125,8 +188,9 @@ class GradientNormMonitor(_DiagnosticCallback):
         per_layer: also log the per-layer norms.
         training: run the model in training mode (dropout on) for the probe.
         log_dir: TensorBoard log directory (optional).
-        use_tf_function: compile the probe computation with `tf.function`
-            (False: run it eagerly; quicker for a handful of measurements).
+        use_tf_function: compile the probe computation (`tf.function` on
+            TensorFlow, `jax.jit` on JAX; PyTorch runs eagerly). False: run it
+            eagerly, quicker for a handful of measurements.
 
     Logs: `grad_norm`, `grad_norm/<layer>` (epoch logs: the last measurement).
     """
@@ -161,36 +225,23 @@ class GradientNormMonitor(_DiagnosticCallback):
         groups = self._groups()
         names = list(dict.fromkeys(groups))
         index = [names.index(g) for g in groups]
-        training = self.training
-
-        def grad_norms(x, y, sample_weight):
-            variables = model.trainable_variables
-            with tf.GradientTape() as tape:
-                y_pred = model(x, training=training)
-                loss = model.compute_loss(
-                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
-                )
-            grads = tape.gradient(loss, variables)
-            squares = [tf.zeros((), "float32") for _ in names]
-            for i, g in zip(index, grads):
-                if g is None:
-                    continue
-                g = tf.convert_to_tensor(g)  # IndexedSlices of embedding lookups → dense
-                squares[i] = squares[i] + tf.reduce_sum(tf.square(tf.cast(g, "float32")))
-            per = tf.stack(squares)
-            return tf.sqrt(tf.reduce_sum(per)), tf.sqrt(per), loss
-
         self._names = names
-        self._fn = tf.function(grad_norms) if self.use_tf_function else grad_norms
+        self._fn = _gradient_function(model, self.training, self.use_tf_function)
+        self._index = index
 
     def measure(self):
         """Computes the norms now; returns {name: float}."""
         if self._fn is None:
             self._build()
-        total, per, _ = self._fn(self.x, self.y, self.sample_weight)
-        values = {"grad_norm": float(total)}
+        grads = self._fn(self.x, self.y, self.sample_weight)
+        squares = np.zeros(len(self._names), np.float64)
+        for i, g in zip(self._index, grads):
+            if g is not None:
+                squares[i] += float(np.sum(np.square(keras.ops.convert_to_numpy(g).astype(np.float64))))
+        per = np.sqrt(squares)
+        values = {"grad_norm": float(np.sqrt(squares.sum()))}
         if self.per_layer:
-            for name, value in zip(self._names, per.numpy()):
+            for name, value in zip(self._names, per):
                 values[f"grad_norm/{name}"] = float(value)
         return values
 
