@@ -9,6 +9,10 @@ loaders         TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
                 local files (text, tab pairs, aligned files, label lines)
 """
 
+from keras_tfm.backend import require_tensorflow as _require_tensorflow
+
+_require_tensorflow("keras_tfm.data")
+
 from keras_tfm.data.loaders import (
     TED_HRLR_PAIRS,
     load_aligned_files,

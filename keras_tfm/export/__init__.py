@@ -7,6 +7,10 @@
 See `keras_tfm.export.exporter.export_for_serving` for the signatures.
 """
 
+from keras_tfm.backend import require_tensorflow as _require_tensorflow
+
+_require_tensorflow("keras_tfm.export", backend_too=True)
+
 from keras_tfm.export.cli import add_export_subcommand, add_generate_subcommand  # noqa: F401
 from keras_tfm.export.client import latest_version, load_served, resolve_version_dir  # noqa: F401
 from keras_tfm.export.exporter import KINDS, detect_kind, export_for_serving, list_versions  # noqa: F401

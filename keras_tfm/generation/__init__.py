@@ -1,5 +1,9 @@
 """Text generation: samplers, the cached XLA decoding loop, beam search and generators."""
 
+from keras_tfm.backend import require_tensorflow as _require_tensorflow
+
+_require_tensorflow("keras_tfm.generation", backend_too=True)
+
 # Cached decoding (KV caches, one XLA while loop, beam search).
 from keras_tfm.generation.api import (
     beam_search,  # noqa: F401,E402
