@@ -1,0 +1,398 @@
+"""Published checkpoints: `from_pretrained`, `save_pretrained`, `sentence_encoder`.
+
+A checkpoint is a local directory in HuggingFace's layout:
+
+    config.json                       `model_type` picks the family and its sizes
+    model.safetensors                 weights (or model-0000i-of-0000n.safetensors
+                                      + model.safetensors.index.json)
+    vocab.txt | vocab.json+merges.txt the tokenizer (see `pretrained_tokenizer`)
+    modules.json, 1_Pooling/config.json   sentence-transformers pooling (optional)
+
+Families: "bert" → `bert_encoder` (+ heads), "gpt2" → `gpt`; the weight
+mappings are in `bert_checkpoint` and `gpt2_checkpoint`, the file reading and
+writing in `checkpoint_io`. Nothing is downloaded.
+"""
+
+import json
+import os
+import warnings
+
+from keras_tfm.models import bert_checkpoint, gpt2_checkpoint
+from keras_tfm.models import weight_mapping as wm
+from keras_tfm.models.checkpoint_io import (
+    CONFIG_FILE,
+    CheckpointError,
+    atomic_directory,
+    check_directory,
+    read_json,
+    read_weights,
+    write_json,
+    write_weights,
+)
+
+FAMILIES = {bert_checkpoint.MODEL_TYPE: bert_checkpoint, gpt2_checkpoint.MODEL_TYPE: gpt2_checkpoint}
+
+#: Options of the task heads (the other keyword arguments go to the builder).
+HEAD_OPTIONS = {
+    "classifier": ("num_classes", "pooling", "classifier_dropout"),
+    "token_classifier": ("num_classes", "classifier_dropout"),
+    "sentence_embedding": ("pooling", "normalize"),
+    "masked_lm": (),
+    "causal_lm": (),
+    None: (),
+}
+
+MODULES_FILE = "modules.json"
+POOLING_CONFIG = "1_Pooling/config.json"
+#: sentence-transformers `1_Pooling/config.json` flags → SentenceEncoder pooling.
+POOLING_MODES = {
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+}
+_MISSING = object()
+
+
+class ConfigReader:
+    """Typed access to config.json fields; errors name the file and the field."""
+
+    def __init__(self, config, path):
+        self.config, self.path = config, path
+
+    def error(self, field, expected):
+        return CheckpointError(f"{self.path}: field {field!r} = {self.config.get(field)!r}: {expected}.")
+
+    def get(self, field, default=None):
+        return self.config.get(field, default)
+
+    def _value(self, field, default):
+        value = self.config.get(field, default)
+        if value is _MISSING:
+            raise CheckpointError(f"{self.path}: required field {field!r} is missing.")
+        return value
+
+    def positive_int(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.error(field, "expected a positive integer")
+        return value
+
+    def positive_float(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise self.error(field, "expected a positive number")
+        return float(value)
+
+    def rate(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise self.error(field, "expected a number in [0, 1)")
+        return float(value)
+
+    def boolean(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if not isinstance(value, bool):
+            raise self.error(field, "expected true or false")
+        return value
+
+    def choice(self, field, choices, default=_MISSING):
+        value = self._value(field, default)
+        if value not in choices:
+            raise self.error(field, f"expected one of {list(choices)}")
+        return value
+
+
+def _family(config, config_path):
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise CheckpointError(
+            f"{config_path}: field 'model_type' = {model_type!r} is not supported; supported model types: "
+            f"{sorted(FAMILIES)}."
+        )
+    return FAMILIES[model_type]
+
+
+def _task(family, task, config):
+    if task is None:
+        task = (config.get("keras_tfm") or {}).get("task")
+    if task is None and family is gpt2_checkpoint:
+        task = "causal_lm"
+    if task is not None and task not in family.TASKS:
+        raise ValueError(
+            f"Unknown `task` {task!r} for a {family.MODEL_TYPE!r} checkpoint; expected None or one of "
+            f"{list(family.TASKS)}."
+        )
+    return task
+
+
+def _pooling_options(directory):
+    """SentenceEncoder (pooling, normalize) from modules.json and 1_Pooling/config.json."""
+    modules = None
+    path = os.path.join(directory, MODULES_FILE)
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                modules = json.load(f)
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{path}: not a readable JSON file ({error}).") from None
+        if not isinstance(modules, list):
+            raise CheckpointError(f"{path}: expected a JSON list of modules.")
+    types = [str(m.get("type", "")) for m in modules or [] if isinstance(m, dict)]
+    pooling_dir = next(
+        (m.get("path") for m in modules or [] if isinstance(m, dict) and "Pooling" in str(m.get("type", ""))),
+        os.path.dirname(POOLING_CONFIG),
+    )
+    normalize = True if modules is None else any(t.endswith("Normalize") for t in types)
+    config = read_json(directory, os.path.join(pooling_dir, "config.json"), required=False)
+    if config is None:
+        return "mean", normalize
+    config_path = os.path.join(directory, pooling_dir, "config.json")
+    modes = [mode for flag, mode in POOLING_MODES.items() if config.get(flag)]
+    unsupported = [
+        k for k, v in config.items() if k.startswith("pooling_mode_") and v and k not in POOLING_MODES
+    ]
+    if unsupported or len(modes) != 1:
+        raise CheckpointError(
+            f"{config_path}: exactly one of {sorted(POOLING_MODES)} must be true; found "
+            f"{[k for k, v in config.items() if k.startswith('pooling_mode_') and v]}."
+        )
+    return modes[0], normalize
+
+
+def _num_classes(head, config, config_path):
+    if head.get("num_classes") is not None:
+        return head["num_classes"]
+    labels = config.get("id2label") or {}
+    if isinstance(labels, dict) and labels:
+        return len(labels)
+    if isinstance(config.get("num_labels"), int):
+        return config["num_labels"]
+    raise ValueError(
+        f"`num_classes` is required for this task ({config_path} has no 'id2label' / 'num_labels')."
+    )
+
+
+def _build(family, task, options, head, directory, config, config_path):
+    from keras_tfm.models.bert import bert_classifier, bert_encoder, bert_masked_lm, bert_token_classifier
+    from keras_tfm.models.gpt import gpt
+    from keras_tfm.models.sentence_embedding import SentenceEncoder
+
+    if family is gpt2_checkpoint:
+        return gpt(**options)
+    encoder = bert_encoder(**options)
+    saved = config.get("keras_tfm") or {}
+    if task is None:
+        return encoder
+    if task == "masked_lm":
+        return bert_masked_lm(encoder)
+    if task == "classifier":
+        return bert_classifier(
+            encoder,
+            _num_classes(head, config, config_path),
+            pooling=head.get("pooling") or saved.get("pooling", "cls"),
+            dropout=head.get("classifier_dropout"),
+        )
+    if task == "token_classifier":
+        return bert_token_classifier(
+            encoder, _num_classes(head, config, config_path), dropout=head.get("classifier_dropout")
+        )
+    pooling, normalize = _pooling_options(directory)
+    return SentenceEncoder(
+        encoder,
+        pooling=head.get("pooling") or pooling,
+        normalize=normalize if head.get("normalize") is None else head["normalize"],
+    )
+
+
+def _normalise_names(tensors, sources):
+    """Old BERT checkpoints name LayerNorm parameters gamma/beta."""
+    renamed = {}
+    for name in list(tensors):
+        if "LayerNorm." in name and name.endswith((".gamma", ".beta")):
+            new = name[: name.rfind(".")] + (".weight" if name.endswith(".gamma") else ".bias")
+            renamed[name] = new
+    for old, new in renamed.items():
+        tensors[new], sources[new] = tensors.pop(old), sources.pop(old)
+    return tensors, sources
+
+
+def _checkpoint_model(model):
+    """The model whose layers hold the checkpoint weights (the encoder of a SentenceEncoder)."""
+    from keras_tfm.models.sentence_embedding import SentenceEncoder
+
+    return model.encoder if isinstance(model, SentenceEncoder) else model
+
+
+def from_pretrained(path, task=None, **overrides):
+    """Builds a keras_tfm model from a local HuggingFace-layout checkpoint.
+
+    `config.json` picks the builder (`model_type` "bert" → `bert_encoder`,
+    "gpt2" → `gpt`) and its sizes; the weights come from `model.safetensors`
+    (or the shards of `model.safetensors.index.json`), read with the
+    safetensors NumPy API. Every weight is checked before any is assigned,
+    so a failure never returns a half-loaded model.
+
+    Args:
+        path: the checkpoint directory.
+        task: the head to build. BERT: None (the encoder: `sequence_output`,
+            `pooled_output`), "masked_lm", "classifier", "token_classifier",
+            "sentence_embedding" (see `sentence_encoder`). GPT-2: None or
+            "causal_lm" (the language model, tied head). A checkpoint written
+            by `save_pretrained` remembers its task.
+        **overrides: builder options replacing the config's (e.g.
+            `dropout=0.0`, `dtype="mixed_bfloat16"`, `attention_impl=...`),
+            and the head options: `num_classes` (default: the config's
+            `id2label`), `pooling` ("cls" | "mean" | "max"),
+            `classifier_dropout`, `normalize` (sentence embeddings).
+
+    Returns:
+        An ordinary keras_tfm model (functional `keras.Model`).
+
+    Warns:
+        UserWarning listing the head weights the checkpoint lacks (they keep
+        their initial values: train them) and the checkpoint weights left
+        unused (e.g. BERT's next-sentence head).
+
+    Raises:
+        ValueError: a missing or unreadable file, an unsupported `model_type`
+            or task, a config field of the wrong type, a missing weight, or a
+            weight whose shape disagrees with the config (naming the weight,
+            both shapes and the config field to check).
+    """
+    directory = check_directory(path)
+    config = read_json(directory, CONFIG_FILE)
+    config_path = os.path.join(directory, CONFIG_FILE)
+    family = _family(config, config_path)
+    task = _task(family, task, config)
+    head = {k: overrides.pop(k) for k in HEAD_OPTIONS.get(task, ()) if k in overrides}
+    options = family.builder_options(config, ConfigReader(config, config_path))
+    options.update(overrides)
+    tensors, sources = read_weights(directory)
+    tensors, sources = _normalise_names(tensors, sources)
+    sources = {n: os.path.join(directory, f) for n, f in sources.items()}
+
+    model = _build(family, task, options, head, directory, config, config_path)
+    entries = family.entries(_checkpoint_model(model), family.load_prefix(tensors))
+    pairs, missing = wm.collect(entries, tensors, sources, config, config_path)
+    mapped = {e.name for e in entries}
+    unused = sorted(
+        n
+        for n in tensors
+        if n not in mapped and not n.endswith(family.IGNORED_SUFFIXES) and n not in family.TIED
+    )
+    wm.assign(pairs)
+    if missing:
+        warnings.warn(
+            f"from_pretrained({directory!r}): {len(missing)} weight(s) of the {task or 'encoder'} model are not "
+            f"in the checkpoint and keep their initial values (train them before use): {missing}.",
+            stacklevel=2,
+        )
+    if unused:
+        warnings.warn(
+            f"from_pretrained({directory!r}): {len(unused)} checkpoint weight(s) were not used: {unused}.",
+            stacklevel=2,
+        )
+    return model
+
+
+def sentence_encoder(path, **overrides):
+    """`from_pretrained(path, task="sentence_embedding")`: a `SentenceEncoder`
+    whose pooling ("mean", "cls", "max") follows the checkpoint's
+    `1_Pooling/config.json` and whose L2 normalisation follows `modules.json`
+    (mean pooling and normalisation when they are absent)."""
+    return from_pretrained(path, task="sentence_embedding", **overrides)
+
+
+def _identify(model):
+    """(family module, task) of a keras_tfm model."""
+    from keras_tfm.models.sentence_embedding import SentenceEncoder
+
+    if isinstance(model, SentenceEncoder):
+        return bert_checkpoint, "sentence_embedding"
+    try:
+        gpt2_checkpoint.parts(model)
+        return gpt2_checkpoint, "causal_lm"
+    except TypeError:
+        pass
+    p = bert_checkpoint.parts(model)  # raises TypeError for anything else
+    if p.mlm_dense is not None:
+        return bert_checkpoint, "masked_lm"
+    if p.classifier is not None:
+        return bert_checkpoint, "classifier" if len(model.output.shape) == 2 else "token_classifier"
+    return bert_checkpoint, None
+
+
+def _saved_options(model, task):
+    options = {"task": task}
+    if task == "classifier":
+        from keras_tfm.models.heads import SequencePooling
+
+        poolings = [l.mode for l in model.layers if isinstance(l, SequencePooling) and l.mode != "cls"]
+        options["pooling"] = poolings[0] if poolings else "cls"
+    return options
+
+
+def save_tokenizer(tokenizer, directory):
+    """Writes a tokenizer's vocabulary files in the checkpoint layout."""
+    if hasattr(tokenizer, "save_pretrained"):
+        tokenizer.save_pretrained(directory)
+        return
+    vocabulary = tokenizer.get_vocabulary()
+    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(f"{token}\n" for token in vocabulary))
+
+
+def save_pretrained(model, path, tokenizer=None, overwrite=False, max_shard_size=None):
+    """Writes `model` as a HuggingFace-layout checkpoint directory, atomically.
+
+    `config.json` (the family's fields, plus a "keras_tfm" entry with the task),
+    `model.safetensors` (or shards + index when larger than `max_shard_size`),
+    the tokenizer's vocabulary files, and for a `SentenceEncoder`
+    `modules.json` + `1_Pooling/config.json`. Everything is written into a
+    temporary directory beside `path` and renamed into place, so `path` is
+    never half-written. `from_pretrained(path)` rebuilds the same model.
+
+    Args:
+        model: a keras_tfm GPT, BERT encoder, BERT head model or
+            `SentenceEncoder` (with GPT-2 / BERT options: learned positions,
+            biases, GPT-2 pre-norm, BERT post-norm).
+        path: the directory to write.
+        tokenizer: optional tokenizer whose vocabulary is saved alongside.
+        overwrite: replace an existing non-empty `path` (else ValueError).
+        max_shard_size: e.g. "2GB"; None writes one file.
+
+    Returns:
+        `path`.
+    """
+    family, task = _identify(model)
+    weights_model = _checkpoint_model(model)
+    config = family.hf_config(weights_model, task)
+    config["keras_tfm"] = _saved_options(model, task)
+    config["torch_dtype"] = "float32"
+    tensors = wm.to_tensors(family.entries(weights_model, family.save_prefix(task)))
+    with atomic_directory(path, overwrite=overwrite) as temp:
+        write_json(temp, CONFIG_FILE, config)
+        write_weights(temp, tensors, max_shard_size=max_shard_size)
+        if task == "sentence_embedding":
+            modules = [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ]
+            if model.normalize:
+                modules.append(
+                    {
+                        "idx": 2,
+                        "name": "2",
+                        "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize",
+                    }
+                )
+            with open(os.path.join(temp, MODULES_FILE), "w", encoding="utf-8") as f:
+                json.dump(modules, f, indent=2)
+            pooling = {flag: mode == model.pooling for flag, mode in POOLING_MODES.items()}
+            pooling.update(word_embedding_dimension=int(model.output.shape[-1]))
+            pooling["pooling_mode_mean_sqrt_len_tokens"] = False
+            write_json(temp, POOLING_CONFIG, pooling)
+        if tokenizer is not None:
+            save_tokenizer(tokenizer, temp)
+    return os.fspath(path)

@@ -1,0 +1,396 @@
+"""`keras_tfm.models.from_pretrained` / `save_pretrained` / `sentence_encoder`.
+
+Reference outputs come from HuggingFace `transformers` (PyTorch, CPU) and were
+written once by tests/fixtures/pretrained/make_fixtures.py into small
+committed fixtures (random-initialised tiny BERT and GPT-2 checkpoints); CI
+only reads them. The MiniLM parity test reads ../shared/data/all-MiniLM-L6-v2.
+"""
+
+import json
+import os
+import shutil
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm.generation import generate
+from keras_tfm.models.pretrained import from_pretrained, save_pretrained, sentence_encoder
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
+TINY_BERT = os.path.join(FIXTURES, "tiny_bert")  # BertForPreTraining
+TINY_BERT_MLM = os.path.join(FIXTURES, "tiny_bert_mlm")  # BertForMaskedLM, no pooler
+TINY_GPT2 = os.path.join(FIXTURES, "tiny_gpt2")  # GPT2LMHeadModel
+TINY_GPT2_SHARDED = os.path.join(FIXTURES, "tiny_gpt2_sharded")
+MINILM = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "all-MiniLM-L6-v2")
+ATOL = 1e-4
+
+
+def reference(directory):
+    return dict(np.load(os.path.join(directory, "reference.npz")))
+
+
+def bert_inputs(ref):
+    return {key: ref[key] for key in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def max_diff(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+
+
+def load(path, **kwargs):
+    """from_pretrained + the warning messages it emitted."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = from_pretrained(path, **kwargs)
+    return model, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def copy_checkpoint(source, destination, rename=None, config=None):
+    """A copy of a fixture checkpoint with renamed tensors / changed config fields."""
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(source, destination)
+    if rename:
+        tensors = load_file(os.path.join(source, "model.safetensors"))
+        save_file(
+            {rename(k): v for k, v in tensors.items()},
+            os.path.join(destination, "model.safetensors"),
+            metadata={"format": "pt"},
+        )
+    if config:
+        path = os.path.join(destination, "config.json")
+        with open(path) as f:
+            values = json.load(f)
+        values.update(config)
+        with open(path, "w") as f:
+            json.dump(values, f)
+    return str(destination)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2():
+    return from_pretrained(TINY_GPT2)
+
+
+# ----------------------------------------------------------------------------- parity with transformers
+def test_bert_for_pretraining_hidden_states_and_pooled_output():
+    ref = reference(TINY_BERT)
+    model, messages = load(TINY_BERT)
+    out = model(bert_inputs(ref))
+    assert max_diff(out["sequence_output"], ref["sequence_output"]) < ATOL
+    assert max_diff(out["pooled_output"], ref["pooled_output"]) < ATOL
+    # The MLM and next-sentence heads of BertForPreTraining are reported as unused.
+    assert len(messages) == 1 and "not used" in messages[0]
+    assert "cls.seq_relationship.weight" in messages[0] and "cls.predictions.bias" in messages[0]
+
+
+@pytest.mark.parametrize("checkpoint", [TINY_BERT, TINY_BERT_MLM], ids=["pretraining", "masked_lm"])
+def test_bert_masked_lm_logits(checkpoint):
+    ref = reference(checkpoint)
+    model, messages = load(checkpoint, task="masked_lm")
+    assert max_diff(model(bert_inputs(ref)), ref["mlm_logits"]) < ATOL
+    if checkpoint == TINY_BERT:  # the pooler and NSP head have no place in a masked LM
+        assert len(messages) == 1 and "bert.pooler.dense.weight" in messages[0]
+    else:
+        assert messages == []
+
+
+def test_bert_checkpoint_without_pooler_initialises_and_reports_it():
+    ref = reference(TINY_BERT_MLM)
+    model, messages = load(TINY_BERT_MLM)
+    assert max_diff(model(bert_inputs(ref))["sequence_output"], ref["sequence_output"]) < ATOL
+    missing = [m for m in messages if "keep their initial values" in m]
+    assert len(missing) == 1 and "bert.pooler.dense.weight" in missing[0]
+
+
+def test_bert_model_names_without_prefix(tmp_path):
+    """A `BertModel` state dict (no "bert." prefix) loads the same weights."""
+    ref = reference(TINY_BERT)
+    path = copy_checkpoint(TINY_BERT, tmp_path / "bare", rename=lambda k: k.removeprefix("bert."))
+    model, _ = load(path)
+    assert max_diff(model(bert_inputs(ref))["sequence_output"], ref["sequence_output"]) < ATOL
+
+
+def test_old_layer_norm_gamma_beta_names(tmp_path):
+    ref = reference(TINY_BERT)
+    path = copy_checkpoint(
+        TINY_BERT,
+        tmp_path / "old",
+        rename=lambda k: k.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+            "LayerNorm.bias", "LayerNorm.beta"
+        ),
+    )
+    model, _ = load(path)
+    assert max_diff(model(bert_inputs(ref))["sequence_output"], ref["sequence_output"]) < ATOL
+
+
+@pytest.mark.parametrize("checkpoint", [TINY_GPT2, TINY_GPT2_SHARDED], ids=["single", "sharded"])
+def test_gpt2_logits(checkpoint):
+    ref = reference(TINY_GPT2)
+    model, messages = load(checkpoint)
+    assert messages == []
+    assert max_diff(model(ref["token_ids"]), ref["logits"]) < ATOL
+
+
+def test_gpt2_untied_head(tmp_path):
+    """tie_word_embeddings=false: lm_head.weight (V, d) is its own matrix."""
+    from safetensors.numpy import load_file, save_file
+
+    ref = reference(TINY_GPT2)
+    path = copy_checkpoint(TINY_GPT2, tmp_path / "untied", config={"tie_word_embeddings": False})
+    tensors = load_file(os.path.join(TINY_GPT2, "model.safetensors"))
+    tensors["lm_head.weight"] = tensors["transformer.wte.weight"].copy()
+    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    model, messages = load(path)
+    assert messages == []
+    assert max_diff(model(ref["token_ids"]), ref["logits"]) < ATOL
+
+
+def test_gpt2_cached_generation_equals_full_recompute(tiny_gpt2):
+    prompts = [[5, 17, 42, 9], [33, 2]]
+    steps = 6
+    tokens = generate(tiny_gpt2, prompts, steps)
+    for row, prompt in zip(tokens, prompts):
+        sequence = list(prompt)
+        for _ in range(steps):
+            logits = tiny_gpt2(np.array([sequence], np.int32))
+            sequence.append(int(np.argmax(np.asarray(logits)[0, -1])))
+        assert row.tolist() == sequence[len(prompt) :]
+
+
+@pytest.mark.skipif(not os.path.isdir(MINILM), reason=f"all-MiniLM-L6-v2 not found at {MINILM}")
+def test_minilm_parity():
+    ref = dict(np.load(os.path.join(FIXTURES, "minilm_reference.npz")))
+    model = sentence_encoder(MINILM)
+    assert (model.pooling, model.normalize) == ("mean", True)  # from 1_Pooling/config.json, modules.json
+    inputs = bert_inputs(ref)
+    assert max_diff(model(inputs), ref["sentence_embedding"]) < ATOL
+    out = model.encoder(inputs)
+    assert max_diff(out["sequence_output"], ref["sequence_output"]) < ATOL
+    assert max_diff(out["pooled_output"], ref["pooled_output"]) < ATOL
+
+
+# ----------------------------------------------------------------------------- tasks and heads
+def test_classifier_head_is_initialised_reported_and_trains():
+    model, messages = load(TINY_BERT, task="classifier", num_classes=3, dropout=0.0)
+    missing = [m for m in messages if "keep their initial values" in m]
+    assert len(missing) == 1 and "classifier.weight" in missing[0] and "classifier.bias" in missing[0]
+    ref = reference(TINY_BERT)
+    assert model(bert_inputs(ref)).shape == (3, 3)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(1e-3), loss="sparse_categorical_crossentropy", jit_compile=False
+    )
+    history = model.fit(bert_inputs(ref), np.array([0, 1, 2]), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+
+
+def test_token_classifier_and_sentence_embedding_heads():
+    ref = reference(TINY_BERT)
+    tagger, _ = load(TINY_BERT, task="token_classifier", num_classes=5)
+    assert tagger(bert_inputs(ref)).shape == (3, 9, 5)
+    encoder, _ = load(TINY_BERT, task="sentence_embedding")
+    vectors = np.asarray(encoder(bert_inputs(ref)))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=-1), 1.0, atol=1e-5)
+    # Mean pooling over real tokens only: the padded row equals its unpadded self.
+    mask = ref["padding_mask"][1].astype(bool)
+    h = np.asarray(from_pretrained(TINY_BERT)(bert_inputs(ref))["sequence_output"])[1][mask].mean(0)
+    np.testing.assert_allclose(vectors[1], h / np.linalg.norm(h), atol=1e-5)
+
+
+def test_sentence_pooling_follows_pooling_config(tmp_path):
+    path = copy_checkpoint(TINY_BERT, tmp_path / "st")
+    os.makedirs(os.path.join(path, "1_Pooling"))
+    config = {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
+    with open(os.path.join(path, "1_Pooling", "config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(path, "modules.json"), "w") as f:
+        json.dump([{"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}], f)
+    model = sentence_encoder(path)
+    assert (model.pooling, model.normalize) == ("cls", False)
+    ref = reference(TINY_BERT)
+    np.testing.assert_allclose(
+        model(bert_inputs(ref)),
+        from_pretrained(TINY_BERT)(bert_inputs(ref))["sequence_output"][:, 0],
+        atol=1e-6,
+    )
+    config.update(pooling_mode_cls_token=False, pooling_mode_mean_sqrt_len_tokens=True)
+    with open(os.path.join(path, "1_Pooling", "config.json"), "w") as f:
+        json.dump(config, f)
+    with pytest.raises(ValueError, match=r"1_Pooling/config.json.*pooling_mode_mean_sqrt_len_tokens"):
+        sentence_encoder(path)
+
+
+def test_overrides_reach_the_builder():
+    model = from_pretrained(TINY_GPT2, with_padding_mask=True, dropout=0.0)
+    assert set(model.input) == {"token_ids", "padding_mask"}
+
+
+# ----------------------------------------------------------------------------- save_pretrained
+def _round_trip(model, path, inputs, **load_kwargs):
+    save_pretrained(model, path)
+    loaded = from_pretrained(path, **load_kwargs)
+    assert type(loaded) is type(model)
+    before, after = model(inputs), loaded(inputs)
+    for a, b in zip(keras.tree.flatten(before), keras.tree.flatten(after)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    return loaded
+
+
+def test_round_trip_gpt2_writes_the_published_layout(tmp_path, tiny_gpt2):
+    from safetensors import safe_open
+
+    ref = reference(TINY_GPT2)
+    _round_trip(tiny_gpt2, tmp_path / "gpt2", ref["token_ids"])
+    with safe_open(os.path.join(tmp_path, "gpt2", "model.safetensors"), "numpy") as written:
+        with safe_open(os.path.join(TINY_GPT2, "model.safetensors"), "numpy") as original:
+            assert set(written.keys()) == set(original.keys())  # tied lm_head not stored
+            for name in original.keys():
+                np.testing.assert_array_equal(written.get_tensor(name), original.get_tensor(name))
+    with open(os.path.join(tmp_path, "gpt2", "config.json")) as f:
+        config = json.load(f)
+    assert (
+        config["model_type"] == "gpt2"
+        and config["n_inner"] == 48
+        and config["activation_function"] == "gelu_new"
+    )
+
+
+@pytest.mark.parametrize("task", [None, "masked_lm", "classifier", "token_classifier", "sentence_embedding"])
+def test_round_trip_bert_tasks(tmp_path, task):
+    ref = reference(TINY_BERT)
+    kwargs = {"num_classes": 2} if task in ("classifier", "token_classifier") else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = from_pretrained(TINY_BERT, task=task, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # everything the model has is in its own checkpoint
+        _round_trip(model, tmp_path / "bert", bert_inputs(ref))
+
+
+def test_round_trip_mean_pooling_classifier_and_sharded_save(tmp_path):
+    ref = reference(TINY_BERT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = from_pretrained(TINY_BERT, task="classifier", num_classes=2, pooling="mean")
+    save_pretrained(model, tmp_path / "sharded", max_shard_size="30KB")
+    files = sorted(os.listdir(tmp_path / "sharded"))
+    shards = [f for f in files if f.startswith("model-00001-of-")]
+    assert (
+        "model.safetensors.index.json" in files and shards and shards[0] != "model-00001-of-00001.safetensors"
+    )
+    loaded = from_pretrained(tmp_path / "sharded")  # task and pooling come from config.json
+    np.testing.assert_array_equal(model(bert_inputs(ref)), loaded(bert_inputs(ref)))
+
+
+def test_save_is_atomic_and_never_overwrites_by_accident(tmp_path, tiny_gpt2):
+    target = tmp_path / "ckpt"
+    save_pretrained(tiny_gpt2, target)
+    with pytest.raises(ValueError, match="already exists"):
+        save_pretrained(tiny_gpt2, target)
+
+    class Broken:
+        def get_vocabulary(self):
+            raise RuntimeError("disk full")
+
+    before = sorted(os.listdir(target))
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_pretrained(tiny_gpt2, target, tokenizer=Broken(), overwrite=True)
+    assert sorted(os.listdir(target)) == before  # the old checkpoint is intact
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # no temporary directory left behind
+    save_pretrained(tiny_gpt2, target, overwrite=True)
+    with pytest.raises(ValueError, match="cannot be saved as a GPT-2 checkpoint.*rope"):
+        from keras_tfm.models import gpt
+
+        save_pretrained(gpt("tiny", vocabulary_size=50, max_length=16, position="rope"), tmp_path / "rope")
+
+
+def test_loaded_model_saves_to_keras_file(tmp_path, tiny_gpt2):
+    ref = reference(TINY_GPT2)
+    path = str(tmp_path / "gpt2.keras")
+    tiny_gpt2.save(path)
+    restored = keras.saving.load_model(path)
+    np.testing.assert_allclose(restored(ref["token_ids"]), tiny_gpt2(ref["token_ids"]), atol=1e-6)
+    encoder = sentence_encoder(TINY_BERT)
+    encoder.save(str(tmp_path / "st.keras"))
+    restored = keras.saving.load_model(str(tmp_path / "st.keras"))
+    inputs = bert_inputs(reference(TINY_BERT))
+    np.testing.assert_allclose(restored(inputs), encoder(inputs), atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_missing_directory_and_files(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        from_pretrained(tmp_path / "nowhere")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"config\.json: no such file"):
+        from_pretrained(empty)
+    path = copy_checkpoint(TINY_BERT, tmp_path / "noweights")
+    os.remove(os.path.join(path, "model.safetensors"))
+    with pytest.raises(ValueError, match=r"model\.safetensors: no such file"):
+        from_pretrained(path)
+    with pytest.raises(FileNotFoundError):  # also a FileNotFoundError
+        from_pretrained(path)
+
+
+def test_unsupported_model_type(tmp_path):
+    path = copy_checkpoint(TINY_BERT, tmp_path / "llama", config={"model_type": "llama"})
+    with pytest.raises(ValueError, match=r"config\.json: field 'model_type' = 'llama'.*\['bert', 'gpt2'\]"):
+        from_pretrained(path)
+
+
+def test_unknown_task():
+    with pytest.raises(ValueError, match=r"Unknown `task` 'classifier' for a 'gpt2' checkpoint"):
+        from_pretrained(TINY_GPT2, task="classifier")
+
+
+def test_truncated_safetensors(tmp_path):
+    path = copy_checkpoint(TINY_BERT, tmp_path / "truncated")
+    weights = os.path.join(path, "model.safetensors")
+    with open(weights, "r+b") as f:
+        f.truncate(os.path.getsize(weights) // 2)
+    with pytest.raises(ValueError, match=r"model\.safetensors: not a valid safetensors file.*truncated"):
+        from_pretrained(path)
+
+
+def test_sharded_index_naming_a_missing_shard(tmp_path):
+    path = copy_checkpoint(TINY_GPT2_SHARDED, tmp_path / "shards")
+    os.remove(os.path.join(path, "model-00003-of-00005.safetensors"))
+    with pytest.raises(ValueError, match=r"model-00003-of-00005\.safetensors: no such file"):
+        from_pretrained(path)
+
+
+def test_sizes_disagreeing_with_config(tmp_path):
+    path = copy_checkpoint(TINY_BERT, tmp_path / "sizes", config={"vocab_size": 120})
+    with pytest.raises(ValueError) as error:
+        from_pretrained(path)
+    message = str(error.value)
+    assert "bert.embeddings.word_embeddings.weight" in message
+    assert "(101, 32)" in message and "(120, 32)" in message and "vocab_size=120" in message
+    path = copy_checkpoint(TINY_GPT2, tmp_path / "inner", config={"n_inner": 64})
+    with pytest.raises(ValueError, match=r"mlp\.c_fc\.weight.*\(32, 48\).*\(32, 64\).*n_inner=64"):
+        from_pretrained(path)
+
+
+def test_config_fields_of_the_wrong_type(tmp_path):
+    path = copy_checkpoint(TINY_BERT, tmp_path / "types", config={"hidden_size": "32"})
+    with pytest.raises(
+        ValueError, match=r"config\.json: field 'hidden_size' = '32': expected a positive integer"
+    ):
+        from_pretrained(path)
+    path = copy_checkpoint(TINY_BERT, tmp_path / "act", config={"hidden_act": "mish"})
+    with pytest.raises(ValueError, match=r"field 'hidden_act' = 'mish'"):
+        from_pretrained(path)
+
+
+def test_missing_encoder_weight_is_an_error(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    path = copy_checkpoint(TINY_BERT, tmp_path / "partial")
+    tensors = load_file(os.path.join(TINY_BERT, "model.safetensors"))
+    del tensors["bert.encoder.layer.1.output.dense.weight"]
+    save_file(tensors, os.path.join(path, "model.safetensors"))
+    with pytest.raises(ValueError, match=r"missing 1 weight.*bert\.encoder\.layer\.1\.output\.dense\.weight"):
+        from_pretrained(path)
