@@ -1,8 +1,9 @@
 """keras_tfm.data: tokenizers, tf.data pipelines and dataset loaders.
 
 special_tokens  PAD=0, UNK, CLS, SEP, MASK, BOS, EOS = 1..6 and `SpecialTokens`
-tokenizers      CharTokenizer, ByteTokenizer, WordTokenizer, WordPieceTokenizer
-                (TF ops only; Keras layers; SavedModel-exportable)
+tokenizers      CharTokenizer, ByteTokenizer, WordTokenizer, WordPieceTokenizer,
+                BytePairTokenizer (core TF ops only; Keras layers; SavedModel-exportable;
+                `from_pretrained` for BERT's vocab.txt and GPT-2's vocab.json + merges.txt)
 pipelines       lm_windows, mlm_mask, seq2seq_pairs, pad_and_batch,
                 bucket_by_length, tokenize_dataset
 loaders         TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
@@ -46,6 +47,7 @@ from keras_tfm.data.special_tokens import (
     SpecialTokens,
 )
 from keras_tfm.data.tokenizers import (
+    BytePairTokenizer,
     ByteTokenizer,
     CharTokenizer,
     Tokenizer,
@@ -74,6 +76,7 @@ __all__ = [
     "ByteTokenizer",
     "WordTokenizer",
     "WordPieceTokenizer",
+    "BytePairTokenizer",
     "learn_wordpiece_vocabulary",
     "load_tokenizer",
     "split_words",

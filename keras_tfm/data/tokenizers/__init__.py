@@ -1,0 +1,61 @@
+"""Tokenizers built from TensorFlow ops only, as Keras layers.
+
+Every tokenizer here turns strings into int32 ids with core TF ops
+(`tf.strings`, `tf.lookup.StaticHashTable`, `tf.searchsorted`, `tf.gather`,
+`tf.while_loop`, `tf.RaggedTensor`; no tensorflow-text), so it runs inside
+`tf.data`, inside a `tf.function` with a `tf.TensorSpec([None], tf.string)`
+signature, and inside a SavedModel served by a stock TF Serving binary. Each
+is a `keras.layers.Layer` whose `get_config()` holds the vocabulary, so it is
+saved and restored with a `.keras` model; it can also be saved on its own with
+`save_vocabulary(path)` and read back with `from_vocabulary_file(path)` (or
+`load_tokenizer(path)`).
+
+One module per concept:
+
+    base               Tokenizer: the shared API, special tokens, sentence pairs
+    vocabulary         VocabularyTokenizer: tokens <-> ids through a lookup table
+    char               CharTokenizer       one id per Unicode character
+    byte               ByteTokenizer       one id per byte (256 ids)
+    word               WordTokenizer       lower-cased words and punctuation
+    wordpiece          WordPieceTokenizer  greedy longest-match-first subwords;
+                                           `from_pretrained` reads BERT's vocab.txt
+    byte_pair          BytePairTokenizer   GPT-2's byte-level BPE; `from_pretrained`
+                                           reads vocab.json + merges.txt
+    bert_text          BERT's basic tokenizer (cleaning, accents, case, CJK, punctuation)
+    unicode_tables     per-codepoint tables those normalisers look up
+    corpus             split_words, count_words, count_characters
+    wordpiece_trainer  learn_wordpiece_vocabulary
+    vocabulary_file    the keras_tfm vocabulary file format, load_tokenizer
+    pretrained_files   readers for HuggingFace tokenizer files
+
+Special tokens: see `base` (fixed ids 0..6 for the tokenizers built
+`from_corpus`; where a published vocabulary has them for `from_pretrained`).
+"""
+
+from keras_tfm.data.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer
+from keras_tfm.data.tokenizers.byte import ByteTokenizer
+from keras_tfm.data.tokenizers.byte_pair import BytePairTokenizer
+from keras_tfm.data.tokenizers.char import CharTokenizer
+from keras_tfm.data.tokenizers.corpus import count_characters, count_words, split_words
+from keras_tfm.data.tokenizers.vocabulary import VocabularyTokenizer
+from keras_tfm.data.tokenizers.vocabulary_file import VOCABULARY_FILE_FORMAT, load_tokenizer
+from keras_tfm.data.tokenizers.word import WordTokenizer
+from keras_tfm.data.tokenizers.wordpiece import WordPieceTokenizer
+from keras_tfm.data.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
+
+__all__ = [
+    "SPECIAL_TOKEN_ROLES",
+    "VOCABULARY_FILE_FORMAT",
+    "Tokenizer",
+    "VocabularyTokenizer",
+    "CharTokenizer",
+    "ByteTokenizer",
+    "WordTokenizer",
+    "WordPieceTokenizer",
+    "BytePairTokenizer",
+    "learn_wordpiece_vocabulary",
+    "load_tokenizer",
+    "split_words",
+    "count_words",
+    "count_characters",
+]

@@ -1,0 +1,159 @@
+"""Readers for the tokenizer files of a HuggingFace-layout checkpoint directory.
+
+`vocab.txt` (WordPiece, one token per line, id = line number),
+`tokenizer_config.json` / `special_tokens_map.json` (options and special
+tokens), `tokenizer.json` (the fast tokenizer: model, normalizer, added
+tokens), `vocab.json` + `merges.txt` (byte-level BPE). Every error names the
+file and the field.
+"""
+
+import json
+import os
+
+
+def checkpoint_file(path, name, required=True):
+    """`path/name` if it exists; None if not and not `required` (else FileNotFoundError)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"`path` must be a directory path (str or os.PathLike); received {path!r}.")
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"`path`: no such checkpoint directory: {path!r}.")
+    file = os.path.join(path, name)
+    if os.path.isfile(file):
+        return file
+    if required:
+        raise FileNotFoundError(f"`path` {path!r} has no {name}.")
+    return None
+
+
+def read_text(file):
+    try:
+        with open(file, encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{file!r} is not UTF-8 text ({error}).") from error
+
+
+def read_json(file, required_type=dict):
+    try:
+        value = json.loads(read_text(file))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{file!r} is not valid JSON: {error}.") from error
+    if not isinstance(value, required_type):
+        raise ValueError(f"{file!r} must hold a JSON {required_type.__name__}; found {type(value).__name__}.")
+    return value
+
+
+def read_vocab_txt(file):
+    """Tokens of a WordPiece `vocab.txt`, in id order (trailing newline and `\\r` tolerated)."""
+    lines = read_text(file).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    tokens = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if not tokens:
+        raise ValueError(f"{file!r} holds no tokens.")
+    return tokens
+
+
+def token_content(value):
+    """A special token from a config: a str or a {"content": str, ...} dict (AddedToken)."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+def read_tokenizer_options(path):
+    """Merged options of `tokenizer_config.json` and `special_tokens_map.json` (absent files: {})."""
+    options = {}
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        file = checkpoint_file(path, name, required=False)
+        if file is not None:
+            for key, value in read_json(file).items():
+                options.setdefault(key, value)
+    return options
+
+
+def special_tokens_from_options(options, roles, vocabulary, file_hint):
+    """{role: token} for the roles whose `<role>_token` option names a token of `vocabulary`."""
+    index = set(vocabulary)
+    special = {}
+    for role in roles:
+        token = token_content(options.get(f"{role}_token"))
+        if token is None:
+            continue
+        if token not in index:
+            raise ValueError(f"{file_hint}: `{role}_token` {token!r} is not in the vocabulary.")
+        special[role] = token
+    return special
+
+
+def read_wordpiece_json(file):
+    """(vocabulary, options) from the WordPiece model and BertNormalizer of a `tokenizer.json`."""
+    data = read_json(file)
+    model = data.get("model") or {}
+    if model.get("type") != "WordPiece":
+        raise ValueError(f"{file!r}: `model.type` is {model.get('type')!r}, not 'WordPiece'.")
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not vocab:
+        raise ValueError(f"{file!r}: `model.vocab` must be a non-empty token -> id object.")
+    vocabulary = _ordered_vocabulary(vocab, file, "model.vocab")
+    options = {
+        "unk_token": model.get("unk_token"),
+        "suffix_indicator": model.get("continuing_subword_prefix", "##"),
+        "max_input_chars_per_word": model.get("max_input_chars_per_word", 100),
+    }
+    normalizer = data.get("normalizer") or {}
+    if normalizer.get("type") == "BertNormalizer":
+        options["do_lower_case"] = normalizer.get("lowercase", True)
+        options["strip_accents"] = normalizer.get("strip_accents")
+        options["tokenize_chinese_chars"] = normalizer.get("handle_chinese_chars", True)
+    return vocabulary, options
+
+
+def read_bpe_files(path):
+    """(vocabulary, merges) of a byte-level BPE: `vocab.json` + `merges.txt`, else `tokenizer.json`."""
+    vocab_file = checkpoint_file(path, "vocab.json", required=False)
+    merges_file = checkpoint_file(path, "merges.txt", required=False)
+    if vocab_file and merges_file:
+        vocabulary = _ordered_vocabulary(read_json(vocab_file), vocab_file, "vocab")
+        merges = []
+        for number, line in enumerate(read_text(merges_file).split("\n"), start=1):
+            line = line.rstrip("\r")
+            if not line or (number == 1 and line.startswith("#version")):
+                continue
+            parts = line.split(" ")
+            if len(parts) != 2:
+                raise ValueError(
+                    f"{merges_file!r}, line {number}: expected two tokens separated by a space; found {line!r}."
+                )
+            merges.append(line)
+        return vocabulary, merges
+    json_file = checkpoint_file(path, "tokenizer.json", required=False)
+    if json_file is None:
+        raise FileNotFoundError(
+            f"`path` {os.fspath(path)!r} has neither vocab.json + merges.txt nor tokenizer.json."
+        )
+    model = read_json(json_file).get("model") or {}
+    if model.get("type") != "BPE":
+        raise ValueError(f"{json_file!r}: `model.type` is {model.get('type')!r}, not 'BPE'.")
+    vocabulary = _ordered_vocabulary(model.get("vocab") or {}, json_file, "model.vocab")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+    return vocabulary, merges
+
+
+def _ordered_vocabulary(vocab, file, field):
+    """Token list in id order from a {token: id} object whose ids are exactly 0..n-1."""
+    if not isinstance(vocab, dict) or not vocab:
+        raise ValueError(f"{file!r}: `{field}` must be a non-empty token -> id object.")
+    tokens = [None] * len(vocab)
+    for token, token_id in vocab.items():
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < len(vocab):
+            raise ValueError(
+                f"{file!r}: `{field}` id of {token!r} is {token_id!r}; ids must be 0..{len(vocab) - 1}."
+            )
+        if tokens[token_id] is not None:
+            raise ValueError(
+                f"{file!r}: `{field}` gives id {token_id} to {tokens[token_id]!r} and {token!r}."
+            )
+        tokens[token_id] = token
+    return tokens
