@@ -1,6 +1,6 @@
 """The one attention core behind every attention layer in keras_tfm.
 
-    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + B) V
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + B + M) V
 
 `dot_product_attention` takes already-projected, per-head tensors and serves
 self-, cross-, causal, cached and biased (ALiBi / relative position) attention.
@@ -9,28 +9,56 @@ computed in float32 even under mixed precision; the fill value is a finite
 float32 number (never -inf, never a float16 overflow), and a query whose keys are
 all masked gets all-zero weights (so a zero output), never NaN.
 
+Written with `keras.ops` only: it runs on the TensorFlow, JAX and PyTorch
+backends.
+
 Tensor layouts:
     query: `(batch, query_length, num_heads, key_dim)`
     key:   `(batch, key_length, num_heads, key_dim)`
     value: `(batch, key_length, num_heads, value_dim)`
     mask:  bool, rank 2 `(Tq, Tk)`, rank 3 `(B, Tq, Tk)` or rank 4 `(B, H, Tq, Tk)`
-           (any axis may be 1 to broadcast).
-    bias:  float, rank 2 `(Tq, Tk)`, rank 3 `(H, Tq, Tk)` or rank 4 `(B, H, Tq, Tk)`.
+           (any axis may be 1 to broadcast; a key-padding mask is `(B, 1, Tk)`).
+    bias:  float, rank 2 `(Tq, Tk)`, rank 3 `(H, Tq, Tk)` or rank 4 `(B, H, Tq, Tk)`;
+           or a `ToeplitzBias` (a bias that depends only on the key − query
+           offset, as ALiBi and T5 relative positions do), stored in O(T).
+    causal: bool; key j is visible to query i only if j ≤ i (self-attention,
+           query_length == key_length). Implementations build this mask
+           themselves (per block for the chunked one), so the layers never pass
+           a T × T causal mask.
 
 Implementations are selected by `impl`: "standard" materialises the full score
-matrix; other entries of `ATTENTION_IMPLS` (e.g. memory-efficient ones) are
-registered with `register_attention_impl` and share the same contract:
-"chunked" (exact, O(T) memory, `chunked_attention.py`), "local" (sliding
-window, `local_attention.py`) and "linear" (kernelized, `linear_attention.py`),
-all registered when `keras_tfm.layers` is imported.
+matrix; "auto" (the default everywhere) picks "chunked" when attention weights
+are not requested and the key length is at least `AUTO_MIN_KEY_LENGTH`, and
+"standard" otherwise. Other entries of `ATTENTION_IMPLS` are registered with
+`register_attention_impl` and share the same contract: "chunked" (exact, O(T)
+memory, `chunked_attention.py`), "local" (sliding window, `local_attention.py`)
+and "linear" (kernelized, `linear_attention.py`), all registered when
+`keras_tfm.layers` is imported.
+
+How "auto" decides: from the static key length when it is known (always on JAX
+and PyTorch, and in TensorFlow graphs traced for fixed-length batches, as
+`model.fit` and XLA trace them); when the key length is unknown at trace time
+(a TensorFlow graph traced with a `None` length) the choice is made at run time
+inside the graph with `keras.ops.cond`. A single query (a cached decoding
+step) always takes the standard path, whose score matrix is then `(1, Tk)`.
 """
 
 import math
 
 from keras import ops
 
+from keras_tfm.checks import as_bool_mask
+from keras_tfm.layers import masks as masks_lib
+
 # Finite large negative fill used on float32 scores before the softmax.
 MASK_FILL_VALUE = -1e9
+
+# "auto" takes the chunked path from this key length on. Chosen with
+# bench/attention_memory.py (one causal layer, forward + backward, d 256, 4 heads,
+# CPU): from T = 1024 on the chunked path needs less memory than Keras'
+# MultiHeadAttention and is no slower than the standard path; below, the
+# standard path is faster and its (T × T) scores are small.
+AUTO_MIN_KEY_LENGTH = 1024
 
 ATTENTION_IMPLS = {}
 
@@ -38,10 +66,11 @@ ATTENTION_IMPLS = {}
 def register_attention_impl(name):
     """Decorator registering an attention implementation under `name`.
 
-    The function must accept `(query, key, value, mask, bias, scale, **kwargs)`
-    with the layouts of this module and return the `(B, Tq, H, Dv)` output in
-    float32 or the compute dtype. Implementations that cannot return weights or
-    apply weight-dropout must raise a `ValueError` when asked to.
+    The function must accept `(query, key, value, mask, bias, scale, dropout,
+    training, return_weights, causal, **options)` with the layouts of this
+    module and return `(output, weights_or_None)`, the `(B, Tq, H, Dv)` output
+    in float32 or the compute dtype. Implementations that cannot return weights
+    or apply weight-dropout must raise a `ValueError` when asked to.
     """
 
     def wrap(fn):
@@ -49,6 +78,91 @@ def register_attention_impl(name):
         return fn
 
     return wrap
+
+
+_CORE_ARGUMENTS = (
+    "query",
+    "key",
+    "value",
+    "mask",
+    "bias",
+    "scale",
+    "dropout",
+    "training",
+    "return_weights",
+    "causal",
+)
+
+
+def implementation_options(impl):
+    """Names of the `attention_options` that implementation `impl` accepts.
+
+    Read from the registered function's keyword arguments ("auto" also takes
+    those of "chunked"); "causal" is always accepted (the layers set it).
+    Returns None when the implementation takes arbitrary `**options`.
+    """
+    import inspect
+
+    names = {"causal"}
+    for name, param in inspect.signature(ATTENTION_IMPLS[impl]).parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            if impl == "auto" and "chunked" in ATTENTION_IMPLS:
+                names |= implementation_options("chunked")
+                continue
+            return None
+        if name not in _CORE_ARGUMENTS:
+            names.add(name)
+    return names
+
+
+class ToeplitzBias:
+    """A score bias that depends only on the key − query offset.
+
+        bias[h, i, j] = values[h, j − i + query_length − 1]
+
+    ALiBi (−m_h·|i − j|) and T5 relative positions (E[bucket(j − i), h]) are of
+    this form, so a layer can hand the attention core `H·(Tq + Tk − 1)` numbers
+    instead of an `(H, Tq, Tk)` tensor; the standard path materialises it, the
+    chunked path gathers one `(cq, ck)` block at a time and returns the
+    gradient w.r.t. `values` (so learned relative-position tables train).
+
+    Args:
+        values: float tensor `(H | 1, query_length + key_length − 1)`.
+        query_length: int or scalar int tensor.
+        trainable: False when no gradient w.r.t. `values` is needed (ALiBi);
+            lets the chunked backward pass skip computing it.
+    """
+
+    def __init__(self, values, query_length, trainable=True):
+        if len(values.shape) != 2:
+            raise ValueError(
+                "`ToeplitzBias` values must have rank 2 (heads, query_length + key_length - 1); "
+                f"received shape {tuple(values.shape)}."
+            )
+        self.values = values
+        self.query_length = query_length
+        self.trainable = bool(trainable)
+
+    @classmethod
+    def from_bias_fn(cls, bias_fn, query_length, key_length, trainable=True):
+        """Builds it from `bias_fn(query_length, key_length, query_offset)`,
+        e.g. `AlibiBias.compute_bias` or `RelativePositionBias.compute_bias`,
+        evaluated once on the `(1, Tq + Tk − 1)` row of all offsets."""
+        row = bias_fn(1, query_length + key_length - 1, query_length - 1)  # (H, 1, Tq + Tk - 1)
+        return cls(row[:, 0, :], query_length, trainable=trainable)
+
+    def dense(self, key_length):
+        """The float32 `(H | 1, query_length, key_length)` bias tensor."""
+        i = ops.arange(self.query_length, dtype="int32")[:, None]
+        j = ops.arange(key_length, dtype="int32")[None, :]
+        index = j - i + ops.cast(self.query_length, "int32") - 1
+        return ops.take(ops.cast(self.values, "float32"), index, axis=1)
+
+
+def static_or_dynamic_length(x, axis=1):
+    """`x.shape[axis]` if static, else a scalar int tensor."""
+    d = x.shape[axis]
+    return d if d is not None else ops.shape(x)[axis]
 
 
 def _expand_mask(mask):
@@ -64,8 +178,10 @@ def _expand_mask(mask):
     raise ValueError(f"`mask` must have rank 2, 3 or 4; received shape {tuple(mask.shape)}.")
 
 
-def _expand_bias(bias):
+def _expand_bias(bias, key_length=None):
     """Brings an additive score bias to rank 4 `(B|1, H|1, Tq, Tk)` float32."""
+    if isinstance(bias, ToeplitzBias):
+        return bias.dense(key_length)[None]
     bias = ops.cast(bias, "float32")
     rank = len(bias.shape)
     if rank == 2:
@@ -77,12 +193,40 @@ def _expand_bias(bias):
     raise ValueError(f"`bias` must have rank 2, 3 or 4; received shape {tuple(bias.shape)}.")
 
 
-def attention_weights(query, key, mask=None, bias=None, scale=None):
-    """softmax(Q Kᵀ · scale + bias) with masking, in float32.
+def check_causal(causal, query, key, impl):
+    """Validates the `causal` flag (a Python bool; equal static lengths)."""
+    if not isinstance(causal, bool):
+        raise ValueError(f"`causal` must be a bool; received {causal!r}.")
+    tq, tk = query.shape[1], key.shape[1]
+    if causal and tq is not None and tk is not None and tq != tk:
+        raise ValueError(
+            f"attention_impl={impl!r} with causal=True needs query_length == key_length; "
+            f"received {tq} and {tk} (pass a causal `mask` instead)."
+        )
+
+
+def _score_mask(query, key, mask, causal):
+    """The rank-4 boolean mask (causal ∧ mask), or None."""
+    if causal:
+        tk = static_or_dynamic_length(key)
+        causal_m = masks_lib.causal_mask(static_or_dynamic_length(query), tk)[None, None]
+        return causal_m if mask is None else ops.logical_and(_expand_mask(mask), causal_m)
+    return None if mask is None else _expand_mask(mask)
+
+
+def _scores_and_rows(query, key, mask=None, bias=None, scale=None, causal=False):
+    """Masked float32 scores `(B, H, Tq, Tk)` and the rows that see a key.
+
+    The mask and the bias enter as ONE additive term, `bias + where(mask, 0,
+    fill)`, whose shape is that of the mask/bias (usually without the batch or
+    head axis) and whose gradient needs nothing saved; a `where` on the full
+    score matrix would keep a second `(B, H, Tq, Tk)` tensor (or the mask) alive
+    for the backward pass.
 
     Returns:
-        float32 tensor `(batch, num_heads, query_length, key_length)`; masked
-        entries are exactly 0 and fully masked rows are all 0.
+        `(scores, row_visible)`: `row_visible` is a float `(B|1, H|1, Tq, 1)`
+        tensor, 1 where the query sees at least one key, or None when every
+        query does (no mask, or a causal mask alone).
     """
     if scale is None:
         scale = 1.0 / math.sqrt(float(query.shape[-1]))
@@ -95,15 +239,32 @@ def attention_weights(query, key, mask=None, bias=None, scale=None):
     else:
         scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
     scores = ops.cast(scores, "float32")
+    full_mask = _score_mask(query, key, mask, causal)
+    adder = None
     if bias is not None:
-        scores = scores + _expand_bias(bias)
-    if mask is not None:
-        mask = _expand_mask(mask)
-        scores = ops.where(mask, scores, MASK_FILL_VALUE)
+        adder = _expand_bias(bias, static_or_dynamic_length(key))
+    row_visible = None
+    if full_mask is not None:
+        fill = ops.where(full_mask, 0.0, MASK_FILL_VALUE)
+        adder = fill if adder is None else adder + fill
+        if mask is not None:  # causal self-attention alone always sees the diagonal
+            row_visible = ops.cast(ops.any(full_mask, axis=-1, keepdims=True), "float32")
+    if adder is not None:
+        scores = scores + adder
+    return scores, row_visible
+
+
+def attention_weights(query, key, mask=None, bias=None, scale=None, causal=False):
+    """softmax(Q Kᵀ · scale + bias) with masking, in float32.
+
+    Returns:
+        float32 tensor `(batch, num_heads, query_length, key_length)`; masked
+        entries are exactly 0 and fully masked rows are all 0.
+    """
+    scores, row_visible = _scores_and_rows(query, key, mask, bias, scale, causal)
     weights = ops.softmax(scores, axis=-1)
-    if mask is not None:
-        # Exact zeros at masked keys; a row with no visible key becomes all 0.
-        weights = ops.where(mask, weights, 0.0)
+    if row_visible is not None:
+        weights = weights * row_visible
     return weights
 
 
@@ -118,8 +279,16 @@ def standard_attention(
     dropout=None,
     training=None,
     return_weights=False,
+    causal=False,
 ):
-    weights = attention_weights(query, key, mask=mask, bias=bias, scale=scale)
+    """Materialises the `(B, H, Tq, Tk)` weights (see the module docstring)."""
+    check_causal(causal, query, key, "standard")
+    scores, row_visible = _scores_and_rows(query, key, mask, bias, scale, causal)
+    # The softmax output is the only (B, H, Tq, Tk) tensor kept for the backward
+    # pass (its own gradient and the one of the value product both use it).
+    # Masked entries are exact zeros (exp of the −1e9 fill underflows); rows
+    # without a visible key are zeroed on the (B, Tq, H, Dv) output instead.
+    weights = ops.softmax(scores, axis=-1)
     probs = ops.cast(weights, value.dtype)
     if dropout is not None:
         probs = dropout(probs, training=training)
@@ -128,7 +297,58 @@ def standard_attention(
         output = ops.sum(weights_bkh * value, axis=1, keepdims=True)
     else:
         output = ops.einsum("bhqk,bkhd->bqhd", probs, value)
+    if row_visible is not None:
+        output = output * ops.cast(ops.transpose(row_visible, (0, 2, 1, 3)), output.dtype)
+        if return_weights:
+            weights = weights * row_visible
     return output, (weights if return_weights else None)
+
+
+def _dropout_active(dropout, training):
+    rate = getattr(dropout, "rate", 0.0) if dropout is not None else 0.0
+    # A tensor-valued `training` may be True at run time: keep the weights.
+    return bool(rate) and (training is not None and training is not False)
+
+
+@register_attention_impl("auto")
+def auto_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    bias=None,
+    scale=None,
+    dropout=None,
+    training=None,
+    return_weights=False,
+    causal=False,
+    min_key_length=None,
+    **chunked_options,
+):
+    """"chunked" for long keys, "standard" otherwise (see the module docstring).
+
+    Options: `min_key_length` (default `AUTO_MIN_KEY_LENGTH`) and the options of
+    "chunked" (`query_chunk_size`, `key_chunk_size`).
+    """
+    threshold = AUTO_MIN_KEY_LENGTH if min_key_length is None else min_key_length
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold <= 0:
+        raise ValueError(f"`min_key_length` must be a positive int; received {threshold!r}.")
+    args = dict(mask=mask, bias=bias, scale=scale, dropout=dropout, training=training, causal=causal)
+    standard = ATTENTION_IMPLS["standard"]
+    if return_weights or _dropout_active(dropout, training) or query.shape[1] == 1:
+        return standard(query, key, value, return_weights=return_weights, **args)
+    chunked = ATTENTION_IMPLS["chunked"]
+    tk = key.shape[1]
+    if tk is not None:
+        if tk >= threshold:
+            return chunked(query, key, value, **args, **chunked_options)
+        return standard(query, key, value, **args)
+    output = ops.cond(
+        ops.shape(key)[1] >= threshold,
+        lambda: ops.cast(chunked(query, key, value, **args, **chunked_options)[0], value.dtype),
+        lambda: ops.cast(standard(query, key, value, **args)[0], value.dtype),
+    )
+    return output, None
 
 
 def dot_product_attention(
@@ -141,7 +361,8 @@ def dot_product_attention(
     dropout=None,
     training=None,
     return_weights=False,
-    impl="standard",
+    causal=False,
+    impl="auto",
     **impl_kwargs,
 ):
     """Scaled dot-product attention, softmax(Q Kᵀ/√d_k + bias)·V.
@@ -151,13 +372,17 @@ def dot_product_attention(
         key: `(batch, key_length, num_heads, key_dim)`.
         value: `(batch, key_length, num_heads, value_dim)`.
         mask: optional boolean mask, True = may attend (see module docstring).
-        bias: optional additive float score bias (ALiBi, relative positions).
+        bias: optional additive float score bias (ALiBi, relative positions):
+            a tensor or a `ToeplitzBias`.
         scale: score scale; defaults to `1/sqrt(key_dim)`.
         dropout: optional callable `(x, training=...)` applied to the weights
             (a `keras.layers.Dropout` owned by the calling layer).
         training: Python bool or None, forwarded to `dropout`.
         return_weights: if True also return the float32 attention weights.
-        impl: name of a registered implementation (see `ATTENTION_IMPLS`).
+        causal: apply the causal mask (key j ≤ query i; equal lengths) inside
+            the implementation, combined with `mask`.
+        impl: name of a registered implementation (see `ATTENTION_IMPLS`);
+            "auto" picks "chunked" or "standard" (module docstring).
         **impl_kwargs: options of that implementation (e.g. a chunk size).
 
     Returns:
@@ -172,6 +397,8 @@ def dot_product_attention(
             raise ValueError(
                 f"`{name}` must have rank 4 (batch, length, num_heads, dim); received shape {tuple(t.shape)}."
             )
+    check_causal(causal, query, key, impl)
+    mask = as_bool_mask("mask", mask)  # bool or 0/1 ints; float/additive masks are refused
     output, weights = ATTENTION_IMPLS[impl](
         query,
         key,
@@ -182,6 +409,7 @@ def dot_product_attention(
         dropout=dropout,
         training=training,
         return_weights=return_weights,
+        causal=causal,
         **impl_kwargs,
     )
     return ops.cast(output, value.dtype), weights

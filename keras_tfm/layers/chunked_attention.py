@@ -13,12 +13,23 @@ memory", and FlashAttention (Dao et al., 2022):
         O_i = acc / l;   L_i = m + log l         (log-sum-exp, kept for backward)
 
 Only `O` and the per-row log-sum-exp `L` (O(T)) are kept for the backward
-pass; `tf.custom_gradient` recomputes every score block there
+pass; `keras.ops.custom_gradient` recomputes every score block there
 (P = exp(S - L), dV += Pᵀ dO, dS = P ⊙ (dO Vᵀ - rowsum(dO ⊙ O)), dQ += dS K,
 dK += dSᵀ Q, dB = dS), so neither the forward nor the backward pass ever holds
 more than one `(B, H, query_chunk, key_chunk)` block of scores. Both loops are
-`tf.while_loop`s (parallel_iterations=1), which run eagerly, in `tf.function`
-and under XLA (`jit_compile=True`) and keep the graph size independent of T.
+`keras.ops` loops (`fori_loop`; on TensorFlow a `tf.while_loop` with
+`parallel_iterations=1`, so iterations never overlap), which run eagerly, in
+`tf.function`, under XLA and under `jax.jit`, keep the graph size independent
+of T, and run on the TensorFlow, JAX and PyTorch backends.
+
+Causal attention (`causal=True`, the flag the layers pass) skips the blocks
+above the diagonal in the forward AND the backward pass (about half the work)
+and builds the causal mask per block from indices; only the blocks that cross
+the diagonal (and the ragged last key block) are masked at all. A
+`ToeplitzBias` (ALiBi, T5 relative positions) is gathered per block from its
+O(T) offset table, and its gradient is summed per block along the diagonals.
+So no T × T tensor reaches this path from the layers; an explicit dense `mask`
+or `bias` argument is still honoured (sliced per block).
 
 All arithmetic is float32 (inputs are cast once; gradients are cast back), the
 mask/bias contract is the one of `attention_core`, and a query whose keys are
@@ -26,12 +37,7 @@ all masked gets a zero output and zero gradients (never NaN).
 
 Options (`attention_options`): `query_chunk_size` (default 512) and
 `key_chunk_size` (default 1024), each clipped to the sequence length; a ragged
-last chunk is zero-padded and its padded keys masked out. `causal` (default
-False): apply the causal restriction (key j ≤ query i, self-attention) inside
-the kernel and skip the key blocks above the diagonal — about half the work;
-the layers' mask (which already contains the causal mask of a causal layer) is
-still applied, so `causal=True` is an optimisation hint that must only be set
-on causal layers.
+last chunk is zero-padded and its padded keys masked out.
 
 The full weight matrix is never formed, so `return_weights=True` and attention
 dropout during training raise a `ValueError`.
@@ -39,11 +45,19 @@ dropout during training raise a `ValueError`.
 
 import math
 
-import tensorflow as tf
+import keras
+from keras import ops
 
-from keras_tfm.layers.attention_core import _expand_bias, _expand_mask, register_attention_impl
+from keras_tfm.layers.attention_core import (
+    ToeplitzBias,
+    _expand_bias,
+    _expand_mask,
+    check_causal,
+    register_attention_impl,
+    static_or_dynamic_length,
+)
 
-# Finite "minus infinity" for the running max; exp(_NEG - finite) == 0 in float32.
+# Finite "minus infinity" for masked scores and the running max; exp(_NEG - finite) == 0.
 _NEG = -1e30
 
 
@@ -53,54 +67,94 @@ def check_no_weights(impl, dropout, training, return_weights):
         raise ValueError(
             f"attention_impl={impl!r} never materialises the attention weights, so "
             "`return_weights=True` (`return_attention_scores=True`) is not supported; "
-            "use attention_impl='standard' to inspect the weights."
+            "use attention_impl='standard' (or 'auto') to inspect the weights."
         )
     rate = getattr(dropout, "rate", 0.0) if dropout is not None else 0.0
     if rate and training:
         raise ValueError(
             f"attention_impl={impl!r} does not support attention-weight `dropout` "
             f"(rate={rate}) in training; set the layer's `dropout=0.0` (or "
-            "`attention_dropout=0.0` on TransformerBlock) or use attention_impl='standard'."
+            "`attention_dropout=0.0` on TransformerBlock) or use attention_impl='standard' (or 'auto')."
         )
 
 
-def _static_or_dynamic(x, axis):
-    d = x.shape[axis]
-    return d if d is not None else tf.shape(x)[axis]
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _pad_axis(x, axis, pad, value=0):
-    """Pads `pad` (int or scalar tensor) entries at the end of `axis`."""
-    if isinstance(pad, int) and pad == 0:
-        return x
-    paddings = [[0, 0] for _ in range(len(x.shape))]
-    paddings[axis] = [0, pad]
-    return tf.pad(x, paddings, constant_values=value)
-
-
-def _slice_axis(x, axis, start, size):
-    """`x[..., start:start+size, ...]` on `axis` unless that axis broadcasts (1)."""
-    if x.shape[axis] == 1:
-        return x
-    begin = [0] * len(x.shape)
-    sizes = [-1] * len(x.shape)
-    begin[axis] = start
-    sizes[axis] = size
-    return tf.slice(x, tf.stack(begin), sizes)
+def _minimum(a, b):
+    return min(a, b) if _is_int(a) and _is_int(b) else ops.minimum(a, b)
 
 
 def _ceil_div(a, b):
-    return -(-a // b) if isinstance(a, int) else (a + b - 1) // b
+    return -(-a // b)
+
+
+def _pad_axis(x, axis, pad, value=0):
+    """Appends `pad` (int or scalar tensor) entries equal to `value` on `axis`."""
+    if _is_int(pad) and pad == 0:
+        return x
+    shape = [static_or_dynamic_length(x, a) for a in range(len(x.shape))]
+    shape[axis] = pad
+    return ops.concatenate([x, ops.full(shape, value, dtype=x.dtype)], axis=axis)
 
 
 def _chunk_size(option, length, name):
     if isinstance(option, bool) or not isinstance(option, int) or option <= 0:
         raise ValueError(f"`{name}` must be a positive int; received {option!r}.")
-    return min(option, length) if isinstance(length, int) else option
+    return min(option, length) if _is_int(length) else option
+
+
+def _block(x4, i0, j0, cq, ck):
+    """Rows `i0:i0+cq`, columns `j0:j0+ck` of a rank-4 tensor (broadcast axes kept)."""
+    rows, cols = x4.shape[2] != 1, x4.shape[3] != 1
+    return ops.slice(
+        x4, (0, 0, i0 if rows else 0, j0 if cols else 0), (-1, -1, cq if rows else 1, ck if cols else 1)
+    )
+
+
+def _rows(x, i0, size):
+    """`x[:, :, i0:i0+size]` of a rank-3 or rank-4 tensor."""
+    starts = (0, 0, i0) + (0,) * (len(x.shape) - 3)
+    return ops.slice(x, starts, (-1, -1, size) + (-1,) * (len(x.shape) - 3))
+
+
+def _add_rows(x, i0, size, update):
+    """`x[:, :, i0:i0+size] += update` (functional)."""
+    return ops.slice_update(x, (0, 0, i0, 0), _rows(x, i0, size) + update)
+
+
+def _fori_loop(lower, upper, body, carry):
+    """`carry = body(i, carry)` for i in [lower, upper); carry is a tuple.
+
+    `keras.ops.fori_loop`, except on TensorFlow, where the `tf.while_loop` gets
+    `parallel_iterations=1`: overlapping iterations would multiply the memory
+    of the score blocks.
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf  # the backend in use; never imported on other backends
+
+        return tf.while_loop(
+            lambda i, *c: i < upper,
+            lambda i, *c: (i + 1, *body(i, c)),
+            (tf.convert_to_tensor(lower, tf.int32), *carry),
+            parallel_iterations=1,
+        )[1:]
+    return tuple(ops.fori_loop(lower, upper, lambda i, c: tuple(body(i, c)), tuple(carry)))
+
+
+def _diagonal_sums(x, cq, ck):
+    """Sums of a `(h, cq, ck)` block along its diagonals: `(h, cq + ck - 1)`,
+    entry `c` holding the sum over `j - i = c - (cq - 1)`."""
+    h = x.shape[0]
+    x = ops.flip(x, axis=1)  # row r is query cq - 1 - r
+    x = ops.pad(x, [[0, 0], [0, 0], [0, cq]])
+    x = ops.reshape(x, (h, cq * (ck + cq)))[:, : cq * (ck + cq - 1)]
+    # Row r is now shifted right by r: column c holds query cq-1-r, key c-r.
+    return ops.sum(ops.reshape(x, (h, cq, ck + cq - 1)), axis=1)
 
 
 @register_attention_impl("chunked")
-@tf.autograph.experimental.do_not_convert
 def chunked_attention(
     query,
     key,
@@ -111,31 +165,24 @@ def chunked_attention(
     dropout=None,
     training=None,
     return_weights=False,
+    causal=False,
     query_chunk_size=512,
     key_chunk_size=1024,
-    causal=False,
 ):
     """Exact attention in O(T) memory (forward and backward); see module docs."""
     check_no_weights("chunked", dropout, training, return_weights)
-    if not isinstance(causal, bool):
-        raise ValueError(f"`causal` must be a bool; received {causal!r}.")
+    check_causal(causal, query, key, "chunked")
     if scale is None:
         scale = 1.0 / math.sqrt(float(query.shape[-1]))
-    tq = _static_or_dynamic(query, 1)
-    tk = _static_or_dynamic(key, 1)
+    tq = static_or_dynamic_length(query)
+    tk = static_or_dynamic_length(key)
     cq = _chunk_size(query_chunk_size, tq, "query_chunk_size")
     ck = _chunk_size(key_chunk_size, tk, "key_chunk_size")
-    nq = _ceil_div(tq, cq)
-    nk = _ceil_div(tk, ck)
-    pad_q = nq * cq - tq
-    pad_k = nk * ck - tk
-    # Padded keys must be masked unless T is statically a multiple of the chunk.
-    need_key_valid = not (isinstance(pad_k, int) and pad_k == 0)
-    if causal and isinstance(tq, int) and isinstance(tk, int) and tq != tk:
-        raise ValueError(
-            "attention_impl='chunked' with causal=True needs query_length == key_length; "
-            f"received {tq} and {tk} (pass a causal mask instead)."
-        )
+    nq, nk = _ceil_div(tq, cq), _ceil_div(tk, ck)
+    pad_q, pad_k = nq * cq - tq, nk * ck - tk
+    # Unless T is statically a multiple of the chunk, the last key block is masked.
+    ragged_k = not (_is_int(pad_k) and pad_k == 0)
+    heads, d, dv = query.shape[2], query.shape[3], value.shape[3]
 
     mask4 = None
     if mask is not None:
@@ -145,254 +192,232 @@ def chunked_attention(
         if mask4.shape[3] != 1:
             mask4 = _pad_axis(mask4, 3, pad_k, False)
 
-    def mask_block(i, j):
-        m = None
-        if mask4 is not None:
-            m = _slice_axis(_slice_axis(mask4, 2, i * cq, cq), 3, j * ck, ck)
-        if need_key_valid:
-            valid = (j * ck + tf.range(ck)) < tk
-            valid = valid[None, None, None, :]
-            m = valid if m is None else tf.logical_and(m, valid)
-        if causal:
-            below = (i * cq + tf.range(cq))[:, None] >= (j * ck + tf.range(ck))[None, :]
-            below = below[None, None]
-            m = below if m is None else tf.logical_and(m, below)
-        return m
-
-    def key_chunks_for(i):
-        # Key chunks holding a key visible to query chunk i (all of them unless causal).
-        if not causal:
-            return nk
-        return tf.minimum(nk, ((i + 1) * cq + ck - 1) // ck)
-
-    def first_query_chunk_for(j):
-        # First query chunk that sees a key of chunk j (0 unless causal).
-        return (j * ck) // cq if causal else 0
-
-    def to_blocks(x, pad):
-        # (B, T, H, D) -> float32 (B, H, T + pad, D)
-        x = tf.transpose(tf.cast(x, tf.float32), [0, 2, 1, 3])
-        return _pad_axis(x, 2, pad)
+    toeplitz = isinstance(bias, ToeplitzBias)
+    if toeplitz:
+        bias_in = ops.cast(bias.values, "float32")
+        bias_heads = bias_in.shape[0]
+        bias_shape = None
+        # Padded offset table: entry q_pad - 1 + (j - i) for padded positions i, j.
+        diag0 = ops.arange(ck, dtype="int32")[None, :] - ops.arange(cq, dtype="int32")[:, None]
+        diag0 = diag0 + ops.cast(nq * cq - 1, "int32")
+    elif bias is not None:
+        bias_in = ops.cast(bias, "float32")
+        bias_shape = ops.shape(bias_in)
+        b4 = _expand_bias(bias_in)
+        bias_dims = tuple(b4.shape)
+    need_bias_grad = bias is not None and (not toeplitz or bias.trainable)
 
     q_dtype, k_dtype, v_dtype = query.dtype, key.dtype, value.dtype
 
-    def run(q_in, k_in, v_in, bias_in=None):
-        qh = to_blocks(q_in, pad_q) * scale
-        kh = to_blocks(k_in, pad_k)
-        vh = to_blocks(v_in, pad_k)
-        bias4 = None
-        if bias_in is not None:
-            bias4 = _expand_bias(bias_in)
-            if bias4.shape[2] != 1:
+    def to_heads(x, pad):
+        # (B, T, H, D) -> float32 (B, H, T + pad, D)
+        return _pad_axis(ops.transpose(ops.cast(x, "float32"), (0, 2, 1, 3)), 2, pad)
+
+    def edge_mask(i0, j0):
+        """Causal / padded-key validity of the block at (i0, j0), rank 4."""
+        keys = j0 + ops.arange(ck, dtype="int32")[None, :]
+        m = None
+        if causal:
+            m = (i0 + ops.arange(cq, dtype="int32")[:, None]) >= keys
+        if ragged_k:
+            valid = keys < tk
+            m = valid if m is None else ops.logical_and(m, valid)
+        return m[None, None]
+
+    def attend(q_in, k_in, v_in, *bias_args):
+        qh = to_heads(q_in, pad_q) * scale
+        kh = to_heads(k_in, pad_k)
+        vh = to_heads(v_in, pad_k)
+        batch = static_or_dynamic_length(qh, 0)
+        if toeplitz:
+            table = _pad_axis(ops.flip(_pad_axis(ops.flip(bias_args[0], 1), 1, pad_q), 1), 1, pad_k)
+        elif bias is not None:
+            bias4 = _expand_bias(bias_args[0])
+            if bias_dims[2] != 1:
                 bias4 = _pad_axis(bias4, 2, pad_q)
-            if bias4.shape[3] != 1:
+            if bias_dims[3] != 1:
                 bias4 = _pad_axis(bias4, 3, pad_k)
-        batch = tf.shape(qh)[0]
-        heads = qh.shape[1] if qh.shape[1] is not None else tf.shape(qh)[1]
-        dv = vh.shape[-1]
 
-        def scores(qc, i, j):
-            kc = tf.slice(kh, tf.stack([0, 0, j * ck, 0]), [-1, -1, ck, -1])
-            s = tf.matmul(qc, kc, transpose_b=True)
-            if bias4 is not None:
-                s = s + _slice_axis(_slice_axis(bias4, 2, i * cq, cq), 3, j * ck, ck)
-            m = mask_block(i, j)
+        def scores(qc, i0, j0, edge):
+            kc = _rows(kh, j0, ck)
+            s = ops.einsum("bhqd,bhkd->bhqk", qc, kc)
+            if toeplitz:
+                s = s + ops.take(table, diag0 + (j0 - i0), axis=1)[None]
+            elif bias is not None:
+                s = s + _block(bias4, i0, j0, cq, ck)
+            m = None if mask4 is None else _block(mask4, i0, j0, cq, ck)
+            if edge:
+                e = edge_mask(i0, j0)
+                m = e if m is None else ops.logical_and(m, e)
             if m is not None:
-                s = tf.where(m, s, _NEG)
-            return s, m, kc
+                s = ops.where(m, s, _NEG)
+            return s, kc
 
-        # ---------------------------------------------------------- forward
-        def q_step(i, out_ta, lse_ta):
-            qc = tf.slice(qh, tf.stack([0, 0, i * cq, 0]), [-1, -1, cq, -1])
+        # ------------------------------------------------------ forward
+        def forward_range(i):
+            """Key blocks [0, plain) need no causal/padding mask, [plain, end) do."""
+            end, plain = nk, nk
+            if causal:
+                end = _minimum(nk, ((i + 1) * cq - 1) // ck + 1)
+                plain = _minimum(end, (i * cq + 1) // ck)
+            if ragged_k:
+                plain = _minimum(plain, nk - 1)
+            return plain, end
 
-            def k_step(j, m_run, l_run, acc):
-                s, m, _ = scores(qc, i, j)
-                vc = tf.slice(vh, tf.stack([0, 0, j * ck, 0]), [-1, -1, ck, -1])
-                m_new = tf.maximum(m_run, tf.reduce_max(s, axis=-1))
-                p = tf.exp(s - m_new[..., None])
-                if m is not None:
-                    p = tf.where(m, p, 0.0)
-                alpha = tf.exp(m_run - m_new)
-                l_run = l_run * alpha + tf.reduce_sum(p, axis=-1)
-                acc = acc * alpha[..., None] + tf.matmul(p, vc)
-                return j + 1, m_new, l_run, acc
+        def q_step(i, carry):
+            out_buf, lse_buf = carry
+            i0 = i * cq
+            qc = _rows(qh, i0, cq)
 
-            init = (
-                tf.constant(0),
-                tf.fill(tf.stack([batch, heads, cq]), _NEG),
-                tf.zeros(tf.stack([batch, heads, cq])),
-                tf.zeros(tf.stack([batch, heads, cq, dv])),
+            def k_step(edge):
+                def body(j, c):
+                    m_run, l_run, acc = c
+                    j0 = j * ck
+                    s, _ = scores(qc, i0, j0, edge)
+                    m_new = ops.maximum(m_run, ops.max(s, axis=-1))
+                    p = ops.exp(s - m_new[..., None])
+                    alpha = ops.exp(m_run - m_new)
+                    l_run = l_run * alpha + ops.sum(p, axis=-1)
+                    acc = acc * alpha[..., None] + ops.einsum("bhqk,bhkd->bhqd", p, _rows(vh, j0, ck))
+                    return m_new, l_run, acc
+
+                return body
+
+            plain, end = forward_range(i)
+            carry = (
+                ops.full((batch, heads, cq), _NEG, "float32"),
+                ops.zeros((batch, heads, cq), "float32"),
+                ops.zeros((batch, heads, cq, dv), "float32"),
             )
-            last = key_chunks_for(i)
-            _, m_run, l_run, acc = tf.while_loop(lambda j, *_: j < last, k_step, init, parallel_iterations=1)
-            has_keys = l_run > 0.0
-            safe_l = tf.where(has_keys, l_run, 1.0)
-            out = acc / safe_l[..., None]
-            lse = tf.where(has_keys, m_run + tf.math.log(safe_l), 0.0)
-            return i + 1, out_ta.write(i, out), lse_ta.write(i, lse)
+            carry = _fori_loop(0, plain, k_step(False), carry)
+            m_run, l_run, acc = _fori_loop(plain, end, k_step(True), carry)
+            # A row that saw no key kept m = _NEG (its l and acc are junk).
+            has_keys = m_run > 0.5 * _NEG
+            safe_l = ops.where(has_keys, l_run, 1.0)
+            out = ops.where(has_keys[..., None], acc / safe_l[..., None], 0.0)
+            lse = ops.where(has_keys, m_run + ops.log(safe_l), 0.0)
+            return ops.slice_update(out_buf, (0, 0, i0, 0), out), ops.slice_update(lse_buf, (0, 0, i0), lse)
 
-        _, out_ta, lse_ta = tf.while_loop(
-            lambda i, *_: i < nq,
+        out_h, lse = _fori_loop(
+            0,
+            nq,
             q_step,
-            (
-                tf.constant(0),
-                tf.TensorArray(tf.float32, size=nq, element_shape=None),
-                tf.TensorArray(tf.float32, size=nq, element_shape=None),
-            ),
-            parallel_iterations=1,
+            (ops.zeros((batch, heads, nq * cq, dv), "float32"), ops.zeros((batch, heads, nq * cq), "float32")),
         )
-        # (nq, B, H, cq, Dv) -> (B, H, nq*cq, Dv)
-        out_h = tf.transpose(out_ta.stack(), [1, 2, 0, 3, 4])
-        out_h = tf.reshape(out_h, tf.stack([batch, heads, nq * cq, dv]))
-        lse = tf.reshape(tf.transpose(lse_ta.stack(), [1, 2, 0, 3]), tf.stack([batch, heads, nq * cq]))
-        output = tf.transpose(out_h[:, :, :tq], [0, 2, 1, 3])
+        output = ops.transpose(ops.slice(out_h, (0, 0, 0, 0), (-1, -1, tq, -1)), (0, 2, 1, 3))
 
-        # --------------------------------------------------------- backward
-        def grad(d_out):
-            do_h = to_blocks(d_out, pad_q)  # (B, H, Tq_pad, Dv)
-            delta = tf.reduce_sum(do_h * out_h, axis=-1)  # rowsum(dO ⊙ O)
-            d = qh.shape[-1]
-            bias_dims = (
-                None if bias4 is None else (bias4.shape[0], bias4.shape[1], bias4.shape[2], bias4.shape[3])
-            )
+        # ----------------------------------------------------- backward
+        def grad(*args, upstream=None):
+            d_out = args[0] if upstream is None else upstream
+            do_h = to_heads(d_out, pad_q)  # padded query rows get zero gradient
+            delta = ops.sum(do_h * out_h, axis=-1)  # rowsum(dO ⊙ O)
 
-            def reduce_to_bias(ds):
-                axes = [a for a in range(4) if bias_dims[a] == 1]
-                return tf.reduce_sum(ds, axis=axes, keepdims=True) if axes else ds
+            def backward_range(j):
+                """Query blocks [first, plain) need the causal/padding mask, [plain, nq) don't."""
+                first, plain = 0, 0
+                if causal:
+                    first = (j * ck) // cq
+                    plain = _minimum(nq, _ceil_div((j + 1) * ck - 1, cq))
+                if ragged_k:
+                    plain = ops.where(j == nk - 1, nq, plain)
+                return first, plain
 
-            def k_step(j, dq_all, dk_ta, dv_ta, db_ta, db_sum):
-                vc = tf.slice(vh, tf.stack([0, 0, j * ck, 0]), [-1, -1, ck, -1])
+            def k_step(j, carry):
+                dq_buf, dk_buf, dv_buf, db_buf = carry
+                j0 = j * ck
+                vc = _rows(vh, j0, ck)
 
-                def q_step(i, dk, dv_acc, dq_all, db_row_ta, db_row_sum):
-                    qc = tf.slice(qh, tf.stack([0, 0, i * cq, 0]), [-1, -1, cq, -1])
-                    s, m, kc = scores(qc, i, j)
-                    lse_c = tf.slice(lse, tf.stack([0, 0, i * cq]), [-1, -1, cq])
-                    p = tf.exp(s - lse_c[..., None])
-                    if m is not None:
-                        p = tf.where(m, p, 0.0)
-                    doc = tf.slice(do_h, tf.stack([0, 0, i * cq, 0]), [-1, -1, cq, -1])
-                    dv_acc = dv_acc + tf.matmul(p, doc, transpose_a=True)
-                    dp = tf.matmul(doc, vc, transpose_b=True)
-                    delta_c = tf.slice(delta, tf.stack([0, 0, i * cq]), [-1, -1, cq])
-                    ds = p * (dp - delta_c[..., None])
-                    dk = dk + tf.matmul(ds, qc, transpose_a=True)
-                    dq_all = tf.tensor_scatter_nd_add(dq_all, tf.reshape(i, [1, 1]), tf.matmul(ds, kc)[None])
-                    if bias4 is not None:
-                        db = reduce_to_bias(ds)
-                        if bias_dims[2] == 1:
-                            db_row_sum = db_row_sum + db
-                        else:
-                            db_row_ta = db_row_ta.write(i, db)
-                    return i + 1, dk, dv_acc, dq_all, db_row_ta, db_row_sum
+                def q_step(edge):
+                    def body(i, c):
+                        dk, dv_acc, dq_buf, db_buf = c
+                        i0 = i * cq
+                        qc = _rows(qh, i0, cq)
+                        s, kc = scores(qc, i0, j0, edge)
+                        p = ops.exp(s - _rows(lse, i0, cq)[..., None])
+                        doc = _rows(do_h, i0, cq)
+                        dv_acc = dv_acc + ops.einsum("bhqk,bhqd->bhkd", p, doc)
+                        dp = ops.einsum("bhqd,bhkd->bhqk", doc, vc)
+                        ds = p * (dp - _rows(delta, i0, cq)[..., None])
+                        dk = dk + ops.einsum("bhqk,bhqd->bhkd", ds, qc)
+                        dq_buf = _add_rows(dq_buf, i0, cq, ops.einsum("bhqk,bhkd->bhqd", ds, kc))
+                        if need_bias_grad:
+                            db_buf = add_bias_grad(db_buf, ds, i0, j0)
+                        return dk, dv_acc, dq_buf, db_buf
 
-                i0 = tf.convert_to_tensor(first_query_chunk_for(j))
-                db_row_ta = tf.TensorArray(tf.float32, size=nq, element_shape=None)
-                if causal and bias4 is not None and bias_dims[2] != 1:
-                    # Query chunks above the diagonal get zero bias gradients.
-                    zero_db = tf.zeros_like(reduce_to_bias(tf.zeros(tf.stack([batch, heads, cq, ck]))))
-                    _, db_row_ta = tf.while_loop(
-                        lambda i, ta: i < i0,
-                        lambda i, ta: (i + 1, ta.write(i, zero_db)),
-                        (tf.constant(0), db_row_ta),
+                    return body
+
+                first, plain = backward_range(j)
+                carry = (
+                    ops.zeros((batch, heads, ck, d), "float32"),
+                    ops.zeros((batch, heads, ck, dv), "float32"),
+                    dq_buf,
+                    db_buf,
+                )
+                carry = _fori_loop(first, plain, q_step(True), carry)
+                dk, dv_acc, dq_buf, db_buf = _fori_loop(plain, nq, q_step(False), carry)
+                dk_buf = ops.slice_update(dk_buf, (0, 0, j0, 0), dk)
+                dv_buf = ops.slice_update(dv_buf, (0, 0, j0, 0), dv_acc)
+                return dq_buf, dk_buf, dv_buf, db_buf
+
+            def add_bias_grad(db_buf, ds, i0, j0):
+                if toeplitz:
+                    ds = ops.sum(ds, axis=0) if bias_heads != 1 else ops.sum(ds, axis=(0, 1))[None]
+                    sums = _diagonal_sums(ds, cq, ck)  # offsets (j0 - i0) + [-(cq-1), ck-1]
+                    start = j0 - i0 + nq * cq - cq
+                    return ops.slice_update(
+                        db_buf, (0, start), ops.slice(db_buf, (0, start), sums.shape) + sums
                     )
-                zeros_k = tf.zeros(tf.stack([batch, heads, ck, d]))
-                zeros_v = tf.zeros(tf.stack([batch, heads, ck, dv]))
-                db_row_sum = (
-                    tf.zeros([1])
-                    if bias4 is None
-                    else tf.zeros_like(reduce_to_bias(tf.zeros(tf.stack([batch, heads, cq, ck]))))
-                )
-                _, dk, dv_acc, dq_all, db_row_ta, db_row_sum = tf.while_loop(
-                    lambda i, *_: i < nq,
-                    q_step,
-                    (
-                        i0,
-                        zeros_k,
-                        zeros_v,
-                        dq_all,
-                        db_row_ta,
-                        db_row_sum,
-                    ),
-                    parallel_iterations=1,
-                )
-                dk_ta = dk_ta.write(j, dk)
-                dv_ta = dv_ta.write(j, dv_acc)
-                if bias4 is not None:
-                    if bias_dims[2] == 1:
-                        db_col = db_row_sum  # (b, h, 1, ck | 1)
-                    else:
-                        # (nq, b, h, cq, c) -> (b, h, nq*cq, c)
-                        rows = db_row_ta.stack()
-                        sh = tf.shape(rows)
-                        db_col = tf.reshape(
-                            tf.transpose(rows, [1, 2, 0, 3, 4]), tf.stack([sh[1], sh[2], nq * cq, sh[4]])
-                        )
-                    if bias_dims[3] == 1:
-                        db_sum = db_sum + db_col
-                    else:
-                        db_ta = db_ta.write(j, db_col)
-                return j + 1, dq_all, dk_ta, dv_ta, db_ta, db_sum
+                axes = tuple(a for a in range(4) if bias_dims[a] == 1)
+                if axes:
+                    ds = ops.sum(ds, axis=axes, keepdims=True)
+                rows, cols = bias_dims[2] != 1, bias_dims[3] != 1
+                starts = (0, 0, i0 if rows else 0, j0 if cols else 0)
+                sizes = (-1, -1, cq if rows else 1, ck if cols else 1)
+                return ops.slice_update(db_buf, starts, ops.slice(db_buf, starts, sizes) + ds)
 
-            db_sum = tf.zeros([1])
-            if bias4 is not None and bias_dims[3] == 1:
-                rows = 1 if bias_dims[2] == 1 else nq * cq
-                db_sum = tf.zeros(
-                    tf.stack([batch if bias_dims[0] != 1 else 1, heads if bias_dims[1] != 1 else 1, rows, 1])
-                )
-            _, dq_all, dk_ta, dv_ta, db_ta, db_sum = tf.while_loop(
-                lambda j, *_: j < nk,
+            if not need_bias_grad:
+                db_buf = ops.zeros((1,), "float32")
+            elif toeplitz:
+                db_buf = ops.zeros((bias_heads, nq * cq + nk * ck - 1), "float32")
+            else:
+                db_buf = ops.zeros_like(bias4)
+            dq_buf, dk_buf, dv_buf, db_buf = _fori_loop(
+                0,
+                nk,
                 k_step,
                 (
-                    tf.constant(0),
-                    tf.zeros(tf.stack([nq, batch, heads, cq, d])),
-                    tf.TensorArray(tf.float32, size=nk, element_shape=None),
-                    tf.TensorArray(tf.float32, size=nk, element_shape=None),
-                    tf.TensorArray(tf.float32, size=nk, element_shape=None),
-                    db_sum,
+                    ops.zeros((batch, heads, nq * cq, d), "float32"),
+                    ops.zeros((batch, heads, nk * ck, d), "float32"),
+                    ops.zeros((batch, heads, nk * ck, dv), "float32"),
+                    db_buf,
                 ),
-                parallel_iterations=1,
             )
 
-            def from_chunks(x, n, c, length, dtype):
-                # (n, B, H, c, D) -> (B, length, H, D)
-                x = tf.transpose(x, [1, 2, 0, 3, 4])
-                x = tf.reshape(x, tf.stack([batch, heads, n * c, tf.shape(x)[-1]]))
-                return tf.cast(tf.transpose(x[:, :, :length], [0, 2, 1, 3]), dtype)
+            def from_heads(x, length, dtype):
+                x = ops.slice(x, (0, 0, 0, 0), (-1, -1, length, -1))
+                return ops.cast(ops.transpose(x, (0, 2, 1, 3)), dtype)
 
-            dq = from_chunks(dq_all, nq, cq, tq, q_dtype) * tf.cast(scale, q_dtype)
-            dk = from_chunks(dk_ta.stack(), nk, ck, tk, k_dtype)
-            dvv = from_chunks(dv_ta.stack(), nk, ck, tk, v_dtype)
-            if bias4 is None:
-                return dq, dk, dvv
-            if bias_dims[3] == 1:
-                db = db_sum
+            grads = (
+                from_heads(dq_buf, tq, q_dtype) * ops.cast(scale, q_dtype),
+                from_heads(dk_buf, tk, k_dtype),
+                from_heads(dv_buf, tk, v_dtype),
+            )
+            if bias is None:
+                return grads
+            if not need_bias_grad:
+                db = ops.zeros_like(bias_args[0])
+            elif toeplitz:
+                db = ops.slice(db_buf, (0, pad_q), (-1, tq + tk - 1))
             else:
-                cols = db_ta.stack()  # (nk, b, h, r, ck)
-                sh = tf.shape(cols)
-                db = tf.reshape(tf.transpose(cols, [1, 2, 3, 0, 4]), tf.stack([sh[1], sh[2], sh[3], nk * ck]))
-                db = db[:, :, :, :tk]
-            if bias_dims[2] != 1:
-                db = db[:, :, :tq, :]
-            db = tf.cast(tf.reshape(db, tf.shape(bias_in)), bias_in.dtype)
-            return dq, dk, dvv, db
+                sizes = (-1, -1, tq if bias_dims[2] != 1 else 1, tk if bias_dims[3] != 1 else 1)
+                db = ops.reshape(ops.slice(db_buf, (0, 0, 0, 0), sizes), bias_shape)
+            return grads + (db,)
 
         return output, grad
 
+    attend_with_grad = ops.custom_gradient(attend)
     if bias is None:
-
-        @tf.custom_gradient
-        def attend(q_in, k_in, v_in):
-            return run(q_in, k_in, v_in)
-
-        output = attend(query, key, value)
+        output = attend_with_grad(query, key, value)
     else:
-        bias = tf.convert_to_tensor(bias)
-        if not bias.dtype.is_floating:
-            bias = tf.cast(bias, tf.float32)
-
-        @tf.custom_gradient
-        def attend_bias(q_in, k_in, v_in, b_in):
-            return run(q_in, k_in, v_in, b_in)
-
-        output = attend_bias(query, key, value, bias)
+        output = attend_with_grad(query, key, value, bias_in)
     return output, None

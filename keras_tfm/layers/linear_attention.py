@@ -18,25 +18,28 @@ Masks. Linear attention cannot apply an arbitrary (Tq, Tk) mask or an additive
 score bias. What it supports:
   * key padding, applied by zeroing φ(K) at padded keys;
   * causality, requested explicitly with `attention_options={"causal": True}`.
-The mask passed by the layers (causal ∧ padding, materialised by
-`MultiHeadSelfAttention`) is reduced to a key-padding mask (a key is valid if
-any query may attend it) and then checked to be exactly
-`padding` (causal=False) or `tril ∧ padding` (causal=True). Any other mask
-(e.g. a causal mask without `causal=True`, a sliding window, per-query masks)
+The layers pass a key-padding mask `(B, 1, Tk)` and the `causal` flag. A
+full `(Tq, Tk)` mask is reduced to a key-padding mask (a key is valid if any
+query may attend it) and then checked to be exactly `padding`
+(causal=False) or `tril ∧ padding` (causal=True). Any other mask (e.g. a
+causal mask without `causal=True`, a sliding window, per-query masks)
 raises: a `ValueError` eagerly, an `InvalidArgumentError` with the same
-message inside a `tf.function` (the check is skipped under XLA, which drops
-assertions). An explicit option is used instead of guessing causality from
-the mask because the mask is a runtime tensor, while the causal/non-causal
-algorithm must be chosen when the graph is built.
+message inside a `tf.function` (the check is skipped under XLA and
+`jax.jit`, which cannot raise from inside a compiled program). An explicit
+flag is used instead of guessing causality from the mask because the mask is
+a runtime tensor, while the causal/non-causal algorithm must be chosen when
+the graph is built. Written with `keras.ops`: runs on the TensorFlow, JAX and
+PyTorch backends.
 
 A query with no valid key gets a zero output. `return_weights`, attention
 dropout in training, `bias` and `scale` raise a `ValueError`.
 """
 
-import tensorflow as tf
+import keras
+from keras import ops
 
-from keras_tfm.layers.attention_core import _expand_mask, register_attention_impl
-from keras_tfm.layers.chunked_attention import _pad_axis, _static_or_dynamic, check_no_weights
+from keras_tfm.layers.attention_core import _expand_mask, register_attention_impl, static_or_dynamic_length
+from keras_tfm.layers.chunked_attention import _pad_axis, check_no_weights
 
 _MASK_MESSAGE = (
     "attention_impl='linear' only supports key-padding masks, combined with a causal "
@@ -47,7 +50,25 @@ _MASK_MESSAGE = (
 
 def elu_feature_map(x):
     """φ(x) = elu(x) + 1 > 0."""
-    return tf.nn.elu(x) + 1.0
+    return ops.elu(x) + 1.0
+
+
+def _checked(ok, tensor):
+    """`tensor` after checking the scalar bool `ok` (ValueError eagerly; a graph
+    assertion in a TensorFlow graph; no check inside a compiled JAX program)."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf  # the backend in use
+
+        if not tf.executing_eagerly():
+            with tf.control_dependencies([tf.debugging.Assert(ok, [tf.constant(_MASK_MESSAGE)])]):
+                return tf.identity(tensor)
+    try:
+        value = bool(ops.convert_to_numpy(ok))
+    except Exception:  # a tracer (jax.jit): not checkable, as under XLA
+        return tensor
+    if not value:
+        raise ValueError(_MASK_MESSAGE)
+    return tensor
 
 
 def _key_padding(mask, causal, tq, tk):
@@ -58,39 +79,33 @@ def _key_padding(mask, causal, tq, tk):
             "attention_impl='linear' needs a mask that varies over keys (a key-padding "
             f"mask); received a mask of shape {tuple(mask.shape)}."
         )
-    key_valid = tf.reduce_any(mask4, axis=2)
-    if mask4.shape[2] == 1 and not causal:
+    key_valid = ops.any(mask4, axis=2)
+    if mask4.shape[2] == 1:  # a key-padding mask (the layers' form)
         return key_valid
     expected = key_valid[:, :, None, :]
     if causal:
-        expected = tf.logical_and(expected, tf.range(tq)[:, None] >= tf.range(tk)[None, :])
-    ok = tf.reduce_all(tf.equal(mask4, expected))
-    if tf.executing_eagerly():
-        if not bool(ok):
-            raise ValueError(_MASK_MESSAGE)
-        return key_valid
-    with tf.control_dependencies([tf.debugging.Assert(ok, [tf.constant(_MASK_MESSAGE)])]):
-        return tf.identity(key_valid)
+        tril = ops.arange(tq, dtype="int32")[:, None] >= ops.arange(tk, dtype="int32")[None, :]
+        expected = ops.logical_and(expected, tril)
+    return _checked(ops.all(ops.equal(mask4, expected)), key_valid)
 
 
 def linear_attention_reference(query, key, value, key_valid=None, causal=False):
     """Quadratic reference of linear attention (for tests): materialises
     A = φ(Q)φ(K)ᵀ, zeroes padded (and, if causal, future) keys, normalises rows."""
-    fq = elu_feature_map(tf.cast(query, tf.float32))
-    fk = elu_feature_map(tf.cast(key, tf.float32))
-    a = tf.einsum("bqhd,bkhd->bhqk", fq, fk)
+    fq = elu_feature_map(ops.cast(query, "float32"))
+    fk = elu_feature_map(ops.cast(key, "float32"))
+    a = ops.einsum("bqhd,bkhd->bhqk", fq, fk)
     tq, tk = a.shape[2], a.shape[3]
     if key_valid is not None:
-        a = a * tf.cast(tf.reshape(key_valid, [-1, 1, 1, tk]), tf.float32)
+        a = a * ops.cast(ops.reshape(key_valid, (-1, 1, 1, tk)), "float32")
     if causal:
-        a = a * tf.cast(tf.range(tq)[:, None] >= tf.range(tk)[None, :], tf.float32)
-    den = tf.reduce_sum(a, axis=-1, keepdims=True)
-    w = tf.math.divide_no_nan(a, den)
-    return tf.einsum("bhqk,bkhd->bqhd", w, tf.cast(value, tf.float32))
+        a = a * ops.cast(ops.arange(tq)[:, None] >= ops.arange(tk)[None, :], "float32")
+    den = ops.sum(a, axis=-1, keepdims=True)
+    w = ops.divide_no_nan(a, den)
+    return ops.einsum("bhqk,bkhd->bqhd", w, ops.cast(value, "float32"))
 
 
 @register_attention_impl("linear")
-@tf.autograph.experimental.do_not_convert
 def linear_attention(
     query,
     key,
@@ -117,52 +132,53 @@ def linear_attention(
         raise ValueError(f"`causal` must be a bool; received {causal!r}.")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
         raise ValueError(f"`chunk_size` must be a positive int; received {chunk_size!r}.")
-    tq = _static_or_dynamic(query, 1)
-    tk = _static_or_dynamic(key, 1)
+    tq = static_or_dynamic_length(query)
+    tk = static_or_dynamic_length(key)
     if causal and isinstance(tq, int) and isinstance(tk, int) and tq != tk:
         raise ValueError(
             "attention_impl='linear' with causal=True needs query_length == key_length "
             f"(no cached decoding); received {tq} and {tk}."
         )
 
-    fq = elu_feature_map(tf.cast(query, tf.float32))  # (B, Tq, H, D)
-    fk = elu_feature_map(tf.cast(key, tf.float32))  # (B, Tk, H, D)
-    v = tf.cast(value, tf.float32)
+    fq = elu_feature_map(ops.cast(query, "float32"))  # (B, Tq, H, D)
+    fk = elu_feature_map(ops.cast(key, "float32"))  # (B, Tk, H, D)
+    v = ops.cast(value, "float32")
     if mask is not None:
         key_valid = _key_padding(mask, causal, tq, tk)  # (B|1, H|1, Tk)
-        fk = fk * tf.cast(tf.transpose(key_valid, [0, 2, 1]), tf.float32)[..., None]
+        fk = fk * ops.cast(ops.transpose(key_valid, (0, 2, 1)), "float32")[..., None]
 
     if not causal:
-        kv = tf.einsum("bkhd,bkhe->bhde", fk, v)
-        z = tf.reduce_sum(fk, axis=1)  # (B, H, D)
-        num = tf.einsum("bqhd,bhde->bqhe", fq, kv)
-        den = tf.einsum("bqhd,bhd->bqh", fq, z)
+        kv = ops.einsum("bkhd,bkhe->bhde", fk, v)
+        z = ops.sum(fk, axis=1)  # (B, H, D)
+        num = ops.einsum("bqhd,bhde->bqhe", fq, kv)
+        den = ops.einsum("bqhd,bhd->bqh", fq, z)
     else:
         c = min(chunk_size, tq) if isinstance(tq, int) else chunk_size
-        n = -(-tq // c) if isinstance(tq, int) else (tq + c - 1) // c
+        n = -(-tq // c)
         pad = n * c - tq
-        batch = tf.shape(fq)[0]
+        batch = static_or_dynamic_length(fq, 0)
         h, d, e = fq.shape[2], fq.shape[3], v.shape[3]
 
         def blocks(x, last):
-            x = _pad_axis(x, 1, pad)
-            return tf.reshape(x, tf.stack([batch, n, c, h, last]))
+            return ops.reshape(_pad_axis(x, 1, pad), (batch, n, c, h, last))
 
         qb, kb, vb = blocks(fq, d), blocks(fk, d), blocks(v, e)
         # State of all previous chunks: exclusive prefix sums of per-chunk sums.
-        kv = tf.cumsum(tf.einsum("bnchd,bnche->bnhde", kb, vb), axis=1, exclusive=True)
-        z = tf.cumsum(tf.reduce_sum(kb, axis=2), axis=1, exclusive=True)  # (B, n, H, D)
-        num = tf.einsum("bnchd,bnhde->bnche", qb, kv)
-        den = tf.einsum("bnchd,bnhd->bnch", qb, z)
+        chunk_kv = ops.einsum("bnchd,bnche->bnhde", kb, vb)
+        kv = ops.cumsum(chunk_kv, axis=1) - chunk_kv
+        chunk_z = ops.sum(kb, axis=2)  # (B, n, H, D)
+        z = ops.cumsum(chunk_z, axis=1) - chunk_z
+        num = ops.einsum("bnchd,bnhde->bnche", qb, kv)
+        den = ops.einsum("bnchd,bnhd->bnch", qb, z)
         # Within a chunk: the masked quadratic form on (c × c) blocks.
-        tril = tf.cast(tf.range(c)[:, None] >= tf.range(c)[None, :], tf.float32)
-        a = tf.einsum("bnqhd,bnkhd->bnhqk", qb, kb) * tril
-        num = num + tf.einsum("bnhqk,bnkhe->bnqhe", a, vb)
-        den = den + tf.transpose(tf.reduce_sum(a, axis=-1), [0, 1, 3, 2])
-        num = tf.reshape(num, tf.stack([batch, n * c, h, e]))[:, :tq]
-        den = tf.reshape(den, tf.stack([batch, n * c, h]))[:, :tq]
+        tril = ops.cast(ops.arange(c)[:, None] >= ops.arange(c)[None, :], "float32")
+        a = ops.einsum("bnqhd,bnkhd->bnhqk", qb, kb) * tril
+        num = num + ops.einsum("bnhqk,bnkhe->bnqhe", a, vb)
+        den = den + ops.transpose(ops.sum(a, axis=-1), (0, 1, 3, 2))
+        num = ops.reshape(num, (batch, n * c, h, e))[:, :tq]
+        den = ops.reshape(den, (batch, n * c, h))[:, :tq]
 
     has_keys = den > 0.0
-    output = num / tf.where(has_keys, den, 1.0)[..., None]
-    output = tf.where(has_keys[..., None], output, 0.0)
+    output = num / ops.where(has_keys, den, 1.0)[..., None]
+    output = ops.where(has_keys[..., None], output, 0.0)
     return output, None

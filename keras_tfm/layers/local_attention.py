@@ -20,21 +20,28 @@ are therefore honoured even without `causal=True`; `causal=True` additionally
 skips the future block (2w instead of 3w keys per block) and applies the
 causal restriction itself. Self-attention only (query_length == key_length).
 
+A `ToeplitzBias` (ALiBi / relative positions, as the layers pass it) is read
+on the band only: within a block the key − query offset does not depend on
+the block, so the whole band bias is one `(H, w, nkw)` gather.
+
 Attention-weight dropout is applied to the banded weights; `return_weights`
-raises a `ValueError` (the T × T weights are never formed).
+raises a `ValueError` (the T × T weights are never formed). Written with
+`keras.ops`: runs on the TensorFlow, JAX and PyTorch backends.
 """
 
 import math
 
-import tensorflow as tf
+from keras import ops
 
 from keras_tfm.layers.attention_core import (
     MASK_FILL_VALUE,
+    ToeplitzBias,
     _expand_bias,
     _expand_mask,
     register_attention_impl,
+    static_or_dynamic_length,
 )
-from keras_tfm.layers.chunked_attention import _static_or_dynamic, check_no_weights
+from keras_tfm.layers.chunked_attention import check_no_weights
 
 
 def _band(x4, nb, w, nkw, t, fill):
@@ -45,21 +52,18 @@ def _band(x4, nb, w, nkw, t, fill):
     """
     xq, xk = x4.shape[2], x4.shape[3]
     if xq != 1:
-        x4 = tf.pad(x4, [[0, 0], [0, 0], [0, nb * w - t], [0, 0]], constant_values=fill)
-        sh = tf.shape(x4)
-        x4 = tf.reshape(x4, tf.stack([sh[0], sh[1], nb, w, sh[3]]))
+        x4 = ops.pad(x4, [[0, 0], [0, 0], [0, nb * w - t], [0, 0]], constant_values=fill)
+        sh = ops.shape(x4)
+        x4 = ops.reshape(x4, (sh[0], sh[1], nb, w, sh[3]))
     else:
         x4 = x4[:, :, :, None, :]
     if xk == 1:
         return x4
-    x4 = tf.pad(x4, [[0, 0], [0, 0], [0, 0], [0, 0], [w, (nb + 2) * w - w - t]], constant_values=fill)
-    idx = tf.range(nb)[:, None] * w + tf.range(nkw)[None, :]  # (nb, nkw)
+    x4 = ops.pad(x4, [[0, 0], [0, 0], [0, 0], [0, 0], [w, (nb + 2) * w - w - t]], constant_values=fill)
+    idx = ops.arange(nb, dtype="int32")[:, None] * w + ops.arange(nkw, dtype="int32")[None, :]  # (nb, nkw)
     if xq != 1:
-        params = tf.transpose(x4, [2, 0, 1, 3, 4])  # (nb, xb, xh, w, Kp)
-        out = tf.gather(params, idx, axis=4, batch_dims=1)  # (nb, xb, xh, w, nkw)
-        return tf.transpose(out, [1, 2, 0, 3, 4])
-    out = tf.gather(x4[:, :, 0, 0, :], idx, axis=2)  # (xb, xh, nb, nkw)
-    return out[:, :, :, None, :]
+        return ops.take_along_axis(x4, idx[None, None, :, None, :], axis=4)  # (xb, xh, nb, w, nkw)
+    return ops.take(x4[:, :, 0, 0, :], idx, axis=2)[:, :, :, None, :]
 
 
 def _rows(x4, nb, w, t, fill, cols):
@@ -68,13 +72,19 @@ def _rows(x4, nb, w, t, fill, cols):
         x4 = x4[:, :, :, :cols]
     if x4.shape[2] == 1:
         return x4[:, :, :, None, :]
-    x4 = tf.pad(x4, [[0, 0], [0, 0], [0, nb * w - t], [0, 0]], constant_values=fill)
-    sh = tf.shape(x4)
-    return tf.reshape(x4, tf.stack([sh[0], sh[1], nb, w, sh[3]]))
+    x4 = ops.pad(x4, [[0, 0], [0, 0], [0, nb * w - t], [0, 0]], constant_values=fill)
+    sh = ops.shape(x4)
+    return ops.reshape(x4, (sh[0], sh[1], nb, w, sh[3]))
+
+
+def _toeplitz_at(bias, t, offsets):
+    """`ToeplitzBias` values at key − query `offsets` (int tensor), clipped to the
+    table (out-of-range entries are masked by the caller): `(1, H|1, *offsets.shape)`."""
+    index = ops.clip(offsets + (t - 1), 0, 2 * t - 2)
+    return ops.take(ops.cast(bias.values, "float32"), index, axis=1)[None]
 
 
 @register_attention_impl("local")
-@tf.autograph.experimental.do_not_convert
 def local_attention(
     query,
     key,
@@ -85,8 +95,8 @@ def local_attention(
     dropout=None,
     training=None,
     return_weights=False,
-    window=128,
     causal=False,
+    window=128,
     global_tokens=0,
 ):
     """Sliding-window attention in O(T·window); see module docs."""
@@ -97,7 +107,7 @@ def local_attention(
         raise ValueError(f"`global_tokens` must be a non-negative int; received {global_tokens!r}.")
     if not isinstance(causal, bool):
         raise ValueError(f"`causal` must be a bool; received {causal!r}.")
-    t = _static_or_dynamic(query, 1)
+    t = static_or_dynamic_length(query)
     tk = key.shape[1]
     if isinstance(t, int) and tk is not None and t != tk:
         raise ValueError(
@@ -108,82 +118,93 @@ def local_attention(
         scale = 1.0 / math.sqrt(float(query.shape[-1]))
     w = min(window, t) if isinstance(t, int) else window
     g = min(global_tokens, t) if isinstance(t, int) else global_tokens
-    nb = -(-t // w) if isinstance(t, int) else (t + w - 1) // w
+    nb = -(-t // w)
     nkw = 2 * w if causal else 3 * w
-    batch = tf.shape(query)[0]
+    batch = static_or_dynamic_length(query, 0)
     h, d, dv = query.shape[2], query.shape[3], value.shape[3]
 
-    q = tf.cast(query, tf.float32) * scale
-    k = tf.cast(key, tf.float32)
-    v = tf.cast(value, tf.float32)
+    q = ops.cast(query, "float32") * scale
+    k = ops.cast(key, "float32")
+    v = ops.cast(value, "float32")
     mask4 = None if mask is None else _expand_mask(mask)
-    bias4 = None if bias is None else _expand_bias(bias)
+    toeplitz = isinstance(bias, ToeplitzBias)
+    bias4 = None if bias is None or toeplitz else _expand_bias(bias)
 
     # ------------------------------------------------ banded (local) part
-    qb = tf.reshape(tf.pad(q, [[0, 0], [0, nb * w - t], [0, 0], [0, 0]]), tf.stack([batch, nb, w, h, d]))
+    qb = ops.reshape(ops.pad(q, [[0, 0], [0, nb * w - t], [0, 0], [0, 0]]), (batch, nb, w, h, d))
 
     def windows(x, dim):
-        x = tf.pad(x, [[0, 0], [w, (nb + 2) * w - w - t], [0, 0], [0, 0]])
-        x = tf.reshape(x, tf.stack([batch, nb + 2, w, h, dim]))
+        x = ops.pad(x, [[0, 0], [w, (nb + 2) * w - w - t], [0, 0], [0, 0]])
+        x = ops.reshape(x, (batch, nb + 2, w, h, dim))
         parts = [x[:, 0:nb], x[:, 1 : nb + 1]] + ([] if causal else [x[:, 2 : nb + 2]])
-        return tf.concat(parts, axis=2)  # (B, nb, nkw, H, dim)
+        return ops.concatenate(parts, axis=2)  # (B, nb, nkw, H, dim)
 
     kw, vw = windows(k, d), windows(v, dv)
-    s = tf.einsum("bnqhd,bnkhd->bhnqk", qb, kw)  # (B, H, nb, w, nkw)
-    qpos = tf.range(nb)[:, None, None] * w + tf.range(w)[None, :, None]
-    kpos = (tf.range(nb)[:, None, None] - 1) * w + tf.range(nkw)[None, None, :]
+    s = ops.einsum("bnqhd,bnkhd->bhnqk", qb, kw)  # (B, H, nb, w, nkw)
+    qpos = ops.arange(nb, dtype="int32")[:, None, None] * w + ops.arange(w, dtype="int32")[None, :, None]
+    kpos = (ops.arange(nb, dtype="int32")[:, None, None] - 1) * w + ops.arange(nkw, dtype="int32")[None, None, :]
     rel = qpos - kpos
     valid = (kpos >= 0) & (kpos < t) & (kpos >= g) & (rel <= w)
-    valid &= (rel >= 0) if causal else (rel >= -w)
+    valid = valid & ((rel >= 0) if causal else (rel >= -w))
     valid = valid[None, None]  # (1, 1, nb, w, nkw)
-    if bias4 is not None:
+    if toeplitz:
+        # Offset k - q = c - r - w inside every block: one (H, w, nkw) gather.
+        offsets = ops.arange(nkw, dtype="int32")[None, :] - ops.arange(w, dtype="int32")[:, None] - w
+        s = s + _toeplitz_at(bias, t, offsets)[:, :, None]
+    elif bias4 is not None:
         s = s + _band(bias4, nb, w, nkw, t, 0.0)
     if mask4 is not None:
-        valid = tf.logical_and(valid, _band(mask4, nb, w, nkw, t, False))
+        valid = ops.logical_and(valid, _band(mask4, nb, w, nkw, t, False))
 
     if g:
         # Every query also attends to the g global keys.
-        sg = tf.einsum("bnqhd,bkhd->bhnqk", qb, k[:, :g])  # (B, H, nb, w, g)
-        valid_g = tf.ones([1, 1, 1, 1, g], tf.bool)
+        sg = ops.einsum("bnqhd,bkhd->bhnqk", qb, k[:, :g])  # (B, H, nb, w, g)
+        valid_g = ops.ones((1, 1, 1, 1, g), "bool")
         if causal:
-            valid_g = (qpos >= tf.range(g)[None, None, :])[None, None]
-        if bias4 is not None:
+            valid_g = (qpos >= ops.arange(g, dtype="int32")[None, None, :])[None, None]
+        if toeplitz:
+            sg = sg + _toeplitz_at(bias, t, ops.arange(g, dtype="int32")[None, None, :] - qpos)
+        elif bias4 is not None:
             sg = sg + _rows(bias4, nb, w, t, 0.0, g)
         if mask4 is not None:
-            valid_g = tf.logical_and(valid_g, _rows(mask4, nb, w, t, False, g))
-        s = tf.concat([sg, s], axis=-1)
-        valid = tf.concat(
-            [tf.broadcast_to(valid_g, tf.shape(sg)), tf.broadcast_to(valid, tf.shape(s[..., g:]))], -1
+            valid_g = ops.logical_and(valid_g, _rows(mask4, nb, w, t, False, g))
+        s = ops.concatenate([sg, s], axis=-1)
+        valid = ops.concatenate(
+            [ops.broadcast_to(valid_g, ops.shape(sg)), ops.broadcast_to(valid, ops.shape(s[..., g:]))], -1
         )
 
-    s = tf.where(valid, s, MASK_FILL_VALUE)
-    p = tf.nn.softmax(s, axis=-1)
-    p = tf.where(valid, p, 0.0)
+    s = ops.where(valid, s, MASK_FILL_VALUE)
+    p = ops.softmax(s, axis=-1)
+    p = ops.where(valid, p, 0.0)
     if dropout is not None:
-        p = tf.cast(dropout(tf.cast(p, value.dtype), training=training), tf.float32)
-    out = tf.einsum("bhnqk,bnkhe->bnqhe", p[..., g:], vw)
+        p = ops.cast(dropout(ops.cast(p, value.dtype), training=training), "float32")
+    out = ops.einsum("bhnqk,bnkhe->bnqhe", p[..., g:], vw)
     if g:
-        out = out + tf.einsum("bhnqk,bkhe->bnqhe", p[..., :g], v[:, :g])
-    out = tf.reshape(out, tf.stack([batch, nb * w, h, dv]))[:, :t]
+        out = out + ops.einsum("bhnqk,bkhe->bnqhe", p[..., :g], v[:, :g])
+    out = ops.reshape(out, (batch, nb * w, h, dv))[:, :t]
 
     if g:
         # The g global queries attend to every key (ordinary rows, O(g·T)).
-        sq = tf.einsum("bqhd,bkhd->bhqk", q[:, :g], k)
+        sq = ops.einsum("bqhd,bkhd->bhqk", q[:, :g], k)
         valid_q = None
         if causal:
-            valid_q = (tf.range(g)[:, None] >= tf.range(t)[None, :])[None, None]
-        if bias4 is not None:
+            valid_q = (ops.arange(g, dtype="int32")[:, None] >= ops.arange(t, dtype="int32")[None, :])[None, None]
+        if toeplitz:
+            sq = sq + _toeplitz_at(
+                bias, t, ops.arange(t, dtype="int32")[None, :] - ops.arange(g, dtype="int32")[:, None]
+            )
+        elif bias4 is not None:
             sq = sq + (bias4 if bias4.shape[2] == 1 else bias4[:, :, :g])
         if mask4 is not None:
             mq = mask4 if mask4.shape[2] == 1 else mask4[:, :, :g]
-            valid_q = mq if valid_q is None else tf.logical_and(valid_q, mq)
+            valid_q = mq if valid_q is None else ops.logical_and(valid_q, mq)
         if valid_q is not None:
-            sq = tf.where(valid_q, sq, MASK_FILL_VALUE)
-        pq = tf.nn.softmax(sq, axis=-1)
+            sq = ops.where(valid_q, sq, MASK_FILL_VALUE)
+        pq = ops.softmax(sq, axis=-1)
         if valid_q is not None:
-            pq = tf.where(valid_q, pq, 0.0)
+            pq = ops.where(valid_q, pq, 0.0)
         if dropout is not None:
-            pq = tf.cast(dropout(tf.cast(pq, value.dtype), training=training), tf.float32)
-        out_g = tf.einsum("bhqk,bkhe->bqhe", pq, v)
-        out = tf.concat([out_g, out[:, g:]], axis=1)
+            pq = ops.cast(dropout(ops.cast(pq, value.dtype), training=training), "float32")
+        out_g = ops.einsum("bhqk,bkhe->bqhe", pq, v)
+        out = ops.concatenate([out_g, out[:, g:]], axis=1)
     return out, None

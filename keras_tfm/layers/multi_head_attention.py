@@ -35,8 +35,9 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         dropout: dropout rate on the attention weights.
         use_bias: whether the projections have biases.
         position: None, "rope", "alibi" or "relative".
-        attention_impl: name of the attention-core implementation ("standard",
-            or a registered memory-efficient variant).
+        attention_impl: name of the attention-core implementation: "auto"
+            (default: exact chunked attention for long keys when no weights are
+            requested, else "standard"), "standard", or a registered variant.
         attention_options: dict of options for that implementation.
         rope_max_wavelength: base of the RoPE frequencies.
         relative_num_buckets, relative_max_distance: T5 relative bias options.
@@ -55,7 +56,7 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         dropout=0.0,
         use_bias=True,
         position=None,
-        attention_impl="standard",
+        attention_impl="auto",
         attention_options=None,
         rope_max_wavelength=10000.0,
         relative_num_buckets=32,
@@ -197,26 +198,31 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         return ops.reshape(y, (batch, length, d))
 
     def _position_bias(self, query_length, key_length, query_offset):
-        if self.alibi is not None:
-            return self.alibi.compute_bias(query_length, key_length, query_offset)
-        if self.relative_bias is not None:
-            return self.relative_bias.compute_bias(query_length, key_length, query_offset)
-        return None
+        """The ALiBi / relative score bias. Without a cache (offset 0) it is an
+        O(T) `ToeplitzBias` (the chunked core builds it per block); with a
+        cache, the dense `(H, Tq, Tk)` tensor (Tq is small there)."""
+        layer = self.alibi if self.alibi is not None else self.relative_bias
+        if layer is None:
+            return None
+        if isinstance(query_offset, int) and query_offset == 0:
+            return attention_core.ToeplitzBias.from_bias_fn(
+                layer.compute_bias, query_length, key_length, trainable=layer is self.relative_bias
+            )
+        return layer.compute_bias(query_length, key_length, query_offset)
 
     def _attend(self, query, key, value, mask, bias, return_attention_scores, training, causal=False):
         """Runs the attention core on projected heads and the output projection.
 
-        `causal` tells non-standard implementations that `mask` includes the
-        causal mask of equal-length self-attention, so they can skip blocks
-        above the diagonal (chunked, local) or use prefix sums (linear).
+        `causal` (equal-length self-attention) is applied by the attention
+        core itself, so no T × T causal mask is built here: the chunked core
+        skips the blocks above the diagonal, linear uses prefix sums.
         """
         options = dict(self.attention_options)
-        if self.attention_impl != "standard":
-            if options.setdefault("causal", causal) != causal:
-                raise ValueError(
-                    f"`attention_options['causal']`={options['causal']} contradicts the layer "
-                    f"(causal={causal}); leave it out, the layer sets it."
-                )
+        if options.pop("causal", causal) != causal:
+            raise ValueError(
+                f"`attention_options['causal']`={self.attention_options['causal']} contradicts the layer "
+                f"(causal={causal}); leave it out, the layer sets it."
+            )
         output, weights = attention_core.dot_product_attention(
             query,
             key,
@@ -226,6 +232,7 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             dropout=self.dropout_layer if self.dropout > 0 else None,
             training=training,
             return_weights=return_attention_scores,
+            causal=causal,
             impl=self.attention_impl,
             **options,
         )

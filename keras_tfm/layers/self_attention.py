@@ -41,7 +41,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         use_bias: whether the projections have biases.
         causal: whether to apply the causal (look-ahead) mask.
         position: None, "rope", "alibi" or "relative".
-        attention_impl: attention-core implementation name ("standard", ...).
+        attention_impl: attention-core implementation name ("auto", "standard", ...).
         attention_options: dict of options for that implementation.
         **kwargs: see `MultiHeadAttentionBase`.
 
@@ -116,7 +116,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             masks_lib.check_attention_mask(attention_mask, inputs.shape[1], inputs.shape[1])
             start = 0
             key_length = length
-            causal = masks_lib.causal_mask(length, length) if self.causal else None
+            causal = None  # applied inside the attention core (`causal=` below)
             key_padding = masks_lib.merge_masks(padding_mask, implicit)
         else:
             if cache_index is None:

@@ -79,7 +79,7 @@ class TransformerBlock(keras.layers.Layer):
         position=None,
         use_bias=True,
         key_dim=None,
-        attention_impl="standard",
+        attention_impl="auto",
         attention_options=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
