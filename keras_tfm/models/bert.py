@@ -89,7 +89,7 @@ def bert_encoder(
     layer_norm_epsilon=1e-12,
     use_bias=True,
     key_dim=None,
-    attention_impl="standard",
+    attention_impl="auto",
     attention_options=None,
     embeddings_initializer=None,
     kernel_initializer=None,

@@ -52,7 +52,7 @@ def gpt(
     use_bias=True,
     lm_head_use_bias=False,
     key_dim=None,
-    attention_impl="standard",
+    attention_impl="auto",
     attention_options=None,
     with_padding_mask=False,
     embeddings_initializer=None,

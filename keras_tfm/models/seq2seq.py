@@ -71,7 +71,7 @@ def seq2seq(
     use_bias=True,
     lm_head_use_bias=False,
     key_dim=None,
-    attention_impl="standard",
+    attention_impl="auto",
     attention_options=None,
     embeddings_initializer=None,
     kernel_initializer="glorot_uniform",
