@@ -353,6 +353,38 @@ def check_positive_value(name, value):
     return _after(op, value)
 
 
+def check_cache_index(name, index, length, cache_length):
+    """Checks `0 <= index` and `index + length <= cache_length` for a key/value cache write.
+
+    A write beyond the cache (or at a negative index) would be clamped by
+    the slice update into the wrong slots. Python ints raise a ValueError; a
+    tensor index is asserted (eagerly a ValueError, in `tf.function` an
+    InvalidArgumentError) and returned as a tensor computed after the check.
+    """
+    static = all(isinstance(v, int) and not isinstance(v, bool) for v in (index, length, cache_length))
+    if static:
+        if index < 0 or index + length > cache_length:
+            raise ValueError(
+                f"`{name}`={index} with {length} new positions does not fit the cache of length "
+                f"{cache_length}: need 0 <= {name} and {name} + length <= {cache_length}."
+            )
+        return index
+    from keras import ops
+
+    index_t = ops.cast(index, "int32")
+    end = index_t + ops.cast(length, "int32")
+    op = _assert_all(
+        name,
+        ops.logical_and(ops.greater_equal(index_t, 0), ops.less_equal(end, ops.cast(cache_length, "int32"))),
+        f"`{name}` must satisfy 0 <= {name} and {name} + length <= cache length; {name}, {name} + length, "
+        "cache length:",
+        index_t,
+        end,
+        ops.cast(cache_length, "int32"),
+    )
+    return _after(op, index_t)
+
+
 MASK_CONVENTION = (
     "masks are boolean with True = may attend (or a real token); int 0/1 masks are read the same way "
     "(1 = may attend). Convert an additive float mask (0 / -1e9) with `mask = additive == 0`, and a "
