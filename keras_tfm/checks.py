@@ -385,6 +385,43 @@ def check_cache_index(name, index, length, cache_length):
     return _after(op, index_t)
 
 
+def check_leading_dims(name, tensor, other_name, other, what=("batch", "length")):
+    """The first `len(what)` dimensions of `tensor` equal those of `other`; returns `tensor`.
+
+    Static sizes raise a ValueError at once; sizes unknown until run time are
+    asserted (so `tf.function` reports this message, not "[Op:SelectV2]"
+    from the op that would combine the two), and `tensor` is returned
+    computed after the assertion.
+    """
+    t_shape, o_shape = tuple(tensor.shape), tuple(other.shape)
+    dynamic = False
+    for axis, label in enumerate(what):
+        a, b = t_shape[axis], o_shape[axis]
+        if a is not None and b is not None and a != b:
+            raise ValueError(
+                f"`{name}` {label} size {a} does not match the {label} size {b} of `{other_name}` "
+                f"(shapes {t_shape} and {o_shape})."
+            )
+        dynamic = dynamic or a is None or b is None
+    if not dynamic or _is_symbolic(tensor) or _is_symbolic(other):
+        return tensor
+    from keras import ops
+
+    n = len(what)
+    t_dims, o_dims = ops.shape(tensor)[:n], ops.shape(other)[:n]
+    op = _assert_all(
+        name,
+        ops.equal(
+            ops.stack([ops.cast(d, "int32") for d in t_dims]),
+            ops.stack([ops.cast(d, "int32") for d in o_dims]),
+        ),
+        f"`{name}` ({', '.join(what)}) sizes do not match those of `{other_name}`:",
+        ops.stack([ops.cast(d, "int32") for d in t_dims]),
+        ops.stack([ops.cast(d, "int32") for d in o_dims]),
+    )
+    return _after(op, tensor)
+
+
 MASK_CONVENTION = (
     "masks are boolean with True = may attend (or a real token); int 0/1 masks are read the same way "
     "(1 = may attend). Convert an additive float mask (0 / -1e9) with `mask = additive == 0`, and a "
