@@ -45,6 +45,7 @@ step) always takes the standard path, whose score matrix is then `(1, Tk)`.
 
 import math
 
+import keras
 from keras import ops
 
 from keras_tfm.checks import as_bool_mask
@@ -339,6 +340,10 @@ def auto_attention(
         return standard(query, key, value, return_weights=return_weights, **args)
     chunked = ATTENTION_IMPLS["chunked"]
     tk = key.shape[1]
+    if not isinstance(tk, int) and keras.backend.backend() != "tensorflow":
+        # A symbolic length exists only while Keras infers shapes on JAX/PyTorch (real calls have
+        # static shapes there); both paths give the same output shape.
+        return standard(query, key, value, **args)
     if tk is not None:
         if tk >= threshold:
             return chunked(query, key, value, **args, **chunked_options)

@@ -16,6 +16,7 @@ import time
 import keras
 
 from keras_tfm.training.atomic_files import _fsync_dir, _fsync_file, atomic_write_text
+from keras_tfm.training.keras_patches import clear_fit_initial_epoch, set_fit_initial_epoch
 from keras_tfm.training.strategies import is_chief
 
 
@@ -83,6 +84,8 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         self._epoch_start_step = 0
         self._step = 0
         self._last_saved_step = 0
+        self._epoch = 0  # completed epochs, as Keras's BackupAndRestore counts them
+        self._batch = -1  # last batch seen in the current epoch
 
     # ---- state ---------------------------------------------------------- #
 
@@ -211,11 +214,11 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         step = self.restore(self.model)
         metadata = self.read_metadata()
         if metadata is not None:
-            self.model._initial_epoch = int(metadata["epoch"])
+            set_fit_initial_epoch(self.model, metadata["epoch"])
         self._step = self._last_saved_step = step
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._current_epoch = epoch
+        self._epoch = epoch
         if self._segment_start is not None:
             self._epoch_start_step = (
                 self._segment_start + (epoch - self._segment_epoch) * self._segment_steps_per_epoch
@@ -224,18 +227,19 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             self._epoch_start_step = self._step
 
     def on_train_batch_end(self, batch, logs=None):
-        self._last_batch_seen = batch
+        self._batch = batch
         self._step = self._epoch_start_step + batch + 1
         if self.save_freq != "epoch" and self._step - self._last_saved_step >= self.save_freq:
             self._save_model()
 
     def on_epoch_end(self, epoch, logs=None):
-        self._current_epoch = epoch + 1
-        self._last_batch_seen = -1
+        self._epoch = epoch + 1
+        self._batch = -1
         if self._step != self._last_saved_step:
             self._save_model()
 
     def on_train_end(self, logs=None):
+        clear_fit_initial_epoch(self.model)
         finished = self._total_steps is None or self._step >= self._total_steps
         if (
             finished
@@ -269,11 +273,11 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                 os.remove(tmp)
             raise
         _fsync_dir(self.backup_dir)
-        in_epoch = self._last_batch_seen + 1
+        in_epoch = self._batch + 1
         metadata = {
             "step": step,
             # Completed epochs (Keras's restore semantics) and batches into the current one.
-            "epoch": self._current_epoch,
+            "epoch": self._epoch,
             "batch": in_epoch,
             "weights": name,
             "sha256": digest,

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_tfm.training.backup import AtomicBackupAndRestore
 from keras_tfm.training.data import _data_at
-from keras_tfm.training.keras_patches import _patch_symbolic_build
+from keras_tfm.training.keras_patches import multi_worker_workarounds
 from keras_tfm.training.standard_callbacks import StepTimer, tensorboard_callback
 from keras_tfm.training.strategies import distribution_strategy, is_chief
 
@@ -122,9 +122,6 @@ def train(
     if model.optimizer is None:
         raise ValueError("`model` must be compiled before `train`.")
 
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        _patch_symbolic_build(model, strategy)
-
     callbacks = list(callbacks or [])
     backup = next((c for c in callbacks if isinstance(c, AtomicBackupAndRestore)), None)
     if backup_dir and backup is None:
@@ -156,23 +153,25 @@ def train(
             return TrainResult(model, {}, [], start, start, 0.0)
 
     history, epochs = {}, []
-    for first_epoch, num_epochs, spe, seg_start in _segments(start, steps, steps_per_epoch):
-        if backup is not None:
-            backup.begin_segment(seg_start, first_epoch, spe, steps)
-        h = model.fit(
-            _data_at(data, seg_start),
-            initial_epoch=first_epoch,
-            epochs=first_epoch + num_epochs,
-            steps_per_epoch=spe,
-            validation_data=validation_data,
-            validation_steps=validation_steps,
-            callbacks=callbacks,
-            verbose=verbose,
-            shuffle=False,
-        )
-        for key, values in h.history.items():
-            history.setdefault(key, []).extend(float(v) for v in values)
-        epochs.extend(h.epoch)
+    # Keras workarounds (multi-worker only), undone when training ends: see keras_patches.
+    with multi_worker_workarounds(model, strategy):
+        for first_epoch, num_epochs, spe, seg_start in _segments(start, steps, steps_per_epoch):
+            if backup is not None:
+                backup.begin_segment(seg_start, first_epoch, spe, steps)
+            h = model.fit(
+                _data_at(data, seg_start),
+                initial_epoch=first_epoch,
+                epochs=first_epoch + num_epochs,
+                steps_per_epoch=spe,
+                validation_data=validation_data,
+                validation_steps=validation_steps,
+                callbacks=callbacks,
+                verbose=verbose,
+                shuffle=False,
+            )
+            for key, values in h.history.items():
+                history.setdefault(key, []).extend(float(v) for v in values)
+            epochs.extend(h.epoch)
     return TrainResult(model, history, epochs, start, steps, timer.seconds)
 
 
