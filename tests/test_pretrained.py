@@ -16,7 +16,12 @@ import numpy as np
 import pytest
 
 from keras_tfm.generation import generate
-from keras_tfm.models.pretrained import from_pretrained, save_pretrained, sentence_encoder
+from keras_tfm.models.pretrained import (
+    from_pretrained,
+    pretrained_tokenizer,
+    save_pretrained,
+    sentence_encoder,
+)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 TINY_BERT = os.path.join(FIXTURES, "tiny_bert")  # BertForPreTraining
@@ -319,7 +324,31 @@ def test_loaded_model_saves_to_keras_file(tmp_path, tiny_gpt2):
     np.testing.assert_allclose(restored(inputs), encoder(inputs), atol=1e-6)
 
 
+def test_tokenizers_are_saved_beside_the_weights(tmp_path, tiny_gpt2):
+    texts = ["the quick brown fox jumps !", "a film that is not bad , 42", ""]
+    bert_tokenizer = pretrained_tokenizer(TINY_BERT)
+    assert type(bert_tokenizer).__name__ == "WordPieceTokenizer"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        save_pretrained(from_pretrained(TINY_BERT), tmp_path / "bert", tokenizer=bert_tokenizer)
+    assert pretrained_tokenizer(tmp_path / "bert")(texts).to_list() == bert_tokenizer(texts).to_list()
+    gpt_tokenizer = pretrained_tokenizer(TINY_GPT2)
+    assert type(gpt_tokenizer).__name__ == "BytePairTokenizer"
+    save_pretrained(tiny_gpt2, tmp_path / "gpt2", tokenizer=gpt_tokenizer)
+    assert pretrained_tokenizer(tmp_path / "gpt2")(texts).to_list() == gpt_tokenizer(texts).to_list()
+
+
 # ----------------------------------------------------------------------------- bad input
+def test_vocabulary_without_unk(tmp_path):
+    path = copy_checkpoint(TINY_BERT, tmp_path / "nounk")
+    with open(os.path.join(TINY_BERT, "vocab.txt")) as f:
+        tokens = [t for t in f.read().split("\n") if t and t != "[UNK]"]
+    with open(os.path.join(path, "vocab.txt"), "w") as f:
+        f.write("\n".join(tokens) + "\n")
+    with pytest.raises(ValueError, match=r"vocab\.txt.*unk_token.*\[UNK\].*not in the vocabulary"):
+        pretrained_tokenizer(path)
+
+
 def test_missing_directory_and_files(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         from_pretrained(tmp_path / "nowhere")
@@ -368,7 +397,7 @@ def test_sizes_disagreeing_with_config(tmp_path):
         from_pretrained(path)
     message = str(error.value)
     assert "bert.embeddings.word_embeddings.weight" in message
-    assert "(101, 32)" in message and "(120, 32)" in message and "vocab_size=120" in message
+    assert "(99, 32)" in message and "(120, 32)" in message and "vocab_size=120" in message
     path = copy_checkpoint(TINY_GPT2, tmp_path / "inner", config={"n_inner": 64})
     with pytest.raises(ValueError, match=r"mlp\.c_fc\.weight.*\(32, 48\).*\(32, 64\).*n_inner=64"):
         from_pretrained(path)

@@ -173,8 +173,7 @@ def _num_classes(head, config, config_path):
 
 
 def _build(family, task, options, head, directory, config, config_path):
-    from keras_tfm.models.bert import bert_classifier, bert_encoder, bert_masked_lm, bert_token_classifier
-    from keras_tfm.models.gpt import gpt
+    from keras_tfm.models import bert_classifier, bert_encoder, bert_masked_lm, bert_token_classifier, gpt
     from keras_tfm.models.sentence_embedding import SentenceEncoder
 
     if family is gpt2_checkpoint:
@@ -332,14 +331,50 @@ def _saved_options(model, task):
     return options
 
 
+def pretrained_tokenizer(path, **kwargs):
+    """The tokenizer of a checkpoint directory.
+
+    GPT-2 (`model_type` "gpt2", or `merges.txt` present): byte-level BPE from
+    `vocab.json` + `merges.txt` (`BytePairTokenizer.from_pretrained`); else
+    BERT WordPiece from `vocab.txt` / `tokenizer.json`
+    (`WordPieceTokenizer.from_pretrained`). `kwargs` override what the files
+    say (e.g. `sequence_length=128`).
+    """
+    from keras_tfm.data import BytePairTokenizer, WordPieceTokenizer
+
+    directory = check_directory(path)
+    config = read_json(directory, CONFIG_FILE, required=False) or {}
+    if config.get("model_type") == gpt2_checkpoint.MODEL_TYPE or os.path.isfile(
+        os.path.join(directory, "merges.txt")
+    ):
+        return BytePairTokenizer.from_pretrained(directory, **kwargs)
+    return WordPieceTokenizer.from_pretrained(directory, **kwargs)
+
+
 def save_tokenizer(tokenizer, directory):
-    """Writes a tokenizer's vocabulary files in the checkpoint layout."""
-    if hasattr(tokenizer, "save_pretrained"):
-        tokenizer.save_pretrained(directory)
+    """Writes a tokenizer's files in the checkpoint layout: `vocab.json` +
+    `merges.txt` for a byte-level BPE, else `vocab.txt` (+ `tokenizer_config.json`
+    with the special tokens and lower-casing of a WordPiece tokenizer)."""
+    vocabulary = list(tokenizer.get_vocabulary())
+    merges = tokenizer.get_config().get("merges")
+    if merges is not None:
+        with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+            json.dump({token: i for i, token in enumerate(vocabulary)}, f, ensure_ascii=False)
+        with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as f:
+            f.write(
+                "#version: 0.2\n" + "".join(f"{m if isinstance(m, str) else ' '.join(m)}\n" for m in merges)
+            )
         return
-    vocabulary = tokenizer.get_vocabulary()
     with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("".join(f"{token}\n" for token in vocabulary))
+    options = {"tokenizer_class": "BertTokenizer"}
+    if hasattr(tokenizer, "lowercase"):
+        options["do_lower_case"] = bool(tokenizer.lowercase)
+    for role in ("unk", "pad", "cls", "sep", "mask"):
+        token_id = getattr(tokenizer, f"{role}_id", None)
+        if token_id is not None:
+            options[f"{role}_token"] = vocabulary[token_id]
+    write_json(directory, "tokenizer_config.json", options)
 
 
 def save_pretrained(model, path, tokenizer=None, overwrite=False, max_shard_size=None):

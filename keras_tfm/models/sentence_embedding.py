@@ -14,7 +14,7 @@ normalised embeddings is their dot product.
 
 import keras
 
-from keras_tfm.checks import check_choice
+from keras_tfm.checks import check_bool, check_choice
 from keras_tfm.models.heads import POOLINGS, SequencePooling
 
 
@@ -54,7 +54,7 @@ class SentenceEncoder(keras.Model):
         super().__init__(inputs, pooled, name=name, **kwargs)
         self.encoder = encoder
         self.pooling = pooling
-        self.normalize = bool(normalize)
+        self.normalize = check_bool("normalize", normalize)
 
     def get_config(self):
         return {
@@ -70,3 +70,29 @@ class SentenceEncoder(keras.Model):
         config = dict(config)
         encoder = keras.saving.deserialize_keras_object(config.pop("encoder"), custom_objects=custom_objects)
         return cls(encoder, **config)
+
+
+def embed_texts(model, tokenizer, texts, max_length=256, batch_size=64):
+    """Embeddings of `texts` with a `SentenceEncoder` (batched by length, in input order).
+
+    Args:
+        model: a `SentenceEncoder` (e.g. `keras_tfm.models.sentence_encoder(path)`).
+        tokenizer: its tokenizer (`WordPieceTokenizer.from_pretrained(path)`).
+        texts: list of str.
+        max_length: longer texts are truncated (sentence-transformers'
+            `max_seq_length`, 256 for all-MiniLM-L6-v2).
+        batch_size: texts per forward pass.
+
+    Returns:
+        float32 NumPy array `(len(texts), d_model)`.
+    """
+    import numpy as np
+
+    from keras_tfm.text_batches import LengthBucketedBatches, encode_texts
+
+    rows = encode_texts(tokenizer, texts, max_length)
+    batches = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=tokenizer.pad_id)
+    out = np.zeros((len(rows), int(model.output.shape[-1])), np.float32)
+    for i in range(len(batches)):
+        out[batches.batches[i]] = np.asarray(model(batches[i], training=False), np.float32)
+    return out
