@@ -7,16 +7,23 @@
    the dev accuracy is reported after every epoch and at the end (and the test accuracy when
    `stsa.binary.test` is there).
 
-    python examples/bert_sst2.py --data-dir ../shared/data/sst2_sentence_level   # stsa.binary.{train,dev,test}
+    python examples/bert_sst2.py --data ../shared/data/sst2_sentence_level       # stsa.binary.{train,dev,test}
+    python examples/bert_sst2.py --data DIR --output runs/bert --export sst2       # keep the classifier, serve it
     python examples/bert_sst2.py --manual-dir DIR_WITH_SST-2.zip                  # TFDS glue/sst2
     python examples/bert_sst2.py                                                  # TFDS downloads it (internet)
 
-Same code as `keras-tfm train bert` (see `keras_tfm.recipes`).
+`--pretrain-steps` (800) and `--finetune-epochs` (8) size the two stages; `--steps N` instead gives
+the whole run N optimizer steps (N // 2 pretraining, the rest fine-tuning). Same code as
+`keras-tfm train bert` (see `keras_tfm.recipes`).
 """
 
 import sys
 
-from keras_tfm import recipes
+import keras_tfm_console
+
+keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
+
+from keras_tfm import recipes  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(recipes.main_for("bert", description=__doc__))

@@ -1,20 +1,24 @@
-"""README demo: a short character-GPT run on Tiny Shakespeare, a sample, then (when available) export.
+"""README demo: a short character-GPT run on Tiny Shakespeare, a sample, an export, a served sample.
 
     python examples/demo.py --data ../shared/data/tiny_shakespeare/input.txt
+    python examples/demo.py --data input.txt --output runs/demo     # also keep model.keras + tokenizer
     python examples/demo.py                 # TFDS downloads tiny_shakespeare (internet)
 
 It trains nanoGPT's 4-layer CPU model for `--steps` (600 by default: a minute or two on two CPU
-cores), prints the validation loss and a 300-character sample, and ends with the export step:
-`export_and_generate` (below) saves the model for TF Serving under `saved_models/` with
-`keras_tfm.export.export_for_serving` and generates from the reloaded SavedModel. That step is
-skipped with a message while `keras_tfm.export` does not exist.
+cores), prints the validation loss and a 300-character sample, exports the model for TF Serving
+(`--export NAME`, default gpt_shakespeare, under `--export-dir`, default saved_models; `--no-export`
+skips it) and generates from the reloaded SavedModel with TensorFlow only, as a TF Serving client
+would. Same options as `keras-tfm train gpt`.
 """
 
 import argparse
-import os
 import sys
 
-from keras_tfm import recipes
+import keras_tfm_console
+
+keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
+
+from keras_tfm import recipes  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -22,43 +26,23 @@ def parse_args(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     recipes.add_gpt_arguments(parser)
-    parser.add_argument(
-        "--export-dir",
-        default=os.path.join("saved_models", "gpt_shakespeare"),
-        help="where the SavedModel goes (default: %(default)s)",
-    )
     parser.add_argument("--no-export", action="store_true", help="skip the export step")
     # A short run: override the nanoGPT defaults that `add_gpt_arguments` sets.
-    parser.set_defaults(steps=600, eval_interval=200, lr_decay_steps=None, sample_tokens=300)
-    return parser.parse_args(argv)
+    parser.set_defaults(
+        steps=600, eval_interval=200, lr_decay_steps=None, sample_tokens=300, export="gpt_shakespeare"
+    )
+    args = parser.parse_args(argv)
+    if args.no_export:
+        args.export = None
+    return args
 
 
-# --------------------------------------------------------------------------- #
-# EXPORT STEP (TF Serving). Owned by the export module: keep this function's
-# name and arguments; `keras_tfm.export.export_for_serving` does the work.
-# --------------------------------------------------------------------------- #
-def export_and_generate(model, tokenizer, export_dir, prompt="\n", max_new_tokens=60, seed=0):
-    """Exports `model` (+ tokenizer) to `export_dir/VERSION` and generates from the reloaded SavedModel.
+def generate_from_export(path, prompt, max_new_tokens, seed=0):
+    """Samples from the SavedModel at `path` (a version folder) through its `generate` signature."""
+    from keras_tfm.export import client
 
-    The reload and the `generate` call use TensorFlow only (`keras_tfm.export.client`), as a
-    TF Serving client would.
-
-    Returns:
-        The generated text, or None when `keras_tfm.export` is not available.
-    """
-    try:
-        from keras_tfm.export import client
-        from keras_tfm.export.exporter import export_for_serving
-    except ImportError:
-        print("[export] keras_tfm.export is not available: skipping the SavedModel export.", flush=True)
-        return None
-    # The model's context is its max_length: at most max_length - 1 new tokens from a short prompt.
-    max_new_tokens = min(max_new_tokens, model.get_layer("embedding").max_length - len(prompt))
-    path = export_for_serving(model, export_dir, tokenizer=tokenizer, max_prompt_length=8)
-    print(f"[export] SavedModel written to {path}", flush=True)
-    loaded = client.load_served(path)
     out = client.call_signature(
-        loaded,
+        client.load_served(path),
         "generate",
         prompts=[prompt.encode("utf-8")],
         max_new_tokens=max_new_tokens,
@@ -75,9 +59,14 @@ def export_and_generate(model, tokenizer, export_dir, prompt="\n", max_new_token
 
 def main(argv=None):
     args = parse_args(argv)
-    results = recipes.run_gpt(args)
-    if not args.no_export:
-        export_and_generate(results["model"], results["tokenizer"], args.export_dir)
+    try:
+        results = recipes.run_gpt(args)
+    except recipes.UsageError as error:
+        return recipes.report_usage_error("demo.py", error)
+    if results.get("export_path"):
+        prompt = "\n"
+        # The served `generate` keeps prompt + new tokens within the model's context.
+        generate_from_export(results["export_path"], prompt, min(60, args.block_size - len(prompt)))
     return 0
 
 

@@ -25,13 +25,18 @@ XLA-compiled (`--no-jit-compile` to turn it off).
     python examples/gpt_shakespeare.py --data input.txt --steps 200 --log-dir logs/gpt --backup-dir ckpt/gpt
     python examples/gpt_shakespeare.py --data input.txt --schedule cosine    # nanoGPT exactly
     python examples/gpt_shakespeare.py --data input.txt --position rope      # rotary positions
+    python examples/gpt_shakespeare.py --data input.txt --output runs/gpt --export shakespeare
 
 Same code as `keras-tfm train gpt` (see `keras_tfm.recipes`).
 """
 
 import sys
 
-from keras_tfm import recipes
+import keras_tfm_console
+
+keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
+
+from keras_tfm import recipes  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(recipes.main_for("gpt", description=__doc__))

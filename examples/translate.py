@@ -9,6 +9,7 @@ and a few translations are printed.
 
     python examples/translate.py --data ../shared/data/spa_eng_anki/spa-eng/spa.txt
     python examples/translate.py --data spa.txt --steps 200 --max-pairs 5000      # quick try
+    python examples/translate.py --data spa.txt --output runs/mt --export translator
 
 The data is the Anki/Tatoeba `spa-eng.zip` of the Keras and TensorFlow translation tutorials
 (download and unzip it yourself when online). Same code as `keras-tfm train seq2seq`.
@@ -16,7 +17,11 @@ The data is the Anki/Tatoeba `spa-eng.zip` of the Keras and TensorFlow translati
 
 import sys
 
-from keras_tfm import recipes
+import keras_tfm_console
+
+keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
+
+from keras_tfm import recipes  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(recipes.main_for("seq2seq", description=__doc__))

@@ -77,11 +77,11 @@ TINY_GPT = [
     "2",
     "--eval-iters",
     "1",
-    "--n-layer",
+    "--num-layers",
     "1",
-    "--n-head",
+    "--num-heads",
     "2",
-    "--n-embd",
+    "--d-model",
     "16",
     "--block-size",
     "8",
@@ -95,7 +95,7 @@ TINY_GPT = [
     "0",
 ]
 TINY_BERT = [
-    "--steps",
+    "--pretrain-steps",
     "3",
     "--eval-interval",
     "3",
@@ -194,14 +194,14 @@ def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, pos
         assert type(lr).__name__ == "CosineDecay"
     assert model.get_layer("decoder_block_0").position == (None if position == "learned" else position)
     assert model.jit_compile is True  # the recipe's default for fixed-shape LM windows
-    with pytest.raises(SystemExit, match="decay-fraction"):
+    with pytest.raises(recipes.UsageError, match="--decay-fraction"):
         recipes.run_gpt(parser.parse_args(["--data", shakespeare, "--decay-fraction", "0"] + TINY_GPT))
 
 
 def test_bert_example_end_to_end(sst2_dir, tmp_path, monkeypatch, capsys):
     results = tmp_path / "bert.json"
     code = _run_example(
-        "bert_sst2.py", ["--data-dir", sst2_dir, "--results", str(results)] + TINY_BERT, monkeypatch
+        "bert_sst2.py", ["--data", sst2_dir, "--results", str(results)] + TINY_BERT, monkeypatch
     )
     assert code == 0
     out = capsys.readouterr().out
@@ -224,11 +224,11 @@ def test_translate_example_end_to_end(spa_file, tmp_path, monkeypatch, capsys):
 
 
 def test_demo_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
-    export_dir = tmp_path / "saved_models" / "gpt"
-    argv = ["--data", shakespeare, "--export-dir", str(export_dir)] + TINY_GPT
+    argv = ["--data", shakespeare, "--export-dir", str(tmp_path / "saved_models")] + TINY_GPT
     assert _run_example("demo.py", argv, monkeypatch) == 0
     out = capsys.readouterr().out
-    assert "sample" in out and "[export]" in out
+    assert "exported the SavedModel to" in out and "sample from the exported SavedModel" in out
+    assert os.listdir(tmp_path / "saved_models" / "gpt_shakespeare") == ["1"]
 
 
 def test_cli_train_gpt_with_backup_and_logs(shakespeare, tmp_path, capsys):
@@ -274,7 +274,8 @@ def test_cli_errors_and_help(capsys):
             cli.main(argv)
         assert e.value.code == 0
     out = capsys.readouterr().out
-    assert "train" in out and "--data-dir" in out and "--label-smoothing" in out
+    assert "train" in out and "--pretrain-steps" in out and "--label-smoothing" in out
+    assert "--data-dir" not in out and "--n-embd" not in out  # deprecated aliases are hidden
 
 
 def test_cli_subcommands_are_registered_from_functions():
@@ -300,3 +301,24 @@ def test_console_script_help():
     proc = subprocess.run([exe, "train", "gpt", "--help"], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--manual-dir" in proc.stdout and "--block-size" in proc.stdout
+
+
+def test_one_option_vocabulary_with_deprecated_aliases(capsys):
+    import argparse
+
+    from keras_tfm import recipes
+
+    for name, recipe in recipes.TASKS.items():
+        parser = argparse.ArgumentParser()
+        recipe.add_arguments(parser)
+        args = parser.parse_args(["--data", "x", "--d-model", "8", "--num-layers", "1", "--num-heads", "2"])
+        assert (args.d_model, args.num_layers, args.num_heads, args.data) == (8, 1, 2, "x"), name
+        assert {"d_ff", "steps", "output", "export", "overwrite"} <= set(vars(args)), name
+    parser = argparse.ArgumentParser()
+    recipes.add_gpt_arguments(parser)
+    args = parser.parse_args(["--n-embd", "8", "--n-layer", "1", "--n-head", "2"])
+    assert (args.d_model, args.num_layers, args.num_heads) == (8, 1, 2)
+    assert "--n-embd is deprecated; use --d-model" in capsys.readouterr().err
+    parser = argparse.ArgumentParser()
+    recipes.add_bert_arguments(parser)
+    assert parser.parse_args(["--data-dir", "sst2"]).data == "sst2"

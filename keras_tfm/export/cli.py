@@ -5,15 +5,44 @@ Each `add_*_subcommand(subparsers)` registers its parser and sets
 """
 
 import json
+import os
 import sys
+
+#: `keras-tfm generate`'s number of new tokens when --max-new-tokens is not given (capped by the export).
+DEFAULT_MAX_NEW_TOKENS = 64
+
+
+def export_info(version_dir):
+    """The export's assets.extra/keras_tfm.json: kind, max_new_tokens_limit, (GPT) max_length; {} if absent."""
+    path = os.path.join(version_dir, "assets.extra", "keras_tfm.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def default_max_new_tokens(info, prompts):
+    """`DEFAULT_MAX_NEW_TOKENS`, capped by the export's limit and, for a GPT, by the room its context leaves
+    after the longest prompt (a prompt has at most as many tokens as UTF-8 bytes)."""
+    count = min(DEFAULT_MAX_NEW_TOKENS, info.get("max_new_tokens_limit") or DEFAULT_MAX_NEW_TOKENS)
+    if info.get("max_length"):
+        count = min(count, info["max_length"] - max(len(p.encode("utf-8")) for p in prompts))
+    return max(count, 1)
 
 
 def add_export_subcommand(subparsers):
-    """Registers `export`: .keras model + tokenizer vocabulary → saved_models/NAME/VERSION."""
-    p = subparsers.add_parser("export", help="Export a .keras model as a TF Serving SavedModel version.")
-    p.add_argument("--model", required=True, help="Saved .keras model (keras_tfm GPT, seq2seq or BERT).")
+    """Registers `export`: a trained model (+ the tokenizers beside it) → saved_models/NAME/VERSION."""
+    p = subparsers.add_parser(
+        "export",
+        help="Export a trained model as a TF Serving SavedModel version.",
+        description="Exports a trained model with every signature it supports. --model is a folder written by "
+        "`keras-tfm train ... --output DIR` (model.keras, its tokenizer(s) and class names are read from it) "
+        "or a .keras file (vocabulary files beside it are picked up the same way).",
+    )
+    p.add_argument("--model", required=True, help="Training output folder, or a .keras model file.")
     p.add_argument(
-        "--tokenizer", help="Vocabulary file (keras_tfm save_vocabulary); default: the model's tokenizer."
+        "--tokenizer", help="Vocabulary file (keras_tfm save_vocabulary); default: the one beside the model."
     )
     p.add_argument(
         "--target-tokenizer", dest="target_tokenizer", help="seq2seq: target-side vocabulary file."
@@ -30,40 +59,80 @@ def add_export_subcommand(subparsers):
         "--beam-widths", dest="beam_widths", default="1,2,4", help="seq2seq beam widths (default 1,2,4)."
     )
     p.add_argument("--eos-id", dest="eos_id", type=int, default=None, help="Stop id (GPT default none).")
+    p.add_argument(
+        "--ids-only",
+        action="store_true",
+        help="GPT without a tokenizer: only the id signatures (serving_default, generate_ids).",
+    )
     p.add_argument("--no-warmup", dest="warmup", action="store_false", help="Do not write warmup requests.")
     p.add_argument("--no-xla", dest="jit_compile", action="store_false", help="Do not XLA-compile decoding.")
     p.set_defaults(func=run_export)
     return p
 
 
-def run_export(args):
-    import os
-
-    import keras
-
-    import keras_tfm.models  # noqa: F401  (registers the builders' layers)
+def _tokenizer_files(args, trained):
+    """The export's tokenizer argument: explicit files first, else those found beside the model."""
     from keras_tfm.data import load_tokenizer
-    from keras_tfm.export.exporter import export_for_serving
+    from keras_tfm.recipes import UsageError
 
-    model = keras.saving.load_model(args.model)
-    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    def load(flag, path):
+        try:
+            return load_tokenizer(path)
+        except (OSError, ValueError) as error:
+            raise UsageError(flag, str(error)) from None
+
+    found = dict(trained.tokenizers)
+    if args.tokenizer:
+        found.pop("tokenizer", None)
+        found["source_tokenizer" if args.target_tokenizer else "tokenizer"] = load(
+            "--tokenizer", args.tokenizer
+        )
     if args.target_tokenizer:
-        tokenizer = (tokenizer, load_tokenizer(args.target_tokenizer))
-    labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
+        found["target_tokenizer"] = load("--target-tokenizer", args.target_tokenizer)
+    if "source_tokenizer" in found and "target_tokenizer" in found:
+        return (found["source_tokenizer"], found["target_tokenizer"])
+    return found.get("tokenizer") or found.get("source_tokenizer")
+
+
+def run_export(args):
+    from keras_tfm.export.exporter import detect_kind, export_for_serving
+    from keras_tfm.recipes import UsageError
+    from keras_tfm.recipes.output import load_trained
+
+    trained = load_trained(args.model)
+    tokenizer = _tokenizer_files(args, trained)
+    kind = args.kind
+    if kind == "auto":
+        try:
+            kind = detect_kind(trained.model)
+        except ValueError as error:
+            raise UsageError("--kind", str(error)) from None
+    if tokenizer is None and not (kind == "gpt" and args.ids_only):
+        raise UsageError(
+            "--model",
+            f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
+            + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
+        )
+    labels = [s.strip() for s in args.labels.split(",")] if args.labels else trained.labels
     widths = tuple(int(w) for w in args.beam_widths.split(","))
-    path = export_for_serving(
-        model,
-        os.path.join(args.dir, args.name),
-        tokenizer=tokenizer,
-        version=args.version,
-        kind=args.kind,
-        label_names=labels,
-        max_new_tokens_limit=args.max_new_tokens_limit,
-        warmup=args.warmup,
-        beam_widths=widths,
-        eos_id=args.eos_id,
-        jit_compile=args.jit_compile,
-    )
+    try:
+        path = export_for_serving(
+            trained.model,
+            os.path.join(args.dir, args.name),
+            tokenizer=None if args.ids_only else tokenizer,
+            version=args.version,
+            kind=kind,
+            label_names=labels,
+            max_new_tokens_limit=args.max_new_tokens_limit,
+            warmup=args.warmup,
+            beam_widths=widths,
+            eos_id=args.eos_id,
+            jit_compile=args.jit_compile,
+        )
+    except FileExistsError as error:
+        raise UsageError("--version", str(error)) from None
+    except ValueError as error:
+        raise UsageError("--model", str(error).splitlines()[0]) from None
     print(path)
     return 0
 
@@ -78,7 +147,14 @@ def add_generate_subcommand(subparsers):
     )
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--prompt", action="append", required=True, help="Input text (repeat for a batch).")
-    p.add_argument("--max-new-tokens", dest="max_new_tokens", type=int, default=64)
+    p.add_argument(
+        "--max-new-tokens",
+        dest="max_new_tokens",
+        type=int,
+        default=None,
+        help="Tokens to generate (default: 64, or fewer when the export's limits or a GPT's context "
+        "after the prompt leave less room).",
+    )
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default).")
     p.add_argument("--top-k", dest="top_k", type=int, default=0)
     p.add_argument("--top-p", dest="top_p", type=float, default=1.0)
@@ -103,16 +179,22 @@ def run_generate(args):
             message = message.split("assertion failed:", 1)[1].split("\n")[0].strip()
         print(f"keras-tfm generate: invalid request: {message}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, TypeError, ValueError) as error:
-        print(f"keras-tfm generate: {error}", file=sys.stderr)
+    except FileNotFoundError as error:
+        print(f"keras-tfm generate: error: --model: {error}", file=sys.stderr)
+        return 2
+    except (TypeError, ValueError) as error:
+        print(f"keras-tfm generate: error: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2
 
 
 def _run_generate(args):
-    from keras_tfm.export.client import call_signature, load_served
+    from keras_tfm.export.client import call_signature, load_served, resolve_version_dir
 
-    loaded = load_served(args.model, args.version)
+    directory = resolve_version_dir(args.model, args.version)
+    loaded = load_served(directory)
     names = set(loaded.signatures)
+    if args.max_new_tokens is None:
+        args.max_new_tokens = default_max_new_tokens(export_info(directory), args.prompt)
     prompts = [s.encode("utf-8") for s in args.prompt]
     if "generate" in names:
         out = call_signature(

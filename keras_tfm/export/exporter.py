@@ -1,6 +1,7 @@
 """`export_for_serving`: a keras_tfm model + tokenizer → a TF Serving SavedModel version."""
 
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -117,6 +118,23 @@ def _tokenizers_of(serving):
     return out
 
 
+EXPORT_INFO = "keras_tfm.json"
+
+
+def _write_export_info(version_dir, kind, serving):
+    """`assets.extra/keras_tfm.json`: the model kind and the request limits fixed at export (for clients
+    such as `keras-tfm generate`, whose defaults must fit them; TF Serving ignores the file)."""
+    info = {"kind": kind}
+    if getattr(serving, "max_new_tokens_limit", None) is not None:
+        info["max_new_tokens_limit"] = int(serving.max_new_tokens_limit)
+    if kind == "gpt" and serving.max_length is not None:  # prompt + new tokens must fit it
+        info["max_length"] = int(serving.max_length)
+    folder = os.path.join(version_dir, "assets.extra")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, EXPORT_INFO), "w", encoding="utf-8") as f:
+        json.dump(info, f)
+
+
 def export_for_serving(
     model,
     path,
@@ -223,6 +241,7 @@ def export_for_serving(
         archive.write_out(temp, verbose=verbose)
         if warmup:
             warmup_lib.write_warmup_requests(temp, os.path.basename(base), serving.warmup_requests())
+        _write_export_info(temp, kind if kind != "auto" else detect_kind(model), serving)
         if os.path.exists(final):
             raise FileExistsError(
                 errno.EEXIST, f"Model version already exists (never overwritten): {final}", final

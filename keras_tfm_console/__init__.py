@@ -1,0 +1,123 @@
+"""A quiet console for the command line and the examples.
+
+TensorFlow's C++ start-up lines ("oneDNN custom operations are on", "Could not
+find cuda drivers", "failed call to cuInit", ...) go straight to file
+descriptor 2 through absl, before absl's log is initialised, so
+`TF_CPP_MIN_LOG_LEVEL` cannot hide them all, and setting it after TensorFlow is
+imported does nothing. `quiet_tensorflow()` sets the log levels first and then
+imports TensorFlow with descriptor 2 pointed at /dev/null; Python's own
+`sys.stderr` (warnings, tracebacks, the CLI's messages) keeps writing to the
+real stderr throughout.
+
+A library import never changes the log level: only the `keras-tfm` command and
+the example scripts call `quiet_tensorflow()`. Set `TF_CPP_MIN_LOG_LEVEL=0` to
+see every TensorFlow line again.
+
+This is a top-level package, apart from `keras_tfm`, because `import keras_tfm`
+imports Keras and with it TensorFlow: the quieting has to happen before. It is
+also the `keras-tfm` console script (`main`), which answers `--version` without
+importing TensorFlow at all and otherwise hands over to `keras_tfm.cli.main`.
+"""
+
+import contextlib
+import io
+import os
+import sys
+
+#: The level set when the user has not chosen one: hide TensorFlow's INFO and WARNING lines.
+DEFAULT_TF_LOG_LEVEL = "2"
+
+
+def _quiet_wanted():
+    return os.environ.get("TF_CPP_MIN_LOG_LEVEL", DEFAULT_TF_LOG_LEVEL) not in ("0", "")
+
+
+def set_log_levels():
+    """`TF_CPP_MIN_LOG_LEVEL` (unless set) for TensorFlow's C++ logs; must run before TensorFlow is imported."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", DEFAULT_TF_LOG_LEVEL)
+
+
+@contextlib.contextmanager
+def quiet_native_logs():
+    """Sends what C++ code writes to descriptor 2 to /dev/null inside the block.
+
+    Python's `sys.stderr` is pointed at a copy of the real descriptor for the
+    duration, so Python warnings and exceptions still show. Does nothing when
+    `TF_CPP_MIN_LOG_LEVEL` is 0 or descriptor 2 cannot be duplicated.
+    """
+    if not _quiet_wanted():
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    python_stderr, replacement = sys.stderr, None
+    try:
+        if python_stderr.fileno() == 2:
+            replacement = os.fdopen(
+                os.dup(saved), "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=True
+            )
+            sys.stderr = replacement
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        pass  # pytest's capture object and the like: not descriptor 2, unaffected
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        if replacement is not None:
+            replacement.flush()
+            sys.stderr = python_stderr
+            replacement.close()
+
+
+def quiet_tensorflow(start_devices=False):
+    """Sets the log levels, then imports TensorFlow and Keras without their start-up lines.
+
+    Args:
+        start_devices: also initialise the devices (their lines, e.g. "failed
+            call to cuInit", come with the first op). Leave False when logical
+            devices are still to be configured (`--cpu-devices`).
+    """
+    set_log_levels()
+    with quiet_native_logs():
+        import keras  # noqa: F401
+        import tensorflow as tf
+
+        if start_devices:
+            tf.config.list_logical_devices()
+    tf.get_logger().setLevel("ERROR")
+    try:
+        from absl import logging as absl_logging
+
+        absl_logging.set_verbosity(absl_logging.ERROR)
+    except ImportError:  # pragma: no cover - absl comes with TensorFlow
+        pass
+
+
+def version():
+    """The installed keras-tfm version, read from the package metadata (no import of keras_tfm)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("keras-tfm")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def main(argv=None):
+    """The `keras-tfm` console script; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--version"]:  # answered without importing TensorFlow
+        print(f"keras-tfm {version()}")
+        return 0
+    set_log_levels()
+    with quiet_native_logs():  # `import keras_tfm` imports Keras and TensorFlow
+        from keras_tfm import cli
+    return cli.main(argv)

@@ -1,0 +1,7 @@
+"""`python -m keras_tfm_console ARGS` = the `keras-tfm` command."""
+
+import sys
+
+from keras_tfm_console import main
+
+sys.exit(main())
