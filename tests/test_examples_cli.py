@@ -275,6 +275,8 @@ def test_cli_errors_and_help(capsys):
         assert e.value.code == 0
     out = capsys.readouterr().out
     assert "train" in out and "--pretrain-steps" in out and "--label-smoothing" in out
+    for command in ("evaluate", "export", "generate", "plot", "finetune", "embed"):
+        assert command in out, command
     assert "--data-dir" not in out and "--n-embd" not in out  # deprecated aliases are hidden
 
 
