@@ -324,3 +324,16 @@ def test_one_option_vocabulary_with_deprecated_aliases(capsys):
     parser = argparse.ArgumentParser()
     recipes.add_bert_arguments(parser)
     assert parser.parse_args(["--data-dir", "sst2"]).data == "sst2"
+
+
+def test_gpt_sample_text_runs_past_the_context():
+    from keras_tfm import models, recipes
+
+    model = models.gpt(vocabulary_size=11, max_length=8, num_layers=1, num_heads=2, d_model=16)
+    ids = recipes.sample_text(model, [3, 4, 5], 21, block_size=8, temperature=0.0)
+    assert len(ids) == 21 and all(0 <= t < 11 for t in ids)
+    # Greedy: the first 5 tokens fill the context; then generation goes on from the last 4 ids.
+    assert ids == recipes.sample_text(model, [3, 4, 5], 21, block_size=8, temperature=0.0)
+    head = recipes.sample_text(model, [3, 4, 5], 5, block_size=8, temperature=0.0)
+    assert ids[:5] == head
+    assert ids[5:9] == recipes.sample_text(model, ([3, 4, 5] + head)[-4:], 4, block_size=8, temperature=0.0)
