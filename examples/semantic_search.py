@@ -15,7 +15,9 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+import keras_tfm_console
+
+keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
 
 
 def main(argv=None):

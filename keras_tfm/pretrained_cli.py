@@ -12,7 +12,8 @@ TF Serving SavedModel with the `classify` signature (`--export`).
 `embed` prints one JSON line per text: {"text": ..., "embedding": [...]}.
 
 Registered by `keras_tfm.cli` (module listed in `SUBCOMMAND_MODULES`). Bad
-values end with one line naming the flag and exit status 2.
+values raise `keras_tfm.recipes.UsageError`: one line naming the flag, exit
+status 2.
 """
 
 import json
@@ -24,19 +25,15 @@ from keras_tfm.checks import positive_float_arg, positive_int_arg, rate_arg
 FINETUNE_TASKS = ("classifier",)
 
 
-class _Usage(Exception):
-    def __init__(self, flag, message):
-        super().__init__(f"{flag}: {message}")
+def _usage(flag, message):
+    from keras_tfm.recipes import UsageError
 
-
-def _fail(command, error):
-    print(f"keras-tfm {command}: error: {error}", file=sys.stderr)
-    return 2
+    return UsageError(flag, message)
 
 
 def _checkpoint(args):
     if not os.path.isdir(args.checkpoint):
-        raise _Usage("--checkpoint", f"{args.checkpoint!r} is not a checkpoint directory")
+        raise _usage("--checkpoint", f"{args.checkpoint!r} is not a checkpoint directory")
     return args.checkpoint
 
 
@@ -46,7 +43,7 @@ def _tokenizer(path):
     try:
         return WordPieceTokenizer.from_pretrained(path)
     except (OSError, ValueError) as error:
-        raise _Usage("--checkpoint", f"cannot read the tokenizer: {error}") from None
+        raise _usage("--checkpoint", f"cannot read the tokenizer: {error}") from None
 
 
 def _read_labelled(path, flag):
@@ -55,9 +52,9 @@ def _read_labelled(path, flag):
     try:
         rows = list(load_label_sentence_lines(path).as_numpy_iterator())
     except (OSError, ValueError) as error:
-        raise _Usage(flag, str(error)) from None
+        raise _usage(flag, str(error)) from None
     if not rows:
-        raise _Usage(flag, f"{path!r} holds no '<label> <sentence>' lines")
+        raise _usage(flag, f"{path!r} holds no '<label> <sentence>' lines")
     return [s.decode("utf-8") for s, _ in rows], [int(label) for _, label in rows]
 
 
@@ -67,14 +64,14 @@ def _splits(args):
     if os.path.isdir(data):
         train_file = os.path.join(data, "stsa.binary.train")
         if not os.path.isfile(train_file):
-            raise _Usage("--data", f"folder {data!r} has no stsa.binary.train")
+            raise _usage("--data", f"folder {data!r} has no stsa.binary.train")
         if dev is None and os.path.isfile(os.path.join(data, "stsa.binary.dev")):
             dev = os.path.join(data, "stsa.binary.dev")
         data = train_file
     elif not os.path.isfile(data):
-        raise _Usage("--data", f"{data!r} does not exist")
+        raise _usage("--data", f"{data!r} does not exist")
     if dev is not None and not os.path.isfile(dev):
-        raise _Usage("--dev", f"{dev!r} does not exist")
+        raise _usage("--dev", f"{dev!r} does not exist")
     train = _read_labelled(data, "--data")
     return train, (_read_labelled(dev, "--dev") if dev else None)
 
@@ -115,25 +112,18 @@ def add_finetune_subcommand(subparsers):
 
 
 def run_finetune(args):
-    try:
-        return _finetune(args)
-    except _Usage as error:
-        return _fail("finetune", error)
-
-
-def _finetune(args):
     checkpoint = _checkpoint(args)
     if args.output and os.path.exists(args.output) and os.listdir(args.output) and not args.overwrite:
-        raise _Usage("--output", f"{args.output!r} already exists and is not empty (use --overwrite)")
+        raise _usage("--output", f"{args.output!r} already exists and is not empty (use --overwrite)")
     if args.output and not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
-        raise _Usage("--output", f"the parent folder of {args.output!r} does not exist")
+        raise _usage("--output", f"the parent folder of {args.output!r} does not exist")
     (texts, labels), dev = _splits(args)
     num_classes = args.num_classes or max(labels) + 1
     if min(labels) < 0 or max(labels) >= num_classes:
-        raise _Usage("--data", f"labels must be in [0, {num_classes}); found {min(labels)}..{max(labels)}")
+        raise _usage("--data", f"labels must be in [0, {num_classes}); found {min(labels)}..{max(labels)}")
     label_names = args.labels.split(",") if args.labels else None
     if label_names is not None and len(label_names) != num_classes:
-        raise _Usage("--labels", f"expected {num_classes} names; received {len(label_names)}")
+        raise _usage("--labels", f"expected {num_classes} names; received {len(label_names)}")
 
     from keras_tfm.finetuning import evaluate_classifier, finetune_classifier
     from keras_tfm.models import from_pretrained, save_pretrained
@@ -142,7 +132,7 @@ def _finetune(args):
     try:
         model = from_pretrained(checkpoint, task="classifier", num_classes=num_classes, pooling=args.pooling)
     except ValueError as error:
-        raise _Usage("--checkpoint", str(error)) from None
+        raise _usage("--checkpoint", str(error)) from None
     _, timer = finetune_classifier(
         model,
         tokenizer,
@@ -189,17 +179,10 @@ def add_embed_subcommand(subparsers):
 
 
 def run_embed(args):
-    try:
-        return _embed(args)
-    except _Usage as error:
-        return _fail("embed", error)
-
-
-def _embed(args):
     checkpoint = _checkpoint(args)
     texts = list(args.texts) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
-        raise _Usage("texts", "give at least one text (arguments or lines on stdin)")
+        raise _usage("texts", "give at least one text (arguments or lines on stdin)")
     from keras_tfm.models import sentence_encoder
     from keras_tfm.models.sentence_embedding import embed_texts
 
@@ -207,7 +190,7 @@ def _embed(args):
     try:
         model = sentence_encoder(checkpoint)
     except ValueError as error:
-        raise _Usage("--checkpoint", str(error)) from None
+        raise _usage("--checkpoint", str(error)) from None
     vectors = embed_texts(model, tokenizer, texts, args.max_length)
     for text, vector in zip(texts, vectors):
         values = [round(float(v), args.precision) for v in vector]
