@@ -356,8 +356,10 @@ def test_seq2seq_learns_reversal():
     dec_in = np.concatenate([np.full((n, 1), bos, "int32"), tgt[:, :-1]], 1)
     model = seq2seq(vocabulary_size=vocab, max_length=length, num_layers=2, num_heads=4, d_model=64, d_ff=128)
     compile_for_lm(model, learning_rate=2e-3, jit_compile=False)
+    # 7 epochs: with independent initial weights (issue 11 §1) 5 epochs reach
+    # 0.92-1.00 depending on the seed, 7 epochs 0.97-1.00 (seeds 0-3).
     model.fit(
-        {"encoder_token_ids": src, "decoder_token_ids": dec_in}, tgt, batch_size=64, epochs=5, verbose=0
+        {"encoder_token_ids": src, "decoder_token_ids": dec_in}, tgt, batch_size=64, epochs=7, verbose=0
     )
     test_src = np.random.default_rng(1).integers(2, vocab, size=(300, length)).astype("int32")
     predicted = seq2seq_greedy_decode(model, test_src, bos_id=bos, max_length=length)

@@ -12,6 +12,7 @@ from keras_tfm.layers.attention_core import (
 from keras_tfm.layers.cross_attention import CrossAttention
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding, TokenEmbedding
 from keras_tfm.layers.feed_forward import FeedForward
+from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.masks import causal_mask, merge_masks
 from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
@@ -20,6 +21,7 @@ from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding  # noqa:
 from keras_tfm.layers.positional_encoding import PositionalEncoding, sinusoidal_table
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D, sinusoidal_table_2d  # noqa: E402,F401
 from keras_tfm.layers.relative_position_bias import RelativePositionBias, relative_position_bucket
+from keras_tfm.layers.rms_norm import RMSNorm
 from keras_tfm.layers.rotary_embedding import RotaryEmbedding
 from keras_tfm.layers.self_attention import MultiHeadSelfAttention
 from keras_tfm.layers.transformer_block import TransformerBlock

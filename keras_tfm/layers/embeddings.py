@@ -6,7 +6,15 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_int, check_rank
+from keras_tfm.checks import (
+    check_bool,
+    check_choice,
+    check_positive_int,
+    check_rank,
+    check_token_ids,
+    poison_invalid,
+)
+from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.positional_encoding import PositionalEncoding
 
@@ -50,8 +58,8 @@ class TokenEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
         self.d_model = check_positive_int("d_model", d_model)
-        self.scale = bool(scale)
-        self.mask_zero = bool(mask_zero)
+        self.scale = check_bool("scale", scale)
+        self.mask_zero = check_bool("mask_zero", mask_zero)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.supports_masking = self.mask_zero
 
@@ -70,10 +78,13 @@ class TokenEmbedding(keras.layers.Layer):
         check_rank("inputs", inputs, 2)
         if "int" not in keras.backend.standardize_dtype(inputs.dtype):
             raise TypeError(f"`inputs` must hold integer token ids; received dtype {inputs.dtype}.")
-        x = ops.take(ops.cast(self.embeddings, self.compute_dtype), ops.cast(inputs, "int32"), axis=0)
+        # Ids outside [0, V) raise eagerly / in tf.function; under XLA (which drops
+        # assertions and clamps gathers) their embeddings are NaN: see checks.check_token_ids.
+        ids, valid = check_token_ids("token_ids", inputs, self.vocabulary_size)
+        x = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
         if self.scale:
             x = x * ops.cast(math.sqrt(self.d_model), x.dtype)
-        return x
+        return poison_invalid(x, valid)
 
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero or len(inputs.shape) != 2:
@@ -132,6 +143,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         inputs: int ids `(batch, length)`, or with `reverse=True` hidden states
             `(batch, length, d_model)`.
         start_index: position of the first token (cached decoding).
+        positions: optional int `(batch, length)` position of every token
+            (per-row offsets of left-padded prompts in cached decoding);
+            replaces `start_index`.
         reverse: project hidden states to float32 vocabulary logits h Eᵀ (the
             weight-tied output layer). Calling the *same* layer for input and
             output makes the tie a shared layer of the functional graph, so it
@@ -161,8 +175,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.position = check_choice("position", position, EMBEDDING_POSITIONS)
         if self.position == "learned" and self.max_length is None:
             raise ValueError("position='learned' needs `max_length`.")
-        self.scale = bool(scale)
-        self.mask_zero = bool(mask_zero)
+        self.scale = check_bool("scale", scale)
+        self.mask_zero = check_bool("mask_zero", mask_zero)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.supports_masking = self.mask_zero
 
@@ -172,7 +186,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             self.d_model,
             scale=self.scale,
             mask_zero=self.mask_zero,
-            embeddings_initializer=self.embeddings_initializer,
+            embeddings_initializer=clone_initializer(self.embeddings_initializer, "token_embedding"),
             dtype=self.dtype_policy,
             name="token_embedding",
         )
@@ -181,7 +195,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         if self.position == "learned":
             self.position_embedding = LearnedPositionalEmbedding(
                 self.max_length,
-                initializer=self.embeddings_initializer,
+                initializer=clone_initializer(self.embeddings_initializer, "position_embedding"),
                 dtype=self.dtype_policy,
                 name="position_embedding",
             )
@@ -189,7 +203,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         elif self.position == "sinusoidal":
             self.position_embedding = PositionalEncoding(dtype=self.dtype_policy, name="position_encoding")
 
-    def call(self, inputs, start_index=0, reverse=False):
+    def call(self, inputs, start_index=0, reverse=False, positions=None):
         if reverse:
             return self.token_embedding(inputs, reverse=True)
         check_rank("inputs", inputs, 2)
@@ -205,7 +219,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             )
         x = self.token_embedding(inputs)
         if self.position_embedding is not None:
-            x = self.position_embedding(x, start_index=start_index)
+            x = self.position_embedding(x, start_index=start_index, positions=positions)
         return x
 
     def compute_mask(self, inputs, mask=None):
@@ -218,7 +232,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.d_model,)
 
-    def compute_output_spec(self, inputs, start_index=0, reverse=False):
+    def compute_output_spec(self, inputs, start_index=0, reverse=False, positions=None):
         if reverse:
             return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.vocabulary_size,), dtype="float32")
         return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)

@@ -3,14 +3,20 @@
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_int, check_rate
+from keras_tfm.checks import check_bool, check_choice, check_positive_int, check_rate
+from keras_tfm.layers.initializers import clone_initializers
+from keras_tfm.layers.quantization import QuantizeSublayersMixin
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu")
+#: Gated linear units (Shazeer 2020): activation of the gate branch.
+GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}
 
 
 def get_activation(name):
-    """Returns the activation function for one of `ACTIVATIONS`."""
+    """Returns the activation function for one of `ACTIVATIONS` (for a gated
+    unit, the activation of its gate: SiLU for "swiglu", GELU for "geglu")."""
     check_choice("activation", name, ACTIVATIONS)
+    name = GATED_ACTIVATIONS.get(name, name)
     if name == "relu":
         return ops.relu
     if name == "gelu":
@@ -21,14 +27,21 @@ def get_activation(name):
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class FeedForward(keras.layers.Layer):
+class FeedForward(QuantizeSublayersMixin, keras.layers.Layer):
     """Position-wise feed-forward network, applied to every position alike.
 
         FFN(x) = act(x W_1 + b_1) W_2 + b_2,   act ∈ {ReLU, GELU, GELU-tanh, SiLU}
 
+    or, for the gated units "swiglu" / "geglu" (Shazeer 2020; LLaMA, PaLM),
+    three matrices:
+
+        FFN(x) = (act(x W_g + b_g) ⊙ (x W_1 + b_1)) W_2 + b_2,   act = SiLU / GELU
+
     Args:
         d_ff: inner width (4·d_model in most models).
-        activation: "relu" (Vaswani), "gelu" (BERT), "gelu_tanh" (GPT-2) or "silu".
+        activation: "relu" (Vaswani), "gelu" (BERT), "gelu_tanh" (GPT-2), "silu",
+            or the gated "swiglu" (LLaMA) / "geglu", which add the gate matrix
+            `gate_dense` (`d_ff` wide like `inner_dense`).
         dropout: dropout rate after the activation.
         use_bias: whether both linear maps have biases.
         output_dim: output width; defaults to the input width.
@@ -58,7 +71,7 @@ class FeedForward(keras.layers.Layer):
         self.d_ff = check_positive_int("d_ff", d_ff)
         self.activation = check_choice("activation", activation, ACTIVATIONS)
         self.dropout = check_rate("dropout", dropout)
-        self.use_bias = bool(use_bias)
+        self.use_bias = check_bool("use_bias", use_bias)
         self.output_dim = check_positive_int("output_dim", output_dim, allow_none=True)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -75,17 +88,30 @@ class FeedForward(keras.layers.Layer):
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
         )
-        self.inner_dense = keras.layers.Dense(self.d_ff, name="inner", **common)
+        # clone_initializers: each matrix gets its own draw.
+        self.inner_dense = keras.layers.Dense(self.d_ff, name="inner", **clone_initializers(common, "inner"))
         self.inner_dense.build(input_shape)
-        self.output_dense = keras.layers.Dense(self.output_dim or d_model, name="output", **common)
+        self.output_dense = keras.layers.Dense(
+            self.output_dim or d_model, name="output", **clone_initializers(common, "output")
+        )
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
+        self.gate_dense = None
+        if self.activation in GATED_ACTIVATIONS:
+            self.gate_dense = keras.layers.Dense(self.d_ff, name="gate", **clone_initializers(common, "gate"))
+            self.gate_dense.build(input_shape)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="dropout")
 
     def call(self, inputs, training=None):
-        x = self._act(self.inner_dense(inputs))
+        if self.gate_dense is not None:
+            x = self._act(self.gate_dense(inputs)) * self.inner_dense(inputs)
+        else:
+            x = self._act(self.inner_dense(inputs))
         if self.dropout > 0:
             x = self.dropout_layer(x, training=training)
         return self.output_dense(x)
+
+    def _quantizable_sublayers(self):
+        return [self.inner_dense, self.gate_dense, self.output_dense]
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.output_dim or input_shape[-1],)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_positive_int, check_rank
+from keras_tfm.checks import check_length, check_positive_int, check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -19,9 +19,14 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
     Call arguments:
         inputs: `(batch, length, d_model)` float tensor.
         start_index: int or scalar tensor, position of the first element.
+        positions: optional int `(batch, length)` position of every element
+            (e.g. per-row offsets of left-padded prompts in cached decoding);
+            replaces `start_index`. Positions are clipped to
+            `[0, max_length - 1]`.
 
     Returns:
-        `inputs + P[start:start+length]`, same shape as `inputs`.
+        `inputs + P[start:start+length]` (or `inputs + P[positions]`), same
+        shape as `inputs`.
     """
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
@@ -41,14 +46,14 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             initializer=self.initializer,
         )
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
         check_rank("inputs", inputs, 3)
-        length = inputs.shape[1]
-        if length is not None and isinstance(start_index, int) and start_index + length > self.max_length:
-            raise ValueError(
-                f"Sequence length {length} (starting at position {start_index}) exceeds `max_length`={self.max_length}."
-            )
-        dyn_length = ops.shape(inputs)[1]
+        if positions is not None:
+            positions = ops.clip(ops.cast(positions, "int32"), 0, self.max_length - 1)
+            table = ops.take(ops.convert_to_tensor(self.position_embeddings), positions, axis=0)
+            return inputs + ops.cast(table, inputs.dtype)
+        # A static length raises a ValueError here; a dynamic one an assertion naming `inputs`.
+        dyn_length = check_length("inputs", ops.shape(inputs)[1], self.max_length, start_index)
         table = ops.slice(
             ops.convert_to_tensor(self.position_embeddings),
             (ops.cast(start_index, "int32"), 0),

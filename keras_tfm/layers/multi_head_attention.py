@@ -13,9 +13,11 @@ bias on the scores) and the call into the single attention core,
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_int, check_rate
+from keras_tfm.checks import check_bool, check_choice, check_known_keys, check_positive_int, check_rate
 from keras_tfm.layers import attention_core
 from keras_tfm.layers.alibi import AlibiBias
+from keras_tfm.layers.initializers import clone_initializer
+from keras_tfm.layers.quantization import QuantizeSublayersMixin
 from keras_tfm.layers.relative_position_bias import RelativePositionBias
 from keras_tfm.layers.rotary_embedding import RotaryEmbedding
 
@@ -23,11 +25,17 @@ from keras_tfm.layers.rotary_embedding import RotaryEmbedding
 ATTENTION_POSITIONS = (None, "rope", "alibi", "relative")
 
 
-class MultiHeadAttentionBase(keras.layers.Layer):
+class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
     """Base class; see `MultiHeadSelfAttention` and `CrossAttention`.
 
     Args:
-        num_heads: number of attention heads `H`.
+        num_heads: number of attention (query) heads `H`.
+        num_key_value_heads: number of key/value heads `G` (grouped-query
+            attention, Ainslie et al. 2023): query heads `h·H/G … (h+1)·H/G − 1`
+            share key/value head `h`, as in `keras.layers.GroupQueryAttention`.
+            `G = 1` is multi-query attention; None (default) or `G = H` is
+            ordinary multi-head attention. Must divide `num_heads`. The key and
+            value projections (and a key/value cache) have `G` heads.
         key_dim: size of each query/key head; defaults to `d_model // num_heads`
             (then `d_model` must be divisible by `num_heads`).
         value_dim: size of each value head; defaults to `key_dim`.
@@ -57,6 +65,7 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         use_bias=True,
         position=None,
         attention_impl="auto",
+        num_key_value_heads=None,
         attention_options=None,
         rope_max_wavelength=10000.0,
         relative_num_buckets=32,
@@ -67,11 +76,18 @@ class MultiHeadAttentionBase(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
+        self.num_key_value_heads = check_positive_int(
+            "num_key_value_heads", num_key_value_heads, allow_none=True
+        )
+        if self.num_key_value_heads is not None and self.num_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"`num_key_value_heads`={num_key_value_heads} must divide `num_heads`={num_heads}."
+            )
         self.key_dim = check_positive_int("key_dim", key_dim, allow_none=True)
         self.value_dim = check_positive_int("value_dim", value_dim, allow_none=True)
         self.output_dim = check_positive_int("output_dim", output_dim, allow_none=True)
         self.dropout = check_rate("dropout", dropout)
-        self.use_bias = bool(use_bias)
+        self.use_bias = check_bool("use_bias", use_bias)
         if position == "none":
             position = None
         self.position = check_choice("position", position, ATTENTION_POSITIONS)
@@ -84,6 +100,9 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         if attention_options is not None and not isinstance(attention_options, dict):
             raise TypeError(f"`attention_options` must be a dict or None; received {attention_options!r}.")
         self.attention_options = dict(attention_options or {})
+        valid = attention_core.implementation_options(attention_impl)
+        if valid is not None:  # unknown keys would fail deep inside the core, or be ignored
+            check_known_keys("attention_options", attention_options, valid)
         self.rope_max_wavelength = float(rope_max_wavelength)
         self.relative_num_buckets = check_positive_int("relative_num_buckets", relative_num_buckets)
         self.relative_max_distance = check_positive_int("relative_max_distance", relative_max_distance)
@@ -112,8 +131,10 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
+            # Each projection gets its own draw (a shared initializer
+            # instance would start Q, K, V equal).
+            kernel_initializer=clone_initializer(self.kernel_initializer, name),
+            bias_initializer=clone_initializer(self.bias_initializer, name),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -126,11 +147,12 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         key_dim, value_dim, output_dim = self._resolve_dims(d_model)
         self._key_dim, self._value_dim, self._output_dim = key_dim, value_dim, output_dim
         h = self.num_heads
+        kv = self.num_key_value_heads or h
         self.query_dense = self._projection("query", (None, h, key_dim), "btd,dhk->bthk", "hk")
         self.query_dense.build(query_shape)
-        self.key_dense = self._projection("key", (None, h, key_dim), "btd,dhk->bthk", "hk")
+        self.key_dense = self._projection("key", (None, kv, key_dim), "btd,dhk->bthk", "hk")
         self.key_dense.build(key_shape)
-        self.value_dense = self._projection("value", (None, h, value_dim), "btd,dhk->bthk", "hk")
+        self.value_dense = self._projection("value", (None, kv, value_dim), "btd,dhk->bthk", "hk")
         self.value_dense.build(value_shape)
         self.output_dense = self._projection("attention_output", (None, output_dim), "bthk,hkd->btd", "d")
         self.output_dense.build((query_shape[0], query_shape[1], h, value_dim))
@@ -154,20 +176,39 @@ class MultiHeadAttentionBase(keras.layers.Layer):
             self.relative_bias.build()
 
     # ------------------------------------------------------------------- call
+    @staticmethod
+    def _plain_float(layer):
+        """Whether `layer` is a plain float `EinsumDense` whose call is exactly
+        `x · kernel + bias`: no quantization, no LoRA, no quantized dtype
+        policy, no subclass. Only then may its kernel be read and fused."""
+        return (
+            type(layer) is keras.layers.EinsumDense
+            and layer.quantization_mode is None
+            and not layer.lora_enabled
+            and type(layer.dtype_policy) is keras.dtype_policies.DTypePolicy
+        )
+
     def _project_heads(self, x, layers):
         """Projects `x` `(batch, length, d)` to heads with one or more of the
-        query/key/value layers in ONE 2-D matmul.
+        query/key/value layers.
 
-        The kernels `(d, heads, dim)` of `layers` are concatenated along their
-        output axis, so self-attention computes Q, K and V with a single
+        Fast path, taken when every layer is a plain float `EinsumDense`
+        (`_plain_float`): the kernels `(d, heads, dim)` are concatenated along
+        their output axis, so self-attention computes Q, K and V with a single
         `(batch·length, d) × (d, 3·heads·dim)` product (and its gradient with
         two more), instead of three einsums whose kernel gradients TensorFlow
-        computes per batch element and then sums. The variables, their shapes
-        and names are those of `keras.layers.MultiHeadAttention`.
+        computes per batch element and then sums. This is exactly what the
+        layers compute. Otherwise (after `quantize`, `enable_lora`, or with a
+        quantized dtype policy) each layer is CALLED, so whatever Keras puts
+        in its call path (int8/float8 kernels and their scales, LoRA) applies.
+        The variables, their shapes and names are those of
+        `keras.layers.MultiHeadAttention`.
 
         Returns:
             list of `(batch, length, heads, dim)` tensors, one per layer.
         """
+        if not all(self._plain_float(layer) for layer in layers):
+            return [layer(x) for layer in layers]
         d = x.shape[-1]
         kernel = ops.concatenate(
             [ops.reshape(ops.cast(layer.kernel, x.dtype), (d, -1)) for layer in layers], axis=1
@@ -186,8 +227,11 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         return outputs
 
     def _project_output(self, heads):
-        """`(batch, length, heads, dim)` → `(batch, length, output_dim)` with one 2-D matmul."""
+        """`(batch, length, heads, dim)` → `(batch, length, output_dim)`: one
+        2-D matmul for a plain float output layer, else the layer's own call."""
         layer = self.output_dense
+        if not self._plain_float(layer):
+            return layer(heads)
         h, k, d = layer.kernel.shape
         batch, length = ops.shape(heads)[0], ops.shape(heads)[1]
         y = ops.matmul(
@@ -196,6 +240,9 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         if self.use_bias:
             y = y + ops.cast(layer.bias, y.dtype)
         return ops.reshape(y, (batch, length, d))
+
+    def _quantizable_sublayers(self):
+        return [self.query_dense, self.key_dense, self.value_dense, self.output_dense]
 
     def _position_bias(self, query_length, key_length, query_offset):
         """The ALiBi / relative score bias. Without a cache (offset 0) it is an
@@ -217,6 +264,9 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         core itself, so no T × T causal mask is built here: the chunked core
         skips the blocks above the diagonal, linear uses prefix sums.
         """
+        groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
+        if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
+            key, value = ops.repeat(key, groups, axis=2), ops.repeat(value, groups, axis=2)
         options = dict(self.attention_options)
         if options.pop("causal", causal) != causal:
             raise ValueError(
@@ -243,6 +293,7 @@ class MultiHeadAttentionBase(keras.layers.Layer):
         config.update(
             {
                 "num_heads": self.num_heads,
+                "num_key_value_heads": self.num_key_value_heads,
                 "key_dim": self.key_dim,
                 "value_dim": self.value_dim,
                 "output_dim": self.output_dim,

@@ -3,7 +3,15 @@
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_int
+from keras_tfm.checks import (
+    check_bool,
+    check_choice,
+    check_positive_float,
+    check_positive_int,
+    check_positive_value,
+)
+from keras_tfm.layers.initializers import clone_initializer
+from keras_tfm.layers.quantization import QuantizeSublayersMixin
 
 HEAD_OUTPUTS = ("logits", "probabilities")
 
@@ -14,14 +22,13 @@ def softmax_with_temperature(logits, temperature=1.0):
     τ → 0 approaches one-hot argmax; τ > 1 flattens the distribution.
     `temperature` may be a Python float or a tensor; it must be > 0.
     """
-    if isinstance(temperature, (int, float)) and temperature <= 0:
-        raise ValueError(f"`temperature` must be > 0; received {temperature}.")
+    temperature = check_positive_value("temperature", temperature)  # NaN, inf, 0 and < 0 refused
     logits = ops.cast(logits, "float32")
     return ops.softmax(logits / ops.cast(temperature, "float32"), axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class OutputHead(keras.layers.Layer):
+class OutputHead(QuantizeSublayersMixin, keras.layers.Layer):
     """Linear map to vocabulary logits, optionally followed by a softmax with
     temperature:
 
@@ -58,11 +65,9 @@ class OutputHead(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
-        self.use_bias = bool(use_bias)
+        self.use_bias = check_bool("use_bias", use_bias)
         self.output_type = check_choice("output", output, HEAD_OUTPUTS)
-        if not isinstance(temperature, (int, float)) or temperature <= 0:
-            raise ValueError(f"`temperature` must be a number > 0; received {temperature!r}.")
-        self.temperature = float(temperature)
+        self.temperature = check_positive_float("temperature", temperature)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
@@ -70,7 +75,7 @@ class OutputHead(keras.layers.Layer):
         self.dense = keras.layers.Dense(
             self.vocabulary_size,
             use_bias=self.use_bias,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "logits"),
             dtype=self.dtype_policy,
             name="logits",
         )
@@ -81,6 +86,9 @@ class OutputHead(keras.layers.Layer):
         if self.output_type == "logits":
             return logits
         return softmax_with_temperature(logits, self.temperature if temperature is None else temperature)
+
+    def _quantizable_sublayers(self):
+        return [self.dense]
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocabulary_size,)

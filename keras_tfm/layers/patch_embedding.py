@@ -4,7 +4,8 @@ learnable [CLS] token."""
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_positive_int, check_rank
+from keras_tfm.checks import check_bool, check_positive_int, check_rank
+from keras_tfm.layers.initializers import clone_initializer
 
 
 def _pair(name, value):
@@ -54,7 +55,7 @@ class PatchEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.patch_size = _pair("patch_size", patch_size)
         self.d_model = check_positive_int("d_model", d_model)
-        self.use_bias = bool(use_bias)
+        self.use_bias = check_bool("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
@@ -83,8 +84,8 @@ class PatchEmbedding(keras.layers.Layer):
             strides=self.patch_size,
             padding="valid",
             use_bias=self.use_bias,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "projection"),
+            bias_initializer=clone_initializer(self.bias_initializer, "projection"),
             dtype=self.dtype_policy,
             name="projection",
         )

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_rank
+from keras_tfm.checks import check_float_dtype, check_rank
 
 
 def sinusoidal_table(positions, dim, max_wavelength=10000.0):
@@ -50,6 +50,8 @@ class PositionalEncoding(keras.layers.Layer):
         inputs: `(batch, length, d_model)` float tensor.
         start_index: int or scalar tensor, position of the first element
             (non-zero during incremental decoding). Defaults to 0.
+        positions: optional int `(batch, length)` position of every element
+            (per-row offsets in cached decoding); replaces `start_index`.
 
     Returns:
         `inputs + PE`, same shape and dtype as `inputs`.
@@ -67,9 +69,14 @@ class PositionalEncoding(keras.layers.Layer):
         positions = ops.arange(length, dtype="float32") + ops.cast(start_index, "float32")
         return sinusoidal_table(positions, dim, self.max_wavelength)
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
         check_rank("inputs", inputs, 3)
+        check_float_dtype("inputs", inputs)
         shape = ops.shape(inputs)
+        if positions is not None:
+            flat = ops.reshape(ops.maximum(ops.cast(positions, "int32"), 0), (-1,))
+            table = ops.reshape(sinusoidal_table(flat, inputs.shape[-1], self.max_wavelength), shape)
+            return inputs + ops.cast(table, inputs.dtype)
         table = self.encoding(shape[1], inputs.shape[-1], start_index)
         return inputs + ops.cast(table, inputs.dtype)[None, :, :]
 

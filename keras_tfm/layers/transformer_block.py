@@ -2,17 +2,29 @@
 
 import keras
 
-from keras_tfm.checks import check_positive_int, check_rank, check_rate
+from keras_tfm.checks import (
+    check_bool,
+    check_choice,
+    check_positive_float,
+    check_positive_int,
+    check_rank,
+    check_rate,
+)
 from keras_tfm.layers.attention_core import ATTENTION_IMPLS
 from keras_tfm.layers.cross_attention import CrossAttention
 from keras_tfm.layers.feed_forward import ACTIVATIONS, FeedForward
+from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.masks import merge_masks
 from keras_tfm.layers.multi_head_attention import ATTENTION_POSITIONS
+from keras_tfm.layers.quantization import QuantizeSublayersMixin
+from keras_tfm.layers.rms_norm import RMSNorm
 from keras_tfm.layers.self_attention import MultiHeadSelfAttention
+
+NORMS = ("layer", "rms")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
     """One Transformer layer: (masked) self-attention, optional cross-attention,
     and a position-wise feed-forward network, each wrapped in add & norm.
 
@@ -33,11 +45,20 @@ class TransformerBlock(keras.layers.Layer):
         norm_first: pre-norm if True, post-norm if False.
         causal: causal mask in self-attention.
         cross_attention: add the cross-attention sublayer (decoder block).
-        activation: FFN activation, "relu" | "gelu" | "gelu_tanh" | "silu".
-        layer_norm_epsilon: LayerNorm ε.
+        activation: FFN activation, "relu" | "gelu" | "gelu_tanh" | "silu", or
+            the gated "swiglu" | "geglu" (three FFN matrices).
+        layer_norm_epsilon: ε of the norms.
         position: position scheme inside self-attention: None, "rope",
             "alibi" or "relative".
-        use_bias: biases in all projections.
+        use_bias: biases in all projections (attention and FFN). LayerNorm
+            keeps its β; `norm="rms"` has none, so `use_bias=False,
+            norm="rms"` gives a block without any bias (LLaMA).
+        norm: "layer" (LayerNorm, default) or "rms" (`RMSNorm`, computed in
+            float32 under any dtype policy).
+        num_key_value_heads: key/value heads of the attention sublayers
+            (grouped-query attention; 1 = multi-query); None = `num_heads`.
+        rope_max_wavelength: RoPE base θ (10000 in RoFormer/LLaMA 2,
+            500000 in LLaMA 3) with `position="rope"`.
         key_dim: per-head size; defaults to `d_model // num_heads`.
         attention_impl, attention_options: attention-core implementation.
         kernel_initializer, bias_initializer: initializers of all projections.
@@ -83,6 +104,9 @@ class TransformerBlock(keras.layers.Layer):
         attention_options=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        norm="layer",
+        num_key_value_heads=None,
+        rope_max_wavelength=10000.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -96,9 +120,9 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout = (
             self.dropout if attention_dropout is None else check_rate("attention_dropout", attention_dropout)
         )
-        self.norm_first = bool(norm_first)
-        self.causal = bool(causal)
-        self.cross_attention = bool(cross_attention)
+        self.norm_first = check_bool("norm_first", norm_first)
+        self.causal = check_bool("causal", causal)
+        self.cross_attention = check_bool("cross_attention", cross_attention)
         if activation not in ACTIVATIONS:
             raise ValueError(f"Unknown `activation` {activation!r}; expected one of {list(ACTIVATIONS)}.")
         self.activation = activation
@@ -112,7 +136,7 @@ class TransformerBlock(keras.layers.Layer):
         if position not in ATTENTION_POSITIONS:
             raise ValueError(f"Unknown `position` {position!r}; expected one of {list(ATTENTION_POSITIONS)}.")
         self.position = position
-        self.use_bias = bool(use_bias)
+        self.use_bias = check_bool("use_bias", use_bias)
         if attention_impl not in ATTENTION_IMPLS:
             raise ValueError(
                 f"Unknown `attention_impl` {attention_impl!r}; expected one of {sorted(ATTENTION_IMPLS)}."
@@ -121,9 +145,20 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_options = dict(attention_options or {})
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.norm = check_choice("norm", norm, NORMS)
+        self.num_key_value_heads = check_positive_int(
+            "num_key_value_heads", num_key_value_heads, allow_none=True
+        )
+        if self.num_key_value_heads is not None and self.num_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"`num_key_value_heads`={num_key_value_heads} must divide `num_heads`={num_heads}."
+            )
+        self.rope_max_wavelength = check_positive_float("rope_max_wavelength", rope_max_wavelength)
         self.supports_masking = True
 
     def _norm(self, name):
+        if self.norm == "rms":
+            return RMSNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
         return keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
@@ -139,6 +174,7 @@ class TransformerBlock(keras.layers.Layer):
             use_bias=self.use_bias,
             attention_impl=self.attention_impl,
             attention_options=self.attention_options,
+            num_key_value_heads=self.num_key_value_heads,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
@@ -148,8 +184,9 @@ class TransformerBlock(keras.layers.Layer):
             dropout=self.attention_dropout,
             causal=self.causal,
             position=self.position,
+            rope_max_wavelength=self.rope_max_wavelength,
             name="self_attention",
-            **common,
+            **clone_initializers(common, "self_attention"),
         )
         self.self_attention_layer.build(input_shape)
         self.self_attention_norm = self._norm("self_attention_norm")
@@ -159,7 +196,10 @@ class TransformerBlock(keras.layers.Layer):
             if context_shape is None:
                 context_shape = input_shape
             self.cross_attention_layer = CrossAttention(
-                self.num_heads, dropout=self.attention_dropout, name="cross_attention", **common
+                self.num_heads,
+                dropout=self.attention_dropout,
+                name="cross_attention",
+                **clone_initializers(common, "cross_attention"),
             )
             self.cross_attention_layer.build(input_shape, context_shape)
             self.cross_attention_norm = self._norm("cross_attention_norm")
@@ -169,10 +209,12 @@ class TransformerBlock(keras.layers.Layer):
             activation=self.activation,
             dropout=self.dropout,
             use_bias=self.use_bias,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
             name="feed_forward",
+            **clone_initializers(
+                dict(kernel_initializer=self.kernel_initializer, bias_initializer=self.bias_initializer),
+                "feed_forward",
+            ),
         )
         self.feed_forward.build(input_shape)
         self.feed_forward_norm = self._norm("feed_forward_norm")
@@ -263,6 +305,9 @@ class TransformerBlock(keras.layers.Layer):
             outputs += (new_cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def _quantizable_sublayers(self):
+        return [self.self_attention_layer, self.cross_attention_layer, self.feed_forward]
+
     def compute_mask(self, inputs, mask=None):
         return mask
 
@@ -287,6 +332,9 @@ class TransformerBlock(keras.layers.Layer):
                 "attention_options": dict(self.attention_options),
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "norm": self.norm,
+                "num_key_value_heads": self.num_key_value_heads,
+                "rope_max_wavelength": self.rope_max_wavelength,
             }
         )
         return config

@@ -1,9 +1,8 @@
 """Helpers shared by the builders."""
 
-import keras
-
 from keras_tfm.layers.attention_core import ATTENTION_IMPLS
 from keras_tfm.layers.feed_forward import ACTIVATIONS
+from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.models.presets import check_sizes, resolve_options
 
 #: Every position scheme a builder accepts. Absolute ones act on the
@@ -104,9 +103,11 @@ def block_kwargs(o, position, dtype):
     )
 
 
-def initializer(spec, default):
-    """A fresh initializer for every layer (never a shared instance)."""
-    return keras.initializers.get(default if spec is None else spec)
+def initializer(spec, default, salt="layer"):
+    """A fresh initializer for one layer (never a shared instance): `spec`
+    (or `default` when None) cloned by `clone_initializer`, so a user's seeded
+    instance gives each layer `salt` its own reproducible draw."""
+    return clone_initializer(default if spec is None else spec, salt)
 
 
 def normal(stddev):
@@ -147,3 +148,9 @@ def check_vocabulary(model_vocabulary_size, tokenizer=None, vocabulary_size=None
                 f"Vocabulary mismatch: the {what} has vocabulary_size={model_vocabulary_size} but the {source} "
                 f"has {value}."
             )
+
+
+def preset_sizes(family, preset, sizes, required=()):
+    """The sizes of `preset` overridden by the explicit (non-None) ones; a
+    builder passes them on to its model class, which checks them."""
+    return resolve_options(family, preset, {k: None for k in sizes}, sizes, required=required)

@@ -58,6 +58,7 @@ import keras
 import numpy as np
 
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
+from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
     block_kwargs,
@@ -164,14 +165,16 @@ def bert_encoder(
         position=embedding_position,
         scale=False,
         mask_zero=False,
-        embeddings_initializer=initializer(embeddings_initializer, truncated_normal(0.02)),
+        embeddings_initializer=initializer(embeddings_initializer, truncated_normal(0.02), "embedding"),
         dtype=dtype,
         name="embedding",
     )
     segment_embedding = keras.layers.Embedding(
         o["num_segments"],
         d,
-        embeddings_initializer=initializer(embeddings_initializer, truncated_normal(0.02)),
+        embeddings_initializer=initializer(
+            embeddings_initializer, truncated_normal(0.02), "segment_embedding"
+        ),
         dtype=dtype,
         name="segment_embedding",
     )
@@ -181,16 +184,16 @@ def bert_encoder(
     x = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="embedding_norm")(x)
     x = keras.layers.Dropout(o["dropout"], dtype=dtype, name="embedding_dropout")(x)
     for i in range(o["num_layers"]):
-        x = TransformerBlock(causal=False, cross_attention=False, name=f"encoder_block_{i}", **blocks)(
-            x, padding_mask=padding_mask
-        )
+        x = TransformerBlock(
+            causal=False, cross_attention=False, name=f"encoder_block_{i}", **clone_initializers(blocks, i)
+        )(x, padding_mask=padding_mask)
     if o["norm_first"]:
         x = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="final_norm")(x)
     cls = SequencePooling("cls", dtype=dtype, name="cls_token")(x)
     pooled = keras.layers.Dense(
         d,
         activation="tanh",
-        kernel_initializer=initializer(kernel_initializer, truncated_normal(0.02)),
+        kernel_initializer=initializer(kernel_initializer, truncated_normal(0.02), "pooler"),
         dtype=dtype,
         name="pooler",
     )(cls)

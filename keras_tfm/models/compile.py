@@ -48,7 +48,18 @@ def model_d_model(model):
 
 
 def resolve_optimizer(model, optimizer, learning_rate=None, warmup_steps=4000):
-    """An optimizer instance from an instance, a name, "adamw" or "vaswani"."""
+    """An optimizer instance from an instance, a name, "adamw" or "vaswani";
+    wrapped in a dynamic `keras.optimizers.LossScaleOptimizer` when the model's
+    layers compute in float16 (e.g. a builder's `dtype="mixed_float16"`, which
+    Keras's own wrapping, keyed on the model's global policy, misses)."""
+    optimizer = _optimizer_instance(model, optimizer, learning_rate, warmup_steps)
+    float16 = any(getattr(layer, "compute_dtype", None) == "float16" for layer in model.layers)
+    if float16 and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer, name="loss_scale_optimizer")
+    return optimizer
+
+
+def _optimizer_instance(model, optimizer, learning_rate, warmup_steps):
     if isinstance(optimizer, keras.optimizers.Optimizer):
         if learning_rate is not None:
             raise ValueError("`learning_rate` cannot be combined with an optimizer instance.")

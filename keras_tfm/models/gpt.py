@@ -21,6 +21,7 @@ reverse=True)` computes the logits. All sizes are in the layers' configs:
 import keras
 
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
+from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
@@ -141,14 +142,16 @@ def gpt(
         position=embedding_position,
         scale=False,
         mask_zero=False,
-        embeddings_initializer=initializer(embeddings_initializer, normal(0.02)),
+        embeddings_initializer=initializer(embeddings_initializer, normal(0.02), "embedding"),
         dtype=dtype,
         name="embedding",
     )
     x = embedding(token_ids)
     x = keras.layers.Dropout(o["dropout"], dtype=dtype, name="embedding_dropout")(x)
     for i in range(o["num_layers"]):
-        block = TransformerBlock(causal=True, cross_attention=False, name=f"decoder_block_{i}", **blocks)
+        block = TransformerBlock(
+            causal=True, cross_attention=False, name=f"decoder_block_{i}", **clone_initializers(blocks, i)
+        )
         x = block(x, padding_mask=padding_mask) if padding_mask is not None else block(x)
     if o["norm_first"]:
         x = keras.layers.LayerNormalization(epsilon=o["layer_norm_epsilon"], dtype=dtype, name="final_norm")(
@@ -160,7 +163,7 @@ def gpt(
         logits = OutputHead(
             o["vocabulary_size"],
             use_bias=lm_head_use_bias,
-            kernel_initializer=initializer(kernel_initializer, normal(0.02)),
+            kernel_initializer=initializer(kernel_initializer, normal(0.02), "lm_head"),
             dtype=dtype,
             name="lm_head",
         )(x)

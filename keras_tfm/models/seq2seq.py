@@ -33,6 +33,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
+from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
@@ -192,7 +193,7 @@ def seq2seq(
             position=embedding_position,
             scale=bool(scale_embeddings),
             mask_zero=True,
-            embeddings_initializer=initializer(embeddings_initializer, normal(d**-0.5)),
+            embeddings_initializer=initializer(embeddings_initializer, normal(d**-0.5), layer_name),
             dtype=dtype,
             name=layer_name,
         )
@@ -211,7 +212,12 @@ def seq2seq(
     x = encoder_embedding(encoder_ids)
     x = keras.layers.Dropout(o["dropout"], dtype=dtype, name="encoder_embedding_dropout")(x)
     for i in range(n_enc):
-        x = TransformerBlock(causal=False, cross_attention=False, name=f"encoder_block_{i}", **blocks)(x)
+        x = TransformerBlock(
+            causal=False,
+            cross_attention=False,
+            name=f"encoder_block_{i}",
+            **clone_initializers(blocks, f"encoder_{i}"),
+        )(x)
     if o["norm_first"]:
         x = keras.layers.LayerNormalization(
             epsilon=o["layer_norm_epsilon"], dtype=dtype, name="encoder_final_norm"
@@ -220,9 +226,12 @@ def seq2seq(
     y = decoder_embedding(decoder_ids)
     y = keras.layers.Dropout(o["dropout"], dtype=dtype, name="decoder_embedding_dropout")(y)
     for i in range(n_dec):
-        y = TransformerBlock(causal=True, cross_attention=True, name=f"decoder_block_{i}", **blocks)(
-            y, context=x
-        )
+        y = TransformerBlock(
+            causal=True,
+            cross_attention=True,
+            name=f"decoder_block_{i}",
+            **clone_initializers(blocks, f"decoder_{i}"),
+        )(y, context=x)
     if o["norm_first"]:
         y = keras.layers.LayerNormalization(
             epsilon=o["layer_norm_epsilon"], dtype=dtype, name="decoder_final_norm"
@@ -234,7 +243,7 @@ def seq2seq(
         logits = OutputHead(
             tgt,
             use_bias=lm_head_use_bias,
-            kernel_initializer=initializer(kernel_initializer, "glorot_uniform"),
+            kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "lm_head"),
             dtype=dtype,
             name="lm_head",
         )(y)
