@@ -11,9 +11,11 @@ with the inverse-square-root warmup schedule; d_model is read from the model).
 
 import keras
 
+from keras_tfm.checks import check_positive_int
 from keras_tfm.losses import MaskedSparseCategoricalCrossentropy
 from keras_tfm.metrics import MaskedAccuracy
-from keras_tfm.optimizers import adamw, vaswani_adam
+from keras_tfm.models.base import TransformerModel
+from keras_tfm.optimizers import optimizer_by_name, vaswani_adam
 
 DEFAULT_LEARNING_RATE = 5e-4
 
@@ -27,10 +29,13 @@ def _resolve_jit(jit_compile, compile_kwargs=None):
     latter (XLA with MirroredStrategy over logical CPU devices fails to run).
     """
     if jit_compile is None or jit_compile == "auto":
-        import tensorflow as tf
-
         if (compile_kwargs or {}).get("run_eagerly"):
             return False
+        if keras.backend.backend() != "tensorflow":
+            # jax.jit on JAX; on PyTorch torch.compile costs more start-up than it saves on small models.
+            return keras.backend.backend() == "jax"
+        import tensorflow as tf
+
         return not tf.distribute.has_strategy()
     if not isinstance(jit_compile, bool):
         raise TypeError(f"`jit_compile` must be True, False, None or 'auto'; received {jit_compile!r}.")
@@ -38,13 +43,14 @@ def _resolve_jit(jit_compile, compile_kwargs=None):
 
 
 def model_d_model(model):
-    """d_model of a keras_tfm model, read from its embedding layer."""
-    for name in ("embedding", "decoder_embedding", "encoder_embedding"):
-        try:
-            return model.get_layer(name).d_model
-        except ValueError:
-            continue
-    raise ValueError(f"Cannot find an embedding layer in model {model.name!r} to read d_model from.")
+    """d_model of a keras_tfm model (`GPT`, `Seq2Seq`, `BertEncoder`, ...)."""
+    if not isinstance(model, TransformerModel):
+        raise ValueError(
+            f"optimizer='vaswani' reads d_model from a keras_tfm model (GPT, Seq2Seq, BertEncoder, ...); "
+            f"model {model.name!r} is a {type(model).__name__}: pass an optimizer instance, e.g. "
+            "`keras_tfm.optimizers.vaswani_adam(d_model)`."
+        )
+    return model.d_model
 
 
 def resolve_optimizer(model, optimizer, learning_rate=None, warmup_steps=4000):
@@ -73,10 +79,8 @@ def _optimizer_instance(model, optimizer, learning_rate, warmup_steps):
             )
         return vaswani_adam(model_d_model(model), warmup_steps=warmup_steps)
     lr = DEFAULT_LEARNING_RATE if learning_rate is None else learning_rate
-    if optimizer == "adamw":
-        return adamw(lr)
-    opt = keras.optimizers.get({"class_name": optimizer, "config": {"learning_rate": lr}})
-    return opt
+    # Checks the name (listing the choices) and the rate (finite, > 0).
+    return optimizer_by_name(optimizer, lr)
 
 
 def compile_for_lm(
@@ -122,6 +126,7 @@ def compile_for_lm(
     Returns:
         The model (compiled in place).
     """
+    check_positive_int("steps_per_execution", steps_per_execution)
     loss = MaskedSparseCategoricalCrossentropy(
         from_logits=True, label_smoothing=label_smoothing, ignore_index=ignore_index
     )
@@ -157,6 +162,7 @@ def compile_for_classification(
     Returns:
         The model (compiled in place).
     """
+    check_positive_int("steps_per_execution", steps_per_execution)
     if label_smoothing:
         loss = MaskedSparseCategoricalCrossentropy(
             from_logits=True, label_smoothing=label_smoothing, ignore_index=None

@@ -5,7 +5,8 @@
     z_i   = TransformerBlock_i(z_{i-1}), pre-norm     "encoder_block_{i}"
     y     = Dense(LN(z_L)[:, 0])                      "final_norm", "cls_pooling", "classifier"
 
-Layer names: `patch_embedding` (`PatchEmbedding`), `class_token`
+`vit_classifier(...)` returns a `ViT` (functional `keras.Model` subclass whose
+parts are attributes). Layer names: `patch_embedding` (`PatchEmbedding`), `class_token`
 (`ClassToken`), `position_encoding` (`PositionalEncoding2D` for
 position="sinusoidal2d", `LearnedPositionalEmbedding` for "learned"),
 `embedding_dropout`, `encoder_block_{i}`, `final_norm`, `cls_pooling` (`SequencePooling("cls")`)
@@ -21,10 +22,162 @@ from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbed
 from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
+from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
 
 VIT_POSITIONS = ("sinusoidal2d", "learned")
 VIT_POOLINGS = ("cls", "mean")
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class ViT(TransformerModel):
+    """Vision Transformer image classifier (see the module docstring).
+
+    Args: see `vit_classifier`.
+
+    Attributes:
+        patch_embedding: the `PatchEmbedding` (patches → d_model).
+        class_token: the `ClassToken` ([CLS] vector).
+        position_encoding: `PositionalEncoding2D` or `LearnedPositionalEmbedding`.
+        embedding_dropout: `Dropout`.
+        blocks: list of pre-norm `TransformerBlock`s (`encoder_blocks` is the same).
+        final_norm: the final `LayerNormalization`.
+        pooling_layer: `SequencePooling("cls")` or `MeanPatchPooling`.
+        head_dropout: `Dropout`; head: the `Dense` classifier (float32 logits).
+        image_size, patch_size ((h, w) tuples), num_classes, num_layers,
+        num_heads, d_model, grid_size ((rows, cols)).
+        config: the constructor arguments (dict).
+    """
+
+    def __init__(
+        self,
+        image_size,
+        patch_size,
+        num_classes,
+        num_layers=4,
+        num_heads=4,
+        d_model=64,
+        d_ff=None,
+        num_channels=3,
+        dropout=0.0,
+        attention_dropout=None,
+        position="sinusoidal2d",
+        pooling="cls",
+        activation="gelu",
+        layer_norm_epsilon=1e-6,
+        dtype=None,
+        name="vit",
+        **kwargs,
+    ):
+        height, width = _pair("image_size", image_size)
+        ph, pw = _pair("patch_size", patch_size)
+        if height % ph or width % pw:
+            raise ValueError(
+                f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
+            )
+        num_classes = check_positive_int("num_classes", num_classes)
+        num_layers = check_positive_int("num_layers", num_layers)
+        num_heads = check_positive_int("num_heads", num_heads)
+        d_model = check_positive_int("d_model", d_model)
+        d_ff = check_positive_int("d_ff", d_ff if d_ff is not None else 4 * d_model)
+        num_channels = check_positive_int("num_channels", num_channels)
+        if d_model % num_heads:
+            raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
+        if position not in VIT_POSITIONS:
+            raise ValueError(f"Unknown `position` {position!r}; expected one of {list(VIT_POSITIONS)}.")
+        if position == "sinusoidal2d" and d_model % 2:
+            raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
+        if pooling not in VIT_POOLINGS:
+            raise ValueError(f"Unknown `pooling` {pooling!r}; expected one of {list(VIT_POOLINGS)}.")
+        rows, cols = height // ph, width // pw
+
+        # === Layers ===
+        patch_embedding = PatchEmbedding((ph, pw), d_model, dtype=dtype, name="patch_embedding")
+        class_token = ClassToken(dtype=dtype, name="class_token")
+        if position == "sinusoidal2d":
+            position_encoding = PositionalEncoding2D(
+                grid_size=(rows, cols), num_prefix_tokens=1, dtype=dtype, name="position_encoding"
+            )
+        else:
+            position_encoding = LearnedPositionalEmbedding(
+                rows * cols + 1,
+                initializer=keras.initializers.RandomNormal(stddev=0.02),
+                dtype=dtype,
+                name="position_encoding",
+            )
+        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+        blocks = [
+            TransformerBlock(
+                d_model,
+                num_heads,
+                d_ff,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                norm_first=True,
+                activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon,
+                dtype=dtype,
+                name=f"encoder_block_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        final_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
+        )
+        if pooling == "cls":
+            pooling_layer = SequencePooling("cls", dtype=dtype, name="cls_pooling")
+        else:
+            pooling_layer = MeanPatchPooling(dtype=dtype, name="mean_pooling")
+        head_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="head_dropout")
+        head = keras.layers.Dense(num_classes, dtype="float32", name="classifier")
+
+        # === Functional graph ===
+        images = keras.Input(shape=(height, width, num_channels), name="images")
+        x = embedding_dropout(position_encoding(class_token(patch_embedding(images))))
+        for block in blocks:
+            x = block(x)
+        x = final_norm(x)
+        logits = head(head_dropout(pooling_layer(x)))
+        config = dict(
+            image_size=(height, width),
+            patch_size=(ph, pw),
+            num_classes=num_classes,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_model=d_model,
+            d_ff=d_ff,
+            num_channels=num_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            position=position,
+            pooling=pooling,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=dtype,
+        )
+        self._init_model(images, logits, name, config, **kwargs)
+
+        # === Parts ===
+        self.patch_embedding = patch_embedding
+        self.class_token = class_token
+        self.position_encoding = position_encoding
+        self.embedding_dropout = embedding_dropout
+        self.blocks = blocks
+        self.final_norm = final_norm
+        self.pooling_layer = pooling_layer
+        self.head_dropout = head_dropout
+        self.head = head
+        self.image_size = (height, width)
+        self.patch_size = (ph, pw)
+        self.grid_size = (rows, cols)
+        self.num_classes = num_classes
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.d_model = d_model
+
+    @property
+    def encoder_blocks(self):
+        return self.blocks
 
 
 def vit_classifier(
@@ -66,71 +219,31 @@ def vit_classifier(
         name: model name.
 
     Returns:
-        A functional `keras.Model` images (B, H, W, C) → logits (B, num_classes).
+        A `ViT` (functional `keras.Model`): images (B, H, W, C) → logits (B, num_classes).
 
     Raises:
         ValueError: bad sizes (image not divisible by patch, d_model not
             divisible by num_heads, odd d_model with sinusoidal2d), unknown
             position/pooling.
     """
-    height, width = _pair("image_size", image_size)
-    ph, pw = _pair("patch_size", patch_size)
-    if height % ph or width % pw:
-        raise ValueError(
-            f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
-        )
-    num_classes = check_positive_int("num_classes", num_classes)
-    num_layers = check_positive_int("num_layers", num_layers)
-    num_heads = check_positive_int("num_heads", num_heads)
-    d_model = check_positive_int("d_model", d_model)
-    d_ff = check_positive_int("d_ff", d_ff if d_ff is not None else 4 * d_model)
-    num_channels = check_positive_int("num_channels", num_channels)
-    if d_model % num_heads:
-        raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
-    if position not in VIT_POSITIONS:
-        raise ValueError(f"Unknown `position` {position!r}; expected one of {list(VIT_POSITIONS)}.")
-    if position == "sinusoidal2d" and d_model % 2:
-        raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
-    if pooling not in VIT_POOLINGS:
-        raise ValueError(f"Unknown `pooling` {pooling!r}; expected one of {list(VIT_POOLINGS)}.")
-    rows, cols = height // ph, width // pw
-
-    images = keras.Input(shape=(height, width, num_channels), name="images")
-    x = PatchEmbedding((ph, pw), d_model, dtype=dtype, name="patch_embedding")(images)
-    x = ClassToken(dtype=dtype, name="class_token")(x)
-    if position == "sinusoidal2d":
-        x = PositionalEncoding2D(
-            grid_size=(rows, cols), num_prefix_tokens=1, dtype=dtype, name="position_encoding"
-        )(x)
-    else:
-        x = LearnedPositionalEmbedding(
-            rows * cols + 1,
-            initializer=keras.initializers.RandomNormal(stddev=0.02),
-            dtype=dtype,
-            name="position_encoding",
-        )(x)
-    x = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")(x)
-    for i in range(num_layers):
-        x = TransformerBlock(
-            d_model,
-            num_heads,
-            d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            norm_first=True,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name=f"encoder_block_{i}",
-        )(x)
-    x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm")(x)
-    if pooling == "cls":
-        pooled = SequencePooling("cls", dtype=dtype, name="cls_pooling")(x)
-    else:
-        pooled = MeanPatchPooling(dtype=dtype, name="mean_pooling")(x)
-    pooled = keras.layers.Dropout(dropout, dtype=dtype, name="head_dropout")(pooled)
-    logits = keras.layers.Dense(num_classes, dtype="float32", name="classifier")(pooled)
-    return keras.Model(images, logits, name=name)
+    return ViT(
+        image_size,
+        patch_size,
+        num_classes,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        d_model=d_model,
+        d_ff=d_ff,
+        num_channels=num_channels,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        position=position,
+        pooling=pooling,
+        activation=activation,
+        layer_norm_epsilon=layer_norm_epsilon,
+        dtype=dtype,
+        name=name,
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -1,0 +1,315 @@
+"""Models on a BERT encoder: masked-LM pretraining, sequence and token classifiers.
+
+    BertMaskedLM         logits = LN(GELU(x W_t + b_t)) E_tokᵀ + b        (B, T, V)
+    BertClassifier       logits = Dropout(pool(x)) W + b                  (B, C)
+    BertTokenClassifier  logits_t = Dropout(x_t) W + b                    (B, T, C)
+
+Each is built on the encoder's inputs and outputs, so its layers are the
+encoder's layers (shared, same names) plus its own; it keeps the encoder's
+parts as attributes (`embedding`, `token_embedding`, `segment_embedding`,
+`embedding_norm`, `blocks`, `final_norm`, ...) and the encoder itself as
+`encoder`. Its config holds the serialized encoder, so `.keras` files
+round-trip. The builders `bert_masked_lm`, `bert_classifier` and
+`bert_token_classifier` take an encoder, a preset name or encoder options.
+"""
+
+import keras
+
+from keras_tfm.checks import check_choice, check_positive_int, check_rate
+from keras_tfm.models._common import check_vocabulary, tokenizer_vocabulary_size, truncated_normal
+from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.bert import BertEncoder, bert_encoder
+from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
+
+#: Encoder parts every head model exposes as its own attributes.
+ENCODER_PARTS = (
+    "embedding",
+    "token_embedding",
+    "position_embedding",
+    "segment_embedding",
+    "embedding_norm",
+    "blocks",
+    "final_norm",
+    "vocabulary_size",
+    "max_length",
+    "num_segments",
+    "num_layers",
+    "num_heads",
+    "d_model",
+    "head_dim",
+)
+
+
+class BertTask(TransformerModel):
+    """Base of the models built on a `BertEncoder` (flat graph, shared layers)."""
+
+    def _init_task(self, encoder, outputs, name, config, **kwargs):
+        config = dict(config, encoder=keras.saving.serialize_keras_object(encoder))
+        self._init_model(encoder.input, outputs, name, config, **kwargs)
+        for part in ENCODER_PARTS:
+            setattr(self, part, getattr(encoder, part))
+        # Not tracked as a sublayer: its layers are already this model's layers.
+        object.__setattr__(self, "_encoder", encoder)
+
+    @property
+    def encoder(self):
+        """The `BertEncoder` this model is built on (its layers are shared)."""
+        return self._encoder
+
+    @property
+    def encoder_blocks(self):
+        return self.blocks
+
+
+def as_encoder(encoder):
+    """A `BertEncoder` from an instance or its serialized config (from_config)."""
+    if isinstance(encoder, dict):
+        encoder = keras.saving.deserialize_keras_object(encoder)
+    if not isinstance(encoder, BertEncoder):
+        raise TypeError(
+            f"`encoder` must be a keras_tfm BertEncoder (from `bert_encoder`); received {type(encoder).__name__}."
+            " A model saved before the model classes existed: convert it with"
+            " `keras_tfm.models.from_functional(model)`."
+        )
+    return encoder
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+def _gelu_tanh(x):
+    return keras.ops.gelu(x, approximate=True)
+
+
+def _head_dropout(encoder, dropout):
+    return check_rate("dropout", encoder.dropout if dropout is None else dropout)
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class BertMaskedLM(BertTask):
+    """BERT masked-language-model pretraining model.
+
+        h      = LN(GELU(x W_t + b_t))     mlm_transform_dense, mlm_transform_norm
+        logits = h E_tokᵀ + b              tied to the word embedding, mlm_output_bias
+
+    Logits are produced for every position; train with labels = the original
+    ids and `sample_weight` = 1 at the masked positions (0 elsewhere).
+
+    Args:
+        encoder: a `BertEncoder` (its layers are shared).
+        name: model name.
+
+    Attributes:
+        the encoder's parts (see `BertTask`), `mlm_transform_dense`,
+        `mlm_transform_norm`, `mlm_output_bias`; `pooler` is None (not used).
+    """
+
+    def __init__(self, encoder, name="bert_masked_lm", **kwargs):
+        encoder = as_encoder(encoder)
+        dtype = encoder.blocks[0].dtype_policy
+        # BERT's transform uses the encoder's hidden activation (exact GELU).
+        activation = {"gelu": "gelu", "gelu_tanh": _gelu_tanh, "relu": "relu", "silu": "silu"}[
+            encoder.activation
+        ]
+        transform_dense = keras.layers.Dense(
+            encoder.d_model,
+            activation=activation,
+            kernel_initializer=truncated_normal(0.02),
+            dtype=dtype,
+            name="mlm_transform_dense",
+        )
+        transform_norm = keras.layers.LayerNormalization(
+            epsilon=encoder.layer_norm_epsilon, dtype=dtype, name="mlm_transform_norm"
+        )
+        output_bias = Bias(encoder.vocabulary_size, dtype="float32", name="mlm_output_bias")
+        h = transform_norm(transform_dense(encoder.output["sequence_output"]))
+        logits = output_bias(encoder.embedding(h, reverse=True))
+        logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
+        self._init_task(encoder, logits, name, {}, **kwargs)
+        self.mlm_transform_dense = transform_dense
+        self.mlm_transform_norm = transform_norm
+        self.mlm_output_bias = output_bias
+        self.pooler = None
+
+    def compute_logits(self, sequence_output):
+        """Float32 vocabulary logits `(B, T, V)` of encoder outputs."""
+        h = self.mlm_transform_norm(self.mlm_transform_dense(sequence_output))
+        return self.mlm_output_bias(self.token_embedding(h, reverse=True))
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class BertClassifier(BertTask):
+    """Sequence classifier on a BERT encoder.
+
+        pooling "cls":  p = pooled_output (tanh pooler on [CLS], as in BERT)
+        pooling "mean": p = Σ_t m_t h_t / Σ_t m_t          (padding excluded)
+        pooling "max":  p = max_{t: m_t=1} h_t             (padding excluded)
+        logits = Dropout(p) W + b                           classifier_dropout, classifier
+
+    Args:
+        encoder: a `BertEncoder`.
+        num_classes: number of classes (>= 1).
+        pooling: "cls", "mean" or "max".
+        dropout: classifier dropout (defaults to the encoder's dropout).
+        name: model name.
+
+    Attributes:
+        the encoder's parts, `pooler` (the encoder's, only with "cls"; else
+        None), `pooling_layer` (`SequencePooling` for "mean"/"max", else None),
+        `classifier_dropout`, `classifier` (the `Dense`; `head` is the same),
+        `num_classes`, `pooling`.
+    """
+
+    def __init__(self, encoder, num_classes, pooling="cls", dropout=None, name="bert_classifier", **kwargs):
+        encoder = as_encoder(encoder)
+        pooling = check_choice("pooling", pooling, POOLINGS)
+        num_classes = check_positive_int("num_classes", num_classes)
+        dropout = _head_dropout(encoder, dropout)
+        dtype = encoder.blocks[0].dtype_policy
+        pooling_layer = None
+        if pooling == "cls":
+            pooled = encoder.output["pooled_output"]
+        else:
+            pooling_layer = SequencePooling(pooling, dtype=dtype, name=f"{pooling}_pooling")
+            pooled = pooling_layer(
+                encoder.output["sequence_output"], padding_mask=encoder.input["padding_mask"]
+            )
+        classifier_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
+        classifier = keras.layers.Dense(
+            num_classes, kernel_initializer=truncated_normal(0.02), dtype="float32", name="classifier"
+        )
+        logits = classifier(classifier_dropout(pooled))
+        logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
+        config = dict(num_classes=num_classes, pooling=pooling, dropout=dropout)
+        self._init_task(encoder, logits, name, config, **kwargs)
+        self.pooler = encoder.pooler if pooling == "cls" else None
+        self.pooling_layer = pooling_layer
+        self.classifier_dropout = classifier_dropout
+        self.classifier = classifier
+        self.head = classifier
+        self.num_classes = num_classes
+        self.pooling = pooling
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class BertTokenClassifier(BertTask):
+    """Per-token classifier (NER/tagging) on a BERT encoder:
+    logits_t = Dropout(h_t) W + b, float32 (B, T, num_classes).
+
+    Padding positions get logits too; exclude them from the loss with
+    `sample_weight=padding_mask` or an ignored label.
+
+    Attributes:
+        the encoder's parts, `classifier_dropout`, `classifier` (= `head`),
+        `num_classes`; `pooler` is None (not used).
+    """
+
+    def __init__(self, encoder, num_classes, dropout=None, name="bert_token_classifier", **kwargs):
+        encoder = as_encoder(encoder)
+        num_classes = check_positive_int("num_classes", num_classes)
+        dropout = _head_dropout(encoder, dropout)
+        dtype = encoder.blocks[0].dtype_policy
+        classifier_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
+        classifier = keras.layers.Dense(
+            num_classes, kernel_initializer=truncated_normal(0.02), dtype="float32", name="classifier"
+        )
+        logits = classifier(classifier_dropout(encoder.output["sequence_output"]))
+        logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
+        self._init_task(encoder, logits, name, dict(num_classes=num_classes, dropout=dropout), **kwargs)
+        self.pooler = None
+        self.classifier_dropout = classifier_dropout
+        self.classifier = classifier
+        self.head = classifier
+        self.num_classes = num_classes
+
+
+# ------------------------------------------------------------------ builders
+def _encoder_from(encoder, encoder_kwargs, tokenizer=None, vocabulary_size=None):
+    """A `BertEncoder` from an encoder, a preset name or None (+ options).
+
+    When the encoder is built here, `vocabulary_size` (or the tokenizer's)
+    is one of its options; with a given encoder they are checked against it.
+    """
+    if isinstance(encoder, keras.Model):
+        if encoder_kwargs:
+            raise ValueError(
+                f"Encoder options {sorted(encoder_kwargs)} cannot be applied to an already built encoder."
+            )
+        encoder = as_encoder(encoder)
+    elif encoder is None or isinstance(encoder, str):
+        if "vocabulary_size" not in encoder_kwargs:
+            size = vocabulary_size if vocabulary_size is not None else tokenizer_vocabulary_size(tokenizer)
+            if size is not None:
+                encoder_kwargs = dict(encoder_kwargs, vocabulary_size=size)
+        encoder = bert_encoder(encoder, **encoder_kwargs)
+    else:
+        raise TypeError(f"`encoder` must be a BertEncoder, a preset name or None; received {encoder!r}.")
+    check_vocabulary(encoder.vocabulary_size, tokenizer, vocabulary_size, what="BERT encoder")
+    return encoder
+
+
+def bert_masked_lm(
+    encoder=None, *, tokenizer=None, vocabulary_size=None, name="bert_masked_lm", **encoder_kwargs
+):
+    """BERT masked-language-model pretraining model (see `BertMaskedLM`).
+
+    Args:
+        encoder: a `BertEncoder` (its layers are shared), a preset name, or
+            None with `encoder_kwargs`.
+        tokenizer: optional tokenizer (or int); its vocabulary size must match.
+        vocabulary_size: the vocabulary (encoder option when the encoder is
+            built here, else checked).
+        name: model name.
+        **encoder_kwargs: `bert_encoder` options when `encoder` is not a model.
+
+    Returns:
+        A `BertMaskedLM`: the encoder's inputs → float32 `logits` (B, T, V).
+    """
+    encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
+    return BertMaskedLM(encoder, name=name)
+
+
+def bert_classifier(
+    encoder=None,
+    num_classes=None,
+    *,
+    pooling="cls",
+    dropout=None,
+    tokenizer=None,
+    vocabulary_size=None,
+    name="bert_classifier",
+    **encoder_kwargs,
+):
+    """Sequence classifier on a BERT encoder (see `BertClassifier`).
+
+    Args:
+        encoder: a `BertEncoder`, a preset name or None (+ kwargs).
+        num_classes: number of classes (>= 1).
+        pooling: "cls", "mean" or "max".
+        dropout: classifier dropout (defaults to the encoder's dropout).
+        tokenizer / vocabulary_size: encoder options when the encoder is
+            built here; else they must match the encoder's vocabulary.
+        name: model name.
+        **encoder_kwargs: `bert_encoder` options when `encoder` is not a model.
+
+    Returns:
+        A `BertClassifier`: encoder inputs → float32 `logits` (B, num_classes).
+    """
+    check_choice("pooling", pooling, POOLINGS)
+    check_positive_int("num_classes", num_classes)
+    encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
+    return BertClassifier(encoder, num_classes, pooling=pooling, dropout=dropout, name=name)
+
+
+def bert_token_classifier(
+    encoder=None,
+    num_classes=None,
+    *,
+    dropout=None,
+    tokenizer=None,
+    vocabulary_size=None,
+    name="bert_token_classifier",
+    **encoder_kwargs,
+):
+    """Per-token classifier on a BERT encoder (see `BertTokenClassifier`)."""
+    check_positive_int("num_classes", num_classes)
+    encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
+    return BertTokenClassifier(encoder, num_classes, dropout=dropout, name=name)
