@@ -27,12 +27,37 @@ class BertWordSplitter(tf.Module):
     def __init__(self, lowercase=True, strip_accents=None, tokenize_chinese_chars=True, name=None):
         super().__init__(name=name)
         strip = lowercase if strip_accents is None else strip_accents
+        self._lowercase = bool(lowercase)
         self._map = U.CodepointMap(U.bert_character_map(bool(lowercase), bool(strip)), U.bert_removed_runs())
         starts, classes = U.bert_class_runs(bool(tokenize_chinese_chars))
         self._class_starts = tf.constant(starts)
         self._classes = tf.constant(classes)
 
     def __call__(self, strings):
+        # ASCII rows (most real text) take a fast path of whole-string ops; the others
+        # go through the per-codepoint tables. Both give the same words for ASCII text.
+        ascii_rows = tf.strings.regex_full_match(strings, "[\\x00-\\x7f]*")
+        ascii_index = tf.cast(tf.where(ascii_rows)[:, 0], tf.int32)
+        other_index = tf.cast(tf.where(~ascii_rows)[:, 0], tf.int32)
+        words = tf.concat(
+            [
+                self._split_ascii(tf.gather(strings, ascii_index)),
+                self._split_unicode(tf.gather(strings, other_index)),
+            ],
+            axis=0,
+        )
+        order = tf.concat([ascii_index, other_index], axis=0)
+        return tf.gather(words, tf.math.invert_permutation(order))
+
+    def _split_ascii(self, strings):
+        if self._lowercase:
+            strings = tf.strings.lower(strings)  # ASCII letters only, as Unicode lower-casing does
+        # Control characters other than tab, newline and carriage return are dropped.
+        strings = tf.strings.regex_replace(strings, "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]", "")
+        strings = tf.strings.regex_replace(strings, "([!-/:-@\\[-`{-~])", " \\1 ")
+        return tf.strings.split(strings).with_row_splits_dtype(tf.int64)
+
+    def _split_unicode(self, strings):
         codepoints = tf.strings.unicode_decode(strings, "UTF-8", errors="replace", replacement_char=0xFFFD)
         normal = self._map(codepoints)
         flat = normal.flat_values

@@ -162,8 +162,8 @@ class BytePairTokenizer(VocabularyTokenizer):
         # Pieces are byte ranges of the input, so invalid UTF-8 bytes are kept as they are.
         byte_start = tf.boolean_mask(offsets.flat_values, start)
         piece_rows = tf.boolean_mask(row_ids, start)
-        string_length = tf.strings.length(strings)
-        next_start = tf.concat([byte_start[1:], [0]], axis=0)
+        string_length = tf.cast(tf.strings.length(strings), byte_start.dtype)
+        next_start = tf.concat([byte_start[1:], tf.zeros([1], byte_start.dtype)], axis=0)
         same_row_next = tf.concat([piece_rows[1:] == piece_rows[:-1], [False]], axis=0)
         byte_end = tf.where(same_row_next, next_start, tf.gather(string_length, piece_rows))
         pieces = tf.strings.substr(tf.gather(strings, piece_rows), byte_start, byte_end - byte_start)

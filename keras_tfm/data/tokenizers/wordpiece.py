@@ -87,6 +87,16 @@ class WordPieceTokenizer(VocabularyTokenizer):
         if normalization == "bert":
             self._word_splitter = BertWordSplitter(lowercase, strip_accents, tokenize_chinese_chars)
         n = len(suffix_indicator)
+        continuation = [(i, t[n:]) for i, t in enumerate(self._vocabulary) if t.startswith(suffix_indicator)]
+        continuation = [(i, t) for i, t in continuation if t] or [(0, "")]
+        self._continuation_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant([t for _, t in continuation], tf.string),
+                tf.constant([self._offset + i if t else -1 for i, t in continuation], tf.int32),
+            ),
+            default_value=-1,
+        )
+        self._longest_token_chars = max(len(t) for t in self._vocabulary)
         self._max_piece_chars = max(
             len(t[n:]) if t.startswith(suffix_indicator) else len(t) for t in self._vocabulary
         )
@@ -192,12 +202,36 @@ class WordPieceTokenizer(VocabularyTokenizer):
         return split_words(strings, self.lowercase)
 
     def _encode(self, strings):
+        """Words found whole in the vocabulary (most of them) take one lookup; only the
+        others go through the piece-by-piece loop. Their ids are then scattered into place."""
         words = self._split_words(strings)
-        pieces = self._split_pieces(words.flat_values)
-        nested = tf.RaggedTensor.from_row_splits(
-            pieces, tf.cast(words.row_splits, pieces.row_splits.dtype), validate=False
+        flat = words.flat_values
+        whole = self._token_table.lookup(flat)
+        found = whole >= 0
+        if self.max_input_chars_per_word < self._longest_token_chars:
+            found &= tf.strings.length(flat, unit="UTF8_CHAR") <= self.max_input_chars_per_word
+        rest_index = tf.cast(tf.where(~found)[:, 0], tf.int32)
+        rest = self._split_pieces(tf.gather(flat, rest_index))  # [R, None]
+        rest_lengths = tf.cast(rest.row_lengths(), tf.int32)
+        lengths = tf.tensor_scatter_nd_update(tf.cast(found, tf.int32), rest_index[:, None], rest_lengths)
+        starts = tf.cumsum(lengths, exclusive=True)
+        found_index = tf.cast(tf.where(found)[:, 0], tf.int32)
+        rest_rows = tf.cast(rest.value_rowids(), tf.int32)
+        rest_offsets = tf.range(tf.size(rest.flat_values)) - tf.gather(
+            tf.cast(rest.row_starts(), tf.int32), rest_rows
         )
-        return nested.merge_dims(1, 2)
+        positions = tf.concat(
+            [
+                tf.gather(starts, found_index),
+                tf.gather(tf.gather(starts, rest_index), rest_rows) + rest_offsets,
+            ],
+            axis=0,
+        )
+        values = tf.concat([tf.gather(whole, found_index), tf.cast(rest.flat_values, tf.int32)], axis=0)
+        ids = tf.scatter_nd(positions[:, None], values, tf.reduce_sum(lengths)[None])
+        word_rows = tf.cast(words.value_rowids(), tf.int32)
+        per_row = tf.math.unsorted_segment_sum(lengths, word_rows, words.nrows(out_type=tf.int32))
+        return tf.RaggedTensor.from_row_lengths(ids, tf.cast(per_row, tf.int64), validate=False)
 
     def _split_pieces(self, words):
         """`[n]` words -> `[n, None]` int32 piece ids; each distinct word is split once."""
@@ -207,15 +241,14 @@ class WordPieceTokenizer(VocabularyTokenizer):
     def _split_unique_words(self, words):
         """Greedy longest-match-first over `[n]` words (one `[UNK]`, or -1, for a word that fails).
 
-        Each loop step handles only the words not finished yet: it cuts, for
-        each, every candidate piece of `max_piece_chars .. 1` characters at its
-        current position, looks them all up at once and keeps the longest
-        found. Most words are whole vocabulary entries and finish in one step.
+        Each loop step handles only the words not finished yet: at each one's
+        current position it cuts the candidate pieces of `min(max_piece_chars,
+        characters left) .. 1` characters, looks them all up at once (the
+        first piece of a word in the token table, the others, without their
+        `##`, in the continuation table) and keeps the longest found.
         """
-        num_candidates = self._max_piece_chars
         n = tf.shape(words)[0]
         word_length = tf.strings.length(words, unit="UTF8_CHAR")
-        lengths = tf.range(num_candidates, 0, -1, dtype=tf.int32)  # longest first
         failed = word_length > self.max_input_chars_per_word
         position = tf.zeros_like(word_length)
         # Column 0 is a dummy (-1) so the array is never empty; a failed word's [UNK] goes there.
@@ -232,26 +265,25 @@ class WordPieceTokenizer(VocabularyTokenizer):
         def body(step, position, failed, pieces):
             rows = tf.cast(tf.where(active(position, failed))[:, 0], tf.int32)
             row_position = tf.gather(position, rows)
-            position_k = tf.tile(row_position[:, None], [1, num_candidates])
-            length_k = tf.tile(lengths[None, :], [tf.shape(rows)[0], 1])
+            count = tf.minimum(self._max_piece_chars, tf.gather(word_length, rows) - row_position)
+            lengths = tf.ragged.range(count, 0, -1)  # longest first
+            owner = tf.cast(lengths.value_rowids(), tf.int32)
+            length = lengths.flat_values
+            start = tf.gather(row_position, owner)
             candidate = tf.strings.substr(
-                tf.tile(tf.gather(words, rows)[:, None], [1, num_candidates]),
-                position_k,
-                length_k,
-                unit="UTF8_CHAR",
+                tf.gather(words, tf.gather(rows, owner)), start, length, unit="UTF8_CHAR"
             )
-            candidate = tf.where(
-                position_k > 0, tf.strings.join([self.suffix_indicator, candidate]), candidate
+            ids = tf.where(
+                start > 0, self._continuation_table.lookup(candidate), self._token_table.lookup(candidate)
             )
-            ids = self._token_table.lookup(candidate)
-            fits = position_k + length_k <= tf.gather(word_length, rows)[:, None]
-            valid = (ids >= 0) & fits
-            found = tf.reduce_any(valid, axis=1)
-            best = tf.argmax(tf.cast(valid, tf.int32), axis=1, output_type=tf.int32)
-            piece = tf.where(found, tf.gather(ids, best, batch_dims=1), -1)
+            index = tf.where(ids >= 0, tf.range(tf.size(ids)), tf.int32.max)
+            best = tf.math.unsorted_segment_min(index, owner, tf.size(rows))
+            found = best < tf.int32.max
+            best = tf.where(found, best, 0)
+            piece = tf.where(found, tf.gather(ids, best), -1)
             scatter = rows[:, None]
             position = tf.tensor_scatter_nd_update(
-                position, scatter, tf.where(found, row_position + tf.gather(lengths, best), row_position)
+                position, scatter, tf.where(found, row_position + tf.gather(length, best), row_position)
             )
             failed = tf.tensor_scatter_nd_update(failed, scatter, ~found)
             column = tf.tensor_scatter_nd_update(tf.fill([n], -1), scatter, piece)

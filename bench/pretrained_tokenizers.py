@@ -1,0 +1,169 @@
+"""In-graph tokenizer throughput on SST-2 (sentences/s, batch 1,024) and agreement with HuggingFace.
+
+Workload: every SST-2 sentence of ../shared/data/sst2_sentence_level (train + dev + test, 9,613
+lines), cut into batches of `--batch-size` (1,024) strings. Each in-graph tokenizer runs as one
+`tf.function` with a `[None]` string signature (traced once before timing); the reported figure
+is the median over `--reps` passes over the whole corpus.
+
+WordPiece rows (the all-MiniLM-L6-v2 / bert-base-uncased vocabulary from ../shared/data):
+  keras_tfm  WordPieceTokenizer.from_pretrained  core TF ops only (exports to a stock TF Serving)
+  keras_hub  WordPieceTokenizer(vocab.txt, lowercase, strip_accents)  tensorflow-text ops
+  hf         tokenizers.Tokenizer("tokenizer.json").encode_batch  Rust, all cores (reference)
+BPE rows (a 1,000-token byte-level BPE trained with `tokenizers` on the same text):
+  keras_tfm  BytePairTokenizer.from_pretrained  core TF ops only
+  keras_hub  BytePairTokenizer(vocabulary, merges)  tensorflow-text ops
+  hf         tokenizers.ByteLevelBPETokenizer.encode_batch
+
+"agree" is the share of sentences whose ids equal HuggingFace's (without [CLS]/[SEP] for the
+rows that do not add them).
+
+Usage:  python bench/pretrained_tokenizers.py [--data-dir DIR] [--batch-size 1024] [--reps 3]
+                                              [--no-hub] [--out bench/results_pretrained_tokenizers.txt]
+`tokenizer_rows(...)` returns the rows for bench/pretrained.py.
+"""
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_tfm.data import BytePairTokenizer, WordPieceTokenizer  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "..", "shared", "data")
+
+
+def read_sst2(data_dir):
+    texts = []
+    for split in ("train", "dev", "test"):
+        with open(
+            os.path.join(data_dir, "sst2_sentence_level", f"stsa.binary.{split}"), encoding="utf-8"
+        ) as f:
+            texts += [line.split(" ", 1)[1] for line in f.read().split("\n") if line]
+    return texts
+
+
+def _median_pass(run, reps):
+    run()  # warm-up (tracing)
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _graph_rows(name, fn, texts, batch_size, reps):
+    """(name, sentences/s, ids as lists) of a string -> ragged ids function run in a tf.function."""
+    encode = tf.function(fn, input_signature=[tf.TensorSpec([None], tf.string)])
+    batches = [tf.constant(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+
+    def run():
+        return [encode(b) for b in batches]
+
+    seconds = _median_pass(run, reps)
+    ids = [row for out in run() for row in out.to_list()]
+    return name, len(texts) / seconds, ids
+
+
+def _hf_row(name, encode_batch, texts, batch_size, reps):
+    def run():
+        out = []
+        for i in range(0, len(texts), batch_size):
+            out += encode_batch(texts[i : i + batch_size])
+        return out
+
+    seconds = _median_pass(run, reps)
+    return name, len(texts) / seconds, [e.ids for e in run()]
+
+
+def _agreement(ids, reference, strip):
+    if strip:
+        reference = [r[1:-1] for r in reference]
+    return sum(a == b for a, b in zip(ids, reference)) / len(reference)
+
+
+def tokenizer_rows(data_dir=DATA, batch_size=1024, reps=3, hub=True):
+    """[(row name, sentences/s, agreement with HuggingFace)] for WordPiece and BPE."""
+    import tokenizers
+
+    texts = read_sst2(data_dir)
+    checkpoint = os.path.join(data_dir, "all-MiniLM-L6-v2")
+    rows = []
+    # WordPiece.
+    reference = tokenizers.Tokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
+    reference.no_padding()
+    reference.no_truncation()
+    hf = _hf_row("wordpiece  hf tokenizers (Rust)", reference.encode_batch, texts, batch_size, reps)
+    ours = WordPieceTokenizer.from_pretrained(checkpoint)
+    results = [_graph_rows("wordpiece  keras_tfm (core TF)", ours.tokenize, texts, batch_size, reps)]
+    if hub:
+        import keras_hub
+
+        hub_tok = keras_hub.tokenizers.WordPieceTokenizer(
+            vocabulary=os.path.join(checkpoint, "vocab.txt"), lowercase=True, strip_accents=True
+        )
+        results.append(
+            _graph_rows("wordpiece  keras_hub (tf-text)", hub_tok.tokenize, texts, batch_size, reps)
+        )
+    for name, rate, ids in results:
+        rows.append((name, rate, _agreement(ids, hf[2], strip="keras_hub" in name)))
+    rows.append((hf[0], hf[1], 1.0))
+    # Byte-level BPE trained on the same text.
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        texts, vocab_size=1000, min_frequency=2, special_tokens=["<|endoftext|>"], show_progress=False
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        bpe.save_model(directory)
+        ours = BytePairTokenizer.from_pretrained(directory)
+    hf = _hf_row("bpe        hf tokenizers (Rust)", bpe.encode_batch, texts, batch_size, reps)
+    results = [_graph_rows("bpe        keras_tfm (core TF)", ours.tokenize, texts, batch_size, reps)]
+    if hub:
+        vocabulary = {token: i for i, token in enumerate(ours.get_vocabulary())}
+        merges = [m for m in ours.get_config()["merges"]]
+        hub_bpe = keras_hub.tokenizers.BytePairTokenizer(vocabulary=vocabulary, merges=merges)
+        results.append(
+            _graph_rows("bpe        keras_hub (tf-text)", hub_bpe.tokenize, texts, batch_size, reps)
+        )
+    for name, rate, ids in results:
+        rows.append((name, rate, _agreement(ids, hf[2], strip=False)))
+    rows.append((hf[0], hf[1], 1.0))
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", default=DATA)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--no-hub", action="store_true", help="skip the KerasHub rows")
+    parser.add_argument("--out", help="also write the table to this file")
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.data_dir):
+        sys.exit(f"data folder {os.path.abspath(args.data_dir)} is absent")
+    rows = tokenizer_rows(args.data_dir, args.batch_size, args.reps, hub=not args.no_hub)
+    lines = [
+        f"# SST-2, 9,613 sentences, batch {args.batch_size}, median of {args.reps}; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, TF {tf.__version__}",
+        f"{'tokenizer':40s} {'sentences/s':>12s} {'agree':>7s}",
+    ]
+    lines += [f"{name:40s} {rate:12,.0f} {agree:7.1%}" for name, rate, agree in rows]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(args.out + ".tmp", args.out)
+
+
+if __name__ == "__main__":
+    main()
