@@ -1,15 +1,29 @@
-"""Peak memory and time of one attention layer, forward + backward.
+"""Peak memory and time of one attention layer, forward + backward (issue 16).
 
-Compares, at T = 1024 … 8192 (batch 1, d_model 256, 4 heads, causal):
+Default table, at T = 2048, 4096, 8192 (batch 1, d_model 256, 4 heads), plus
+`--long-lengths` (16384 32768) for the chunked rows only (their memory must grow
+linearly):
 
-  * keras_tfm `MultiHeadSelfAttention(attention_impl="chunked")`, and the same
-    with `attention_options={"causal": True}` (skips blocks above the diagonal)
-  * keras_tfm `MultiHeadSelfAttention(attention_impl="standard")`
-  * `keras.layers.MultiHeadAttention(use_causal_mask=True)`
+  * keras_mha          `keras.layers.MultiHeadAttention(use_causal_mask=True)` (the peer)
+  * tfm_default        keras_tfm `MultiHeadSelfAttention(causal=True)` with its default
+                       `attention_impl="auto"`
+  * tfm_standard       the same with `attention_impl="standard"` (full score matrix)
+  * tfm_chunked        `attention_impl="chunked"`, a NON-causal layer (every block computed)
+  * tfm_chunked_causal `attention_impl="chunked"`, causal (blocks above the diagonal skipped)
 
-Each configuration runs in a fresh subprocess. The step is a `tf.function`
-computing the layer output, a scalar loss and the gradients w.r.t. the input
-and all layer weights (what training needs).
+`--threshold` measures standard vs chunked (causal) at T = 256 … 2048 and prints the
+smallest T from which chunked is both faster (process CPU time) and lighter: the
+value of `attention_core.AUTO_MIN_KEY_LENGTH`.
+
+`--gpt` (issue 16 item 4) trains the lab GPT (4 layers, 4 heads, d 128, vocabulary 65,
+dropout 0) at context `--gpt-context` (4096) and batch 1: keras_tfm `gpt(...)` with
+`attention_impl="auto"` against the same pre-norm GPT built on
+`keras.layers.MultiHeadAttention`; it reports the peak RSS of each child process and
+the training-step time (`train_on_batch`, Adam, no XLA).
+
+Each configuration runs in a fresh subprocess. The layer step is a `tf.function`
+computing the layer output, a scalar loss and the gradients w.r.t. the input and
+all layer weights (what training needs).
 
 Memory method: TensorFlow's CPU allocator keeps byte-exact statistics
 (`tf.config.experimental.get_memory_info("CPU:0")`, which works on CPU with TF
@@ -20,7 +34,11 @@ working memory of forward + backward. As a cross-check the child also reports
 the growth of the process's resident-set high-water mark (`ru_maxrss`) over the
 first (cold) step, which includes allocator/arena overheads.
 
-Usage: python bench/attention_memory.py [--lengths 1024 2048 4096 8192] [--repeats 3]
+Usage:
+    python bench/attention_memory.py                     # the table (T = 2048 4096 8192 + 16384 32768 chunked)
+    python bench/attention_memory.py --lengths 1024 --long-lengths   # a quick look
+    python bench/attention_memory.py --threshold
+    python bench/attention_memory.py --gpt [--gpt-context 4096]
 """
 
 import argparse
@@ -30,7 +48,30 @@ import subprocess
 import sys
 import time
 
-IMPLS = ("keras_mha", "tfm_standard", "tfm_chunked", "tfm_chunked_causal")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+IMPLS = ("keras_mha", "tfm_default", "tfm_standard", "tfm_chunked", "tfm_chunked_causal")
+LONG_IMPLS = ("tfm_default", "tfm_chunked", "tfm_chunked_causal")
+LAB_GPT = dict(num_layers=4, num_heads=4, d_model=128, vocabulary_size=65)
+
+
+def _layer(impl, heads, d_model, query_chunk, key_chunk):
+    import keras
+
+    import keras_tfm.layers as L
+
+    if impl == "keras_mha":
+        layer = keras.layers.MultiHeadAttention(heads, d_model // heads)
+        return layer, lambda x: layer(x, x, use_causal_mask=True)
+    chunks = {"query_chunk_size": query_chunk, "key_chunk_size": key_chunk}
+    kwargs = {
+        "tfm_default": dict(causal=True),
+        "tfm_standard": dict(causal=True, attention_impl="standard"),
+        "tfm_chunked": dict(causal=False, attention_impl="chunked", attention_options=chunks),
+        "tfm_chunked_causal": dict(causal=True, attention_impl="chunked", attention_options=chunks),
+    }[impl]
+    layer = L.MultiHeadSelfAttention(heads, **kwargs)
+    return layer, layer
 
 
 def child(impl, length, repeats, d_model, heads, query_chunk, key_chunk):
@@ -40,28 +81,8 @@ def child(impl, length, repeats, d_model, heads, query_chunk, key_chunk):
     import keras
     import tensorflow as tf
 
-    import keras_tfm.layers as L
-
     keras.utils.set_random_seed(0)
-    if impl == "keras_mha":
-        layer = keras.layers.MultiHeadAttention(heads, d_model // heads)
-
-        def apply(x):
-            return layer(x, x, use_causal_mask=True)
-
-    else:
-        options = {}
-        if impl.startswith("tfm_chunked"):
-            options = {"query_chunk_size": query_chunk, "key_chunk_size": key_chunk}
-            if impl.endswith("_causal"):
-                options["causal"] = True  # skip the key blocks above the diagonal
-        layer = L.MultiHeadSelfAttention(
-            heads, causal=True, attention_impl=impl.split("_")[1], attention_options=options
-        )
-
-        def apply(x):
-            return layer(x)
-
+    layer, apply = _layer(impl, heads, d_model, query_chunk, key_chunk)
     x = tf.random.normal((1, length, d_model))
     apply(x[:, :8])  # build the weights
 
@@ -94,86 +115,209 @@ def child(impl, length, repeats, d_model, heads, query_chunk, key_chunk):
         cpu.append(time.process_time() - start_cpu)
         del out
     peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
-    print(
-        json.dumps(
-            {
-                "impl": impl,
-                "T": length,
-                "peak": peak,
-                "rss": rss_delta,
-                "time": min(times),
-                "cpu": min(cpu),
-                "cold": cold,
-            }
+    return {
+        "impl": impl,
+        "T": length,
+        "peak": peak,
+        "rss": rss_delta,
+        "time": min(times),
+        "cpu": min(cpu),
+        "cold": cold,
+    }
+
+
+def _keras_mha_gpt(c, context):
+    """The lab GPT's architecture on keras.layers.MultiHeadAttention (pre-norm, GELU, tied-free head)."""
+    import keras
+
+    d = c["d_model"]
+    ids = keras.Input((context,), dtype="int32")
+    x = keras.layers.Embedding(c["vocabulary_size"], d)(ids)
+    x = x + keras.layers.Embedding(context, d)(keras.ops.arange(context)[None, :])
+    for _ in range(c["num_layers"]):
+        h = keras.layers.LayerNormalization()(x)
+        x = x + keras.layers.MultiHeadAttention(c["num_heads"], d // c["num_heads"])(
+            h, h, use_causal_mask=True
         )
+        h = keras.layers.LayerNormalization()(x)
+        x = x + keras.layers.Dense(d)(keras.layers.Dense(4 * d, activation="gelu")(h))
+    x = keras.layers.LayerNormalization()(x)
+    return keras.Model(ids, keras.layers.Dense(c["vocabulary_size"])(x))
+
+
+def gpt_child(impl, context, repeats):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import resource
+
+    import keras
+    import numpy as np
+
+    import keras_tfm
+
+    keras.utils.set_random_seed(0)
+    if impl == "keras_mha":
+        model = _keras_mha_gpt(LAB_GPT, context)
+    else:
+        model = keras_tfm.models.gpt(max_length=context, dropout=0.0, attention_impl=impl, **LAB_GPT)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=False,
     )
+    tokens = (
+        np.random.default_rng(0).integers(0, LAB_GPT["vocabulary_size"], (1, context + 1)).astype("int32")
+    )
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    loss0 = float(model.train_on_batch(x, y))  # trace + first step
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        loss = float(model.train_on_batch(x, y))
+        times.append(time.perf_counter() - start)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"impl": impl, "T": context, "rss": rss, "time": min(times), "loss0": loss0, "loss": loss}
+
+
+def _run_child(args, kind, impl, length):
+    cmd = [sys.executable, __file__, "--child", kind, impl, str(length), "--repeats", str(args.repeats),
+           "--d-model", str(args.d_model), "--heads", str(args.heads),
+           "--query-chunk", str(args.query_chunk), "--key-chunk", str(args.key_chunk)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        print(
+            f"{length:>6} {impl:<18} FAILED (rc={proc.returncode}): {proc.stderr.strip()[-400:]}", flush=True
+        )
+        return None
+    return json.loads(lines[-1])
+
+
+def table(args):
+    print(
+        f"One self-attention layer, forward + backward (grads w.r.t. input and weights); batch 1, "
+        f"d_model {args.d_model}, {args.heads} heads, float32, tf.function (no XLA); chunked: "
+        f"query_chunk_size={args.query_chunk}, key_chunk_size={args.key_chunk}; tfm_chunked is a non-causal "
+        "layer, every other row causal.\n"
+        "peak = TF CPU allocator high-water mark of one step minus memory live before it; "
+        "rss = growth of process max RSS over the first step (cross-check); "
+        f"wall / cpu = fastest of {args.repeats} steps, wall-clock and process CPU time (all threads; "
+        "less sensitive to other load on the machine). Each row: fresh subprocess.\n",
+        flush=True,
+    )
+    header = (
+        f"{'T':>6} {'implementation':<18} {'peak MiB':>10} {'vs MHA':>7} {'rss MiB':>9} {'wall ms':>9} "
+        f"{'cpu ms':>9} {'cpu vs MHA':>10} {'vs chunked':>10}"
+    )
+    print(header)
+    print("-" * len(header), flush=True)
+    runs = [(t, args.impls) for t in args.lengths] + [(t, LONG_IMPLS) for t in args.long_lengths]
+    for length, impls in runs:
+        results = {}
+        for impl in impls:
+            r = _run_child(args, "layer", impl, length)
+            if r:
+                results[impl] = r
+        base, chunked = results.get("keras_mha"), results.get("tfm_chunked")
+        for impl, r in results.items():
+            mem_ratio = f"{r['peak'] / base['peak']:.1%}" if base else "-"
+            time_ratio = f"{r['cpu'] / base['cpu']:.2f}x" if base else "-"
+            vs_chunked = f"{r['cpu'] / chunked['cpu']:.2f}x" if chunked else "-"
+            print(
+                f"{length:>6} {impl:<18} {r['peak'] / 2**20:>10.1f} {mem_ratio:>7} {r['rss'] / 2**20:>9.1f} "
+                f"{r['time'] * 1e3:>9.1f} {r['cpu'] * 1e3:>9.1f} {time_ratio:>10} {vs_chunked:>10}",
+                flush=True,
+            )
+
+
+def threshold(args):
+    print("auto threshold: standard vs chunked (causal layer), forward + backward; cpu ms / peak MiB\n")
+    chosen = None
+    for length in args.threshold_lengths:
+        std = _run_child(args, "layer", "tfm_standard", length)
+        chk = _run_child(args, "layer", "tfm_chunked_causal", length)
+        if not (std and chk):
+            continue
+        ok = chk["cpu"] <= std["cpu"] and chk["peak"] <= std["peak"]
+        print(
+            f"T={length:>6}: standard {std['cpu'] * 1e3:8.1f} ms {std['peak'] / 2**20:8.1f} MiB | chunked "
+            f"{chk['cpu'] * 1e3:8.1f} ms {chk['peak'] / 2**20:8.1f} MiB -> {'chunked' if ok else 'standard'}",
+            flush=True,
+        )
+        if ok and chosen is None:
+            chosen = length
+        elif not ok:
+            chosen = None  # must hold from the threshold on
+    print(f"\nsmallest T from which chunked is faster and lighter: {chosen} (AUTO_MIN_KEY_LENGTH)")
+
+
+def gpt(args):
+    print(
+        f"Lab GPT {LAB_GPT} (dropout 0) at context {args.gpt_context}, batch 1: train_on_batch (Adam, no XLA), "
+        f"fastest of {args.repeats} steps after one warm-up; peak = process max RSS (fresh subprocess).\n"
+    )
+    results = {}
+    for impl in ("keras_mha", "auto"):
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "gpt",
+            impl,
+            str(args.gpt_context),
+            "--repeats",
+            str(args.repeats),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode or not lines:
+            print(f"{impl:<10} FAILED (rc={proc.returncode}): {proc.stderr.strip()[-400:]}", flush=True)
+            continue
+        results[impl] = r = json.loads(lines[-1])
+        print(
+            f"{impl:<10} peak RSS {r['rss'] / 2**20:8.0f} MiB   step {r['time'] * 1e3:8.0f} ms   "
+            f"loss {r['loss0']:.3f} -> {r['loss']:.3f}",
+            flush=True,
+        )
+    if len(results) == 2:
+        a, m = results["auto"], results["keras_mha"]
+        print(f"\nauto vs keras MHA: RSS {a['rss'] / m['rss']:.2f}x, step time {a['time'] / m['time']:.2f}x")
 
 
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
+    parser.add_argument("--lengths", type=int, nargs="*", default=[2048, 4096, 8192])
+    parser.add_argument("--long-lengths", type=int, nargs="*", default=[16384, 32768])
     parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--query-chunk", type=int, default=512)
     parser.add_argument("--key-chunk", type=int, default=1024)
-    parser.add_argument("--child", nargs=2, metavar=("IMPL", "T"), help=argparse.SUPPRESS)
+    parser.add_argument("--threshold", action="store_true", help="measure the auto threshold instead")
+    parser.add_argument("--threshold-lengths", type=int, nargs="+", default=[256, 512, 1024, 2048])
+    parser.add_argument("--gpt", action="store_true", help="train the lab GPT at a long context instead")
+    parser.add_argument("--gpt-context", type=int, default=4096)
+    parser.add_argument("--child", nargs=3, metavar=("KIND", "IMPL", "T"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(
-            args.child[0],
-            int(args.child[1]),
-            args.repeats,
-            args.d_model,
-            args.heads,
-            args.query_chunk,
-            args.key_chunk,
-        )
-        return
-
-    print(
-        f"One causal self-attention layer, forward + backward (grads w.r.t. input and weights); "
-        f"batch 1, d_model {args.d_model}, {args.heads} heads, float32, tf.function (no XLA); "
-        f"chunked: query_chunk_size={args.query_chunk}, key_chunk_size={args.key_chunk}.\n"
-        "peak = TF CPU allocator high-water mark of one step minus memory live before it; "
-        "rss = growth of process max RSS over the first step (cross-check); "
-        f"wall / cpu = fastest of {args.repeats} steps, wall-clock and process CPU time (all threads; "
-        "robust to other load on the machine). Each row: fresh subprocess.\n",
-        flush=True,
-    )
-    header = f"{'T':>6} {'implementation':<18} {'peak MiB':>10} {'vs MHA':>7} {'rss MiB':>9} {'wall ms':>9} {'cpu ms':>9} {'cpu vs MHA':>10}"
-    print(header)
-    print("-" * len(header), flush=True)
-    total = time.perf_counter()
-    for length in args.lengths:
-        results = {}
-        for impl in args.impls:
-            cmd = [
-                sys.executable, __file__, "--child", impl, str(length), "--repeats", str(args.repeats),
-                "--d-model", str(args.d_model), "--heads", str(args.heads),
-                "--query-chunk", str(args.query_chunk), "--key-chunk", str(args.key_chunk),
-            ]  # fmt: skip
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-            if proc.returncode or not lines:
-                print(
-                    f"{length:>6} {impl:<18} FAILED (rc={proc.returncode}): {proc.stderr.strip()[-300:]}",
-                    flush=True,
-                )
-                continue
-            results[impl] = json.loads(lines[-1])
-        base = results.get("keras_mha")
-        for impl, r in results.items():
-            mem_ratio = f"{r['peak'] / base['peak']:.1%}" if base else "-"
-            time_ratio = f"{r['cpu'] / base['cpu']:.2f}x" if base else "-"
-            print(
-                f"{length:>6} {impl:<18} {r['peak'] / 2**20:>10.1f} {mem_ratio:>7} {r['rss'] / 2**20:>9.1f} "
-                f"{r['time'] * 1e3:>9.1f} {r['cpu'] * 1e3:>9.1f} {time_ratio:>10}",
-                flush=True,
+        kind, impl, length = args.child[0], args.child[1], int(args.child[2])
+        if kind == "gpt":
+            result = gpt_child(impl, length, args.repeats)
+        else:
+            result = child(
+                impl, length, args.repeats, args.d_model, args.heads, args.query_chunk, args.key_chunk
             )
+        print(json.dumps(result))
+        return
+    total = time.perf_counter()
+    if args.threshold:
+        threshold(args)
+    elif args.gpt:
+        gpt(args)
+    else:
+        table(args)
     print(f"\ntotal bench time {time.perf_counter() - total:.0f} s")
 
 

@@ -290,7 +290,9 @@ def chunked_attention(
                 ops.zeros((batch, heads, cq, dv), "float32"),
             )
             carry = _fori_loop(0, plain, k_step(False), carry)
-            m_run, l_run, acc = _fori_loop(plain, end, k_step(True), carry)
+            if causal or ragged_k:  # else no block needs the edge mask
+                carry = _fori_loop(plain, end, k_step(True), carry)
+            m_run, l_run, acc = carry
             # A row that saw no key kept m = _NEG (its l and acc are junk).
             has_keys = m_run > 0.5 * _NEG
             safe_l = ops.where(has_keys, l_run, 1.0)
@@ -302,7 +304,10 @@ def chunked_attention(
             0,
             nq,
             q_step,
-            (ops.zeros((batch, heads, nq * cq, dv), "float32"), ops.zeros((batch, heads, nq * cq), "float32")),
+            (
+                ops.zeros((batch, heads, nq * cq, dv), "float32"),
+                ops.zeros((batch, heads, nq * cq), "float32"),
+            ),
         )
         output = ops.transpose(ops.slice(out_h, (0, 0, 0, 0), (-1, -1, tq, -1)), (0, 2, 1, 3))
 
@@ -353,7 +358,8 @@ def chunked_attention(
                     dq_buf,
                     db_buf,
                 )
-                carry = _fori_loop(first, plain, q_step(True), carry)
+                if causal or ragged_k:
+                    carry = _fori_loop(first, plain, q_step(True), carry)
                 dk, dv_acc, dq_buf, db_buf = _fori_loop(plain, nq, q_step(False), carry)
                 dk_buf = ops.slice_update(dk_buf, (0, 0, j0, 0), dk)
                 dv_buf = ops.slice_update(dv_buf, (0, 0, j0, 0), dv_acc)

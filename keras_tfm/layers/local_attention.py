@@ -142,7 +142,9 @@ def local_attention(
     kw, vw = windows(k, d), windows(v, dv)
     s = ops.einsum("bnqhd,bnkhd->bhnqk", qb, kw)  # (B, H, nb, w, nkw)
     qpos = ops.arange(nb, dtype="int32")[:, None, None] * w + ops.arange(w, dtype="int32")[None, :, None]
-    kpos = (ops.arange(nb, dtype="int32")[:, None, None] - 1) * w + ops.arange(nkw, dtype="int32")[None, None, :]
+    kpos = (ops.arange(nb, dtype="int32")[:, None, None] - 1) * w + ops.arange(nkw, dtype="int32")[
+        None, None, :
+    ]
     rel = qpos - kpos
     valid = (kpos >= 0) & (kpos < t) & (kpos >= g) & (rel <= w)
     valid = valid & ((rel >= 0) if causal else (rel >= -w))
@@ -188,7 +190,9 @@ def local_attention(
         sq = ops.einsum("bqhd,bkhd->bhqk", q[:, :g], k)
         valid_q = None
         if causal:
-            valid_q = (ops.arange(g, dtype="int32")[:, None] >= ops.arange(t, dtype="int32")[None, :])[None, None]
+            valid_q = (ops.arange(g, dtype="int32")[:, None] >= ops.arange(t, dtype="int32")[None, :])[
+                None, None
+            ]
         if toeplitz:
             sq = sq + _toeplitz_at(
                 bias, t, ops.arange(t, dtype="int32")[None, :] - ops.arange(g, dtype="int32")[:, None]

@@ -1,0 +1,302 @@
+"""attention_impl="auto" (the default), the causal flag and `ToeplitzBias` of the
+attention core (issue 16), and the core on the JAX backend (issue 17 §2)."""
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_tfm.layers as L
+from keras_tfm.layers import attention_core as ac
+
+B, T, H, D = 2, 37, 3, 8
+SMALL = dict(min_key_length=16, query_chunk_size=8, key_chunk_size=8)
+
+
+def _qkv(seed=0, t=T):
+    rng = np.random.default_rng(seed)
+    return [tf.constant(rng.normal(size=(B, t, H, D)), tf.float32) for _ in range(3)]
+
+
+def _padding(t=T):
+    pad = np.ones((B, t), bool)
+    pad[0, t - 7 :] = False
+    pad[1, :4] = False  # under causal, queries 0..3 of sequence 1 see no key
+    return pad
+
+
+def _close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=tol, rtol=tol)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Records the calls that reach the registered "standard" and "chunked" impls."""
+    calls = []
+
+    def wrap(name):
+        fn = ac.ATTENTION_IMPLS[name]
+
+        @functools.wraps(fn)  # keeps the signature (the layers read the accepted options from it)
+        def spied(query, key, value, **kwargs):
+            calls.append((name, kwargs))
+            return fn(query, key, value, **kwargs)
+
+        monkeypatch.setitem(ac.ATTENTION_IMPLS, name, spied)
+
+    wrap("standard")
+    wrap("chunked")
+    return calls
+
+
+def _grads(impl, q, k, v, mask=None, bias=None, causal=False, **options):
+    with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        out, _ = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=causal, impl=impl, **options)
+        loss = tf.reduce_sum(out * tf.sin(3.0 * out))
+    return [out] + tape.gradient(loss, [q, k, v])
+
+
+# ------------------------------------------------------------------- auto
+def test_auto_is_the_default_everywhere():
+    assert L.MultiHeadSelfAttention(H).attention_impl == "auto"
+    assert L.CrossAttention(H).attention_impl == "auto"
+    assert L.TransformerBlock(12, H, 16).attention_impl == "auto"
+    import keras_tfm
+
+    model = keras_tfm.models.gpt("tiny", vocabulary_size=11, max_length=8)
+    impls = {layer.attention_impl for layer in model._flatten_layers() if hasattr(layer, "attention_impl")}
+    assert impls == {"auto"}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_auto_picks_chunked_for_long_keys_and_equals_standard(spy, causal):
+    q, k, v = _qkv()
+    mask = tf.constant(_padding()[:, None, :])
+    want = _grads("standard", q, k, v, mask, causal=causal)
+    spy.clear()
+    got = _grads("auto", q, k, v, mask, causal=causal, **SMALL)
+    assert [name for name, _ in spy] == ["chunked"]
+    for g, w in zip(got, want):
+        _close(g, w)
+    spy.clear()
+    _grads("auto", q[:, :8], k[:, :8], v[:, :8], causal=causal, **SMALL)  # 8 < 16 keys
+    assert [name for name, _ in spy] == ["standard"]
+
+
+def test_auto_takes_standard_for_weights_dropout_and_single_queries(spy):
+    q, k, v = _qkv()
+    _, w = ac.dot_product_attention(q, k, v, return_weights=True, impl="auto", **SMALL)
+    assert w.shape == (B, H, T, T)
+    drop = keras.layers.Dropout(0.5)
+    ac.dot_product_attention(q, k, v, dropout=drop, training=True, impl="auto", **SMALL)
+    ac.dot_product_attention(q[:, :1], k, v, impl="auto", **SMALL)  # a cached decoding step
+    assert [name for name, _ in spy] == ["standard"] * 3
+    spy.clear()
+    ac.dot_product_attention(q, k, v, dropout=drop, training=False, impl="auto", **SMALL)
+    assert [name for name, _ in spy] == ["chunked"]
+    with pytest.raises(ValueError, match="min_key_length"):
+        ac.dot_product_attention(q, k, v, impl="auto", min_key_length=0)
+
+
+def test_auto_decides_at_run_time_for_unknown_lengths():
+    spec = tf.TensorSpec([B, None, H, D], tf.float32)
+
+    @tf.function(input_signature=[spec, spec, spec])
+    def fn(q, k, v):
+        return _grads("auto", q, k, v, causal=True, **SMALL)
+
+    for t in (8, T):  # below and above min_key_length, one graph
+        q, k, v = _qkv(1, t)
+        for g, w in zip(fn(q, k, v), _grads("standard", q, k, v, causal=True)):
+            _close(g, w)
+    assert len(fn.get_concrete_function().graph.get_operations()) > 0
+
+
+@pytest.mark.parametrize("position", [None, "alibi", "relative", "rope"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_default_layer_equals_standard_layer_outputs_and_gradients(position, causal):
+    x = tf.constant(np.random.default_rng(2).normal(size=(B, T, 12)), tf.float32)
+    pad = tf.constant(_padding())
+    layers = []
+    for impl, options in (("standard", None), ("auto", SMALL)):
+        layer = L.MultiHeadSelfAttention(
+            H,
+            causal=causal,
+            position=position,
+            attention_impl=impl,
+            attention_options=options,
+            relative_num_buckets=8,
+            relative_max_distance=16,
+            bias_initializer="random_normal",
+        )
+        layer.build(x.shape)
+        layers.append(layer)
+    if position == "relative":  # a non-zero table, so its gradient is informative
+        layers[0].relative_bias.embeddings.assign(np.random.default_rng(3).normal(size=(8, H)))
+    layers[1].set_weights(layers[0].get_weights())
+    results = []
+    for layer in layers:
+        with tf.GradientTape() as tape:
+            y = layer(x, padding_mask=pad)
+            loss = tf.reduce_sum(tf.where(pad[..., None], y, 0.0) ** 2)
+        grads = tape.gradient(loss, layer.trainable_weights)
+        results.append([y] + [tf.convert_to_tensor(g) for g in grads])  # gathers give IndexedSlices
+    for g, w in zip(results[1], results[0]):
+        _close(g, w, tol=1e-4)
+
+
+def test_layers_pass_no_t_by_t_tensor_to_the_chunked_core(spy):
+    x = tf.zeros((B, T, 12))
+    for position in ("alibi", "relative"):
+        layer = L.MultiHeadSelfAttention(H, causal=True, position=position, attention_options=SMALL)
+        spy.clear()
+        layer(x, padding_mask=tf.constant(_padding()))
+        ((name, kwargs),) = spy
+        assert name == "chunked" and kwargs["causal"] is True
+        assert tuple(kwargs["mask"].shape) == (B, 1, T)  # key padding only
+        assert isinstance(kwargs["bias"], ac.ToeplitzBias)
+        assert tuple(kwargs["bias"].values.shape) == (H, 2 * T - 1)
+
+
+def test_causal_attention_options_must_agree_with_the_layer():
+    layer = L.MultiHeadSelfAttention(H, causal=False, attention_options={"causal": True})
+    with pytest.raises(ValueError, match="contradicts the layer"):
+        layer(tf.zeros((B, T, 12)))
+    with pytest.raises(ValueError, match="query_length == key_length"):
+        ac.dot_product_attention(*_qkv()[:1], *[t[:, :5] for t in _qkv()[1:]], causal=True)
+
+
+# -------------------------------------------------------- Toeplitz bias
+@pytest.mark.parametrize("kind", ["alibi", "relative"])
+def test_toeplitz_bias_is_the_dense_position_bias(kind):
+    if kind == "alibi":
+        layer = L.AlibiBias(H)
+    else:
+        layer = L.RelativePositionBias(H, num_buckets=8, max_distance=16, bidirectional=False)
+        layer.build()
+        layer.embeddings.assign(np.random.default_rng(4).normal(size=(8, H)))
+    toeplitz = ac.ToeplitzBias.from_bias_fn(layer.compute_bias, T, T)
+    _close(toeplitz.dense(T), layer.compute_bias(T, T), tol=0)
+
+
+@pytest.mark.parametrize(
+    "chunks", [dict(query_chunk_size=8, key_chunk_size=8), dict(query_chunk_size=16, key_chunk_size=3)]
+)
+@pytest.mark.parametrize("causal", [False, True])
+def test_chunked_toeplitz_bias_gradient(chunks, causal):
+    q, k, v = _qkv(5)
+    values = tf.constant(np.random.default_rng(6).normal(size=(H, 2 * T - 1)), tf.float32)
+    mask = tf.constant(_padding()[:, None, :])
+    results = []
+    for impl, bias_of in (("standard", lambda t: t.dense(T)), ("chunked", lambda t: t)):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v, values])
+            bias = bias_of(ac.ToeplitzBias(values, T))
+            out, _ = ac.dot_product_attention(
+                q,
+                k,
+                v,
+                mask=mask,
+                bias=bias,
+                causal=causal,
+                impl=impl,
+                **({} if impl == "standard" else chunks),
+            )
+            loss = tf.reduce_sum(out * tf.sin(3.0 * out))
+        results.append([out] + tape.gradient(loss, [q, k, v, values]))
+    for g, w in zip(results[1], results[0]):
+        _close(g, w)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_chunked_without_ragged_blocks(causal):
+    """T a multiple of both chunk sizes: no block needs the padding mask."""
+    q, k, v = _qkv(7, t=32)
+    want = _grads("standard", q, k, v, causal=causal)
+    got = _grads("chunked", q, k, v, causal=causal, query_chunk_size=8, key_chunk_size=16)
+    for g, w in zip(got, want):
+        _close(g, w)
+
+
+def test_local_reads_a_toeplitz_bias_on_the_band():
+    q, k, v = _qkv(8)
+    values = tf.constant(np.random.default_rng(9).normal(size=(H, 2 * T - 1)), tf.float32)
+    toeplitz = ac.ToeplitzBias(values, T)
+    for causal, g in ((False, 0), (True, 3)):
+        options = dict(window=5, global_tokens=g, causal=causal)
+        want = ac.dot_product_attention(q, k, v, bias=toeplitz.dense(T), impl="local", **options)[0]
+        got = ac.dot_product_attention(q, k, v, bias=toeplitz, impl="local", **options)[0]
+        _close(got, want)
+
+
+# ---------------------------------------------------------------- JAX
+_JAX_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from keras import ops
+    from keras_tfm.layers import attention_core as ac
+    data = np.load(sys.argv[1])
+    q, k, v, values, pad = (data[n] for n in ("q", "k", "v", "values", "pad"))
+    cases = json.loads(sys.argv[2])
+    out = {}
+    for name, (impl, options, causal, with_bias) in cases.items():
+        bias = ac.ToeplitzBias(ops.convert_to_tensor(values), q.shape[1]) if with_bias else None
+        mask = None if impl == "linear" and causal is None else pad[:, None, :]
+        y, _ = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=bool(causal), impl=impl, **options)
+        out[name] = np.asarray(ops.convert_to_numpy(y))
+    np.savez(sys.argv[3], **out)
+    """
+)
+
+JAX_CASES = {
+    "standard": ["standard", {}, True, True],
+    "chunked": ["chunked", {"query_chunk_size": 8, "key_chunk_size": 8}, True, True],
+    "chunked_noncausal": ["chunked", {"query_chunk_size": 16, "key_chunk_size": 5}, False, True],
+    "local": ["local", {"window": 5, "global_tokens": 2}, True, True],
+    "linear": ["linear", {"chunk_size": 8}, True, False],
+}
+
+
+def test_attention_core_on_jax_equals_tensorflow(tmp_path):
+    pytest.importorskip("jax", reason="jax is in the test extra; the JAX backend run needs it")
+    rng = np.random.default_rng(10)
+    arrays = {n: rng.normal(size=(B, T, H, D)).astype("float32") for n in ("q", "k", "v")}
+    arrays["values"] = rng.normal(size=(H, 2 * T - 1)).astype("float32")
+    arrays["pad"] = _padding()
+    np.savez(tmp_path / "in.npz", **arrays)
+    script = tmp_path / "run.py"
+    script.write_text(_JAX_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(tmp_path / "in.npz"),
+            json.dumps(JAX_CASES),
+            str(tmp_path / "out.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(tmp_path / "out.npz")
+    q, k, v = (tf.constant(arrays[n]) for n in ("q", "k", "v"))
+    for name, (impl, options, causal, with_bias) in JAX_CASES.items():
+        bias = ac.ToeplitzBias(tf.constant(arrays["values"]), T) if with_bias else None
+        want, _ = ac.dot_product_attention(
+            q, k, v, mask=arrays["pad"][:, None, :], bias=bias, causal=causal, impl=impl, **options
+        )
+        _close(got[name], want)
