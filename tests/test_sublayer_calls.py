@@ -180,3 +180,30 @@ def test_no_layer_bypasses_a_quantized_sublayer(quantized_gpt, monkeypatch):
     monkeypatch.setattr(MultiHeadAttentionBase, "_plain_float", staticmethod(lambda layer: True))
     bypassed = [path for path, n in _count_quantized_calls(model, ids).items() if n == 0]
     assert len(bypassed) == 8 and all("self_attention" in path for path in bypassed), bypassed
+
+
+@pytest.mark.parametrize("name", ["seq2seq", "vit"])
+def test_quantize_whole_builder_models(name):
+    """`model.quantize("int8")` on other builders: every projection (cross-attention
+    included) is quantized and called, and the outputs stay close."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    if name == "seq2seq":
+        model = M.seq2seq("tiny")
+        x = {
+            "encoder_token_ids": rng.integers(1, 32, size=(4, 12)).astype("int32"),
+            "decoder_token_ids": rng.integers(1, 32, size=(4, 12)).astype("int32"),
+        }
+        expected = 2 * 6 + 2 * 10  # encoder blocks: attention + FFN; decoder blocks: + cross-attention
+    else:
+        model = M.vit_classifier(8, 4, 3, num_layers=2, num_heads=2, d_model=16)
+        x = rng.normal(size=(4, 8, 8, 3)).astype("float32")
+        expected = 2 * 6 + 1  # blocks + classifier (the patch Conv2D has no int8 form)
+    reference = keras.ops.convert_to_numpy(model(x))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
+        model.quantize("int8")
+    counts = _count_quantized_calls(model, x)
+    assert len(counts) == expected and all(n >= 1 for n in counts.values()), counts
+    out = keras.ops.convert_to_numpy(model(x))
+    np.testing.assert_allclose(out, reference, atol=0.05 * np.abs(reference).max())
