@@ -17,7 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-if compgen -G ".whl/*.whl" >/dev/null; then
+# Only where keras is missing (the GPU machine); a development or CI environment keeps its own.
+if compgen -G ".whl/*.whl" >/dev/null && ! "$PYTHON" -c "import keras" 2>/dev/null; then
   SITE=$(mktemp -d "${TMPDIR:-/tmp}/keras_tfm_site.XXXXXX")
   trap 'rm -rf "$SITE"' EXIT
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
