@@ -58,7 +58,19 @@ def test_self_attention_calls_its_projections(mode, position):
     x = _x((2, T, D), 1)
     attn(x)
     _transform(_projections(attn), mode)
+    # The fused fast path is kept exactly for plain float kernels.
+    assert all(attn._plain_float(layer) for layer in _projections(attn)) == (mode == "plain")
     np.testing.assert_allclose(attn(x), _self_attention_by_hand(attn, x), atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_fused_path_kept_under_mixed_precision(policy):
+    attn = L.MultiHeadSelfAttention(4, causal=True, attention_impl="standard", dtype=policy)
+    x = ops.cast(_x((2, T, D), 1), attn.compute_dtype)
+    y = attn(x)
+    assert all(attn._plain_float(layer) for layer in _projections(attn))
+    expected = _self_attention_by_hand(attn, x)
+    np.testing.assert_allclose(ops.cast(y, "float32"), ops.cast(expected, "float32"), atol=2e-2)
 
 
 @pytest.mark.parametrize("mode", MODES)
