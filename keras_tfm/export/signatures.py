@@ -166,14 +166,21 @@ def make_selector(seed, temperature, top_k, top_p):
     return select
 
 
+def special_id(tokenizer, role, default):
+    """The tokenizer's id of a special token (`cls`, `sep`, `pad`, ...): where its
+    vocabulary has it (a published checkpoint: [CLS]=101 in BERT), else `default`."""
+    value = getattr(tokenizer, f"{role}_id", None)
+    return default if value is None else int(value)
+
+
 def raw_encode(tokenizer, strings):
     """Tokenizer ids WITHOUT the special tokens the tokenizer may be configured
     to add (BOS/EOS/CLS-SEP), as a ragged `[batch, (len)]`."""
     ids = tokenizer.tokenize(strings)
     if not isinstance(ids, tf.RaggedTensor):  # a tokenizer with `sequence_length` pads to it: unpad
-        ids = tf.RaggedTensor.from_tensor(ids, padding=PAD)
-    prefix = len(getattr(tokenizer, "_prefix", ()))
-    suffix = len(getattr(tokenizer, "_suffix", ()))
+        ids = tf.RaggedTensor.from_tensor(ids, padding=special_id(tokenizer, "pad", PAD))
+    prefix = len(getattr(tokenizer, "prefix_ids", None) or ())
+    suffix = len(getattr(tokenizer, "suffix_ids", None) or ())
     if prefix or suffix:
         ids = ids[:, prefix : (-suffix if suffix else None)]
     return ids
@@ -662,10 +669,11 @@ class _BertBase:
         with tf.control_dependencies([check_nonempty_batch(name, batch)]):
             ids = ragged_text_ids[:, : self.max_length - 2]
         rows = ids.nrows(out_type=tf.int64)
-        cls = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(CLS, tf.int32)))
-        sep = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(SEP, tf.int32)))
+        cls_id, sep_id = special_id(self.tokenizer, "cls", CLS), special_id(self.tokenizer, "sep", SEP)
+        cls = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(cls_id, tf.int32)))
+        sep = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(sep_id, tf.int32)))
         ids = tf.concat([cls, tf.cast(ids, tf.int32), sep], axis=1)
-        token_ids = ids.to_tensor(default_value=PAD)
+        token_ids = ids.to_tensor(default_value=special_id(self.tokenizer, "pad", PAD))
         padding_mask = tf.cast(tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1]), tf.int32)
         inputs = {
             "token_ids": token_ids,
