@@ -86,7 +86,7 @@ def add_finetune_subcommand(subparsers):
     p.add_argument(
         "--checkpoint", required=True, help="checkpoint directory (config.json, model.safetensors)"
     )
-    p.add_argument("--task", choices=FINETUNE_TASKS, default="classifier")
+    p.add_argument("--task", dest="finetune_task", choices=FINETUNE_TASKS, default="classifier")
     p.add_argument(
         "--data", required=True, help="'<label> <sentence>' file, or a folder with stsa.binary.train"
     )

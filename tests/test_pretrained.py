@@ -96,8 +96,9 @@ def test_bert_masked_lm_logits(checkpoint):
     ref = reference(checkpoint)
     model, messages = load(checkpoint, task="masked_lm")
     assert max_diff(model(bert_inputs(ref)), ref["mlm_logits"]) < ATOL
-    if checkpoint == TINY_BERT:  # the pooler and NSP head have no place in a masked LM
-        assert len(messages) == 1 and "bert.pooler.dense.weight" in messages[0]
+    if checkpoint == TINY_BERT:  # the next-sentence head has no place in a masked LM
+        assert len(messages) == 1 and "cls.seq_relationship.weight" in messages[0]
+        assert "pooler" not in messages[0]  # an encoder part the head does not use: not reported
     else:
         assert messages == []
 
@@ -336,6 +337,60 @@ def test_tokenizers_are_saved_beside_the_weights(tmp_path, tiny_gpt2):
     assert type(gpt_tokenizer).__name__ == "BytePairTokenizer"
     save_pretrained(tiny_gpt2, tmp_path / "gpt2", tokenizer=gpt_tokenizer)
     assert pretrained_tokenizer(tmp_path / "gpt2")(texts).to_list() == gpt_tokenizer(texts).to_list()
+
+
+def test_loaded_gpt2_exports_and_serves(tmp_path, tiny_gpt2):
+    import tensorflow as tf
+
+    from keras_tfm.export import export_for_serving
+
+    tokenizer = pretrained_tokenizer(TINY_GPT2)
+    path = export_for_serving(
+        tiny_gpt2, str(tmp_path / "gpt2"), tokenizer=tokenizer, max_new_tokens_limit=8, warmup=False
+    )
+    served = tf.saved_model.load(path)
+    ids = reference(TINY_GPT2)["token_ids"]
+    logits = served.signatures["serving_default"](token_ids=tf.constant(ids))["logits"]
+    np.testing.assert_allclose(logits, tiny_gpt2(ids), atol=1e-5)
+    prompt = "the quick brown"
+    out = served.signatures["generate"](
+        prompts=tf.constant([prompt]),
+        max_new_tokens=tf.constant(6),
+        temperature=tf.constant(0.0),
+        top_k=tf.constant(0),
+        top_p=tf.constant(1.0),
+        seed=tf.constant(0),
+    )
+    tokens = generate(tiny_gpt2, tokenizer([prompt]).to_list(), 6)
+    assert out["completions"].numpy()[0] == tokenizer.detokenize(tokens).numpy()[0]
+
+
+def test_loaded_bert_classifier_serves_raw_strings_with_the_checkpoint_special_ids(tmp_path):
+    """[CLS]/[SEP]/[PAD] are where the checkpoint's vocabulary has them (not keras_tfm's 2/3/0)."""
+    import tensorflow as tf
+
+    from keras_tfm.export import export_for_serving
+
+    path = copy_checkpoint(TINY_BERT, tmp_path / "moved")
+    with open(os.path.join(TINY_BERT, "vocab.txt")) as f:
+        tokens = [t for t in f.read().split("\n") if t]
+    tokens = tokens[5:40] + tokens[:5] + tokens[40:]  # [PAD]=35, [UNK]=36, [CLS]=37, [SEP]=38, [MASK]=39
+    with open(os.path.join(path, "vocab.txt"), "w") as f:
+        f.write("\n".join(tokens) + "\n")
+    tokenizer = pretrained_tokenizer(path)
+    assert (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id) == (37, 38, 35)
+    model, _ = load(path, task="classifier", num_classes=2)
+    texts = ["the quick brown fox", "a funny film , not bad at all !"]
+    export = export_for_serving(model, str(tmp_path / "clf"), tokenizer=tokenizer, warmup=False)
+    served = tf.saved_model.load(export).signatures["classify"](inputs=tf.constant(texts))
+    ids = tokenizer(texts)
+    inputs = {
+        "token_ids": ids.to_tensor(default_value=tokenizer.pad_id),
+        "segment_ids": tf.zeros_like(ids).to_tensor(),
+        "padding_mask": tf.ones_like(ids).to_tensor(),
+    }
+    expected = tf.nn.softmax(model(inputs)).numpy()
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -65,6 +65,8 @@ ACTIVATION_NAMES = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "si
 
 #: Checkpoint tensors that are buffers, not weights (never reported).
 IGNORED_SUFFIXES = ("embeddings.position_ids",)
+#: Encoder parts that a head may leave out (not reported as unused).
+OPTIONAL_PARTS = ("pooler.",)
 #: The tied MLM decoder: the word embedding (and the output bias) again.
 TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 

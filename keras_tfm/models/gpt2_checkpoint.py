@@ -49,6 +49,7 @@ ACTIVATION_NAMES = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "si
 #: Causal-mask buffers stored by old transformers versions (not weights).
 IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 TIED = ("lm_head.weight",)
+OPTIONAL_PARTS = ()
 
 
 def builder_options(config, read):

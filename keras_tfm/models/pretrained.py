@@ -271,13 +271,19 @@ def from_pretrained(path, task=None, **overrides):
     sources = {n: os.path.join(directory, f) for n, f in sources.items()}
 
     model = _build(family, task, options, head, directory, config, config_path)
-    entries = family.entries(_checkpoint_model(model), family.load_prefix(tensors))
+    prefix = family.load_prefix(tensors)
+    entries = family.entries(_checkpoint_model(model), prefix)
     pairs, missing = wm.collect(entries, tensors, sources, config, config_path)
     mapped = {e.name for e in entries}
+    # Encoder parts a head does not use (BERT's pooler under a masked LM or mean pooling) are not reported.
+    unneeded = tuple(f"{prefix}{part}" for part in family.OPTIONAL_PARTS)
     unused = sorted(
         n
         for n in tensors
-        if n not in mapped and not n.endswith(family.IGNORED_SUFFIXES) and n not in family.TIED
+        if n not in mapped
+        and not n.endswith(family.IGNORED_SUFFIXES)
+        and n not in family.TIED
+        and not n.startswith(unneeded)
     )
     wm.assign(pairs)
     if missing:
