@@ -1,27 +1,17 @@
 """One-call generation entry points: `generate` and `beam_search`.
 
-Both build (once per model, cached weakly) a `CausalLMGenerator` or a
-`Seq2SeqGenerator` depending on the model's inputs, and call it.
+Both build (once per model, cached weakly) a `CausalLMGenerator` for a
+`GPT` or a `Seq2SeqGenerator` for a `Seq2Seq`, and call it.
 """
 
 import weakref
 
 from keras_tfm.generation.causal_lm import CausalLMGenerator
 from keras_tfm.generation.seq2seq_generator import Seq2SeqGenerator
+from keras_tfm.models.gpt import GPT
+from keras_tfm.models.seq2seq import Seq2Seq
 
 _GENERATORS = weakref.WeakKeyDictionary()
-
-
-def is_seq2seq(model):
-    names = {getattr(t, "name", "") for t in getattr(model, "inputs", None) or ()}
-    names = {n.split(":")[0] for n in names}
-    if "decoder_token_ids" in names:
-        return True
-    try:
-        model.get_layer("encoder_block_0")
-        return True
-    except ValueError:
-        return False
 
 
 def get_generator(model, pad_id=0):
@@ -30,7 +20,16 @@ def get_generator(model, pad_id=0):
         return model
     generator = _GENERATORS.get(model)
     if generator is None or generator.pad_id != pad_id:
-        cls = Seq2SeqGenerator if is_seq2seq(model) else CausalLMGenerator
+        if isinstance(model, Seq2Seq):
+            cls = Seq2SeqGenerator
+        elif isinstance(model, GPT):
+            cls = CausalLMGenerator
+        else:
+            raise TypeError(
+                f"`model` must be a keras_tfm GPT or Seq2Seq model (or a generator); received "
+                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
+                "`keras_tfm.models.from_functional(model)`."
+            )
         generator = cls(model, pad_id=pad_id)
         _GENERATORS[model] = generator
     return generator
@@ -59,11 +58,20 @@ def generate(
         sampler: "greedy" | "sample" | "temperature" | "top_k" | "top_p"
             (the last four are the same stochastic sampler; the filters act
             when `top_k` > 0 / `top_p` < 1).
-        temperature: float >= 0 (0 = greedy).
-        top_k: int >= 0 (0 = off).
+        temperature: finite float >= 0 (0, or below 1e-6, = greedy; NaN and
+            negative values raise a ValueError).
+        top_k: int in [0, V] (0 = off; V keeps every token, i.e. off too);
+            a `top_k` larger than the vocabulary size V raises a ValueError.
         top_p: float in (0, 1] (1 = off).
         seed: int or int32 (2,) array; same seed → same output.
-        eos_id: rows stop after emitting it and then emit `pad_id`.
+        eos_id: rows stop after emitting it and then emit `pad_id`; must be
+            an id of the vocabulary, [0, V) (otherwise no row could stop:
+            ValueError).
+
+    Prompt ids outside [0, V) raise a ValueError naming `prompt_ids`. NaN
+    logits (a diverged model) are never sampled inside the compiled loop (a
+    NaN entry is skipped; an all-NaN row yields id 0); the eager samplers
+    raise a ValueError on them (`keras_tfm.generation.samplers`).
         pad_id: padding id (left-padding of prompts, finished rows).
         **kwargs: seq2seq: `bos_id` (required), `decoder_prompt_ids`,
             `source_lengths`; both: `return_lengths`, `output_scores`,

@@ -1,62 +1,36 @@
 """Cached generation for decoder-only (GPT) models."""
 
-import numpy as np
 import tensorflow as tf
-from keras import ops
 
 from keras_tfm.generation import base, decoding
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
+from keras_tfm.models.gpt import GPT
 
 
 class CausalLMAdapter(decoding.DecoderAdapter):
-    """Runs a keras_tfm GPT model layer by layer with key/value caches.
-
-    Follows the builder's layer names: `embedding`, `decoder_block_{i}`,
-    optional `final_norm`, and `lm_head` (untied) or the tied reverse
-    embedding.
-    """
+    """Runs a `keras_tfm.models.GPT` with key/value caches through its
+    `init_caches` and `call_with_cache` methods."""
 
     def __init__(self, model):
+        if not isinstance(model, GPT):
+            raise TypeError(
+                f"Expected a keras_tfm GPT model (from `keras_tfm.models.gpt`); received {type(model).__name__}. "
+                "A model saved before the model classes existed: convert it with "
+                "`keras_tfm.models.from_functional(model)`."
+            )
         self.model = model
-        self.embedding = decoding.get_layer_or_none(model, "embedding")
-        if self.embedding is None:
-            raise ValueError("The model has no layer named 'embedding'; expected a keras_tfm GPT model.")
-        self.blocks = decoding.numbered_layers(model, "decoder_block_")
-        if not self.blocks:
-            raise ValueError("The model has no 'decoder_block_0' layer; expected a keras_tfm GPT model.")
-        self.final_norm = decoding.get_layer_or_none(model, "final_norm")
-        self.lm_head = decoding.get_layer_or_none(model, "lm_head")
-        token_embedding = getattr(self.embedding, "token_embedding", self.embedding)
-        self.token_embedding = token_embedding
-        self.vocabulary_size = int(token_embedding.vocabulary_size)
-        self.max_length = getattr(self.embedding, "max_length", None)
-        attention = self.blocks[0].self_attention_layer
-        self.num_heads = attention.num_heads
-        self.head_dim = attention._key_dim
-        self.cache_dtype = self.blocks[0].compute_dtype
+        self.vocabulary_size = model.vocabulary_size
+        self.max_length = model.max_length
 
     def init_caches(self, batch_size, length):
-        return cache_lib.init_caches(
-            batch_size, len(self.blocks), length, self.num_heads, self.head_dim, self.cache_dtype
-        )
-
-    def hidden_to_logits(self, h):
-        if self.final_norm is not None:
-            h = self.final_norm(h)
-        if self.lm_head is not None:
-            return ops.cast(self.lm_head(h), "float32")
-        return ops.cast(self.token_embedding(h, reverse=True), "float32")
+        return self.model.init_caches(batch_size, length)
 
     def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
-        x = decoding.embed_tokens(self.embedding, ids, positions)
-        new_caches = []
-        for block, cache in zip(self.blocks, caches):
-            x, cache = block(
-                x, padding_mask=padding_mask, cache=cache, cache_index=cache_index, training=False
-            )
-            new_caches.append(cache)
-        return self.hidden_to_logits(x[:, -1:, :])[:, 0, :], new_caches
+        logits, caches = self.model.call_with_cache(
+            ids, caches, cache_index, positions=positions, padding_mask=padding_mask, last_only=True
+        )
+        return logits[:, 0, :], caches
 
 
 class CausalLMGenerator(base.BaseGenerator):
@@ -68,7 +42,7 @@ class CausalLMGenerator(base.BaseGenerator):
     can be wrapped in a `tf.function` with an `input_signature` for export.
 
     Args:
-        model: a GPT model following the keras_tfm layer-name contract.
+        model: a `keras_tfm.models.GPT`.
         pad_id: id used to left-pad prompts and emitted by finished rows.
         jit_compile: compile with XLA.
         run_eagerly: no `tf.function` at all (debugging, tests).
@@ -175,7 +149,9 @@ class CausalLMGenerator(base.BaseGenerator):
             int32 numpy `(batch, max_new_tokens)`; or a tuple with lengths
             (and scores) when requested.
         """
-        temperature, top_k, top_p = base.check_sampler(sampler, temperature, top_k, top_p)
+        temperature, top_k, top_p = base.check_sampler(
+            sampler, temperature, top_k, top_p, self.adapter.vocabulary_size
+        )
         eos = self._eos(eos_id)
         ids, lengths, max_new_tokens, cache_length = self._prepare(prompt_ids, prompt_lengths, max_new_tokens)
         seed = base.make_seed(seed)
@@ -235,26 +211,3 @@ class CausalLMGenerator(base.BaseGenerator):
             out["scores"].numpy(),
             out["lengths"].numpy(),
         )
-
-    # ------------------------------------------------------------ reference
-    def recompute_generate(self, prompt_ids, max_new_tokens, eos_id=None):
-        """Greedy generation by re-running the full model on the whole prefix
-        at every step (no cache, eager loop over rows and steps). A slow
-        reference for tests and the benchmark."""
-        ids, lengths = base.pad_prompts(
-            "prompt_ids", prompt_ids, None, self.pad_id, self.adapter.vocabulary_size
-        )
-        outs = []
-        for b in range(ids.shape[0]):
-            seq = list(ids[b, ids.shape[1] - lengths[b] :])
-            new = []
-            for _ in range(max_new_tokens):
-                if eos_id is not None and new and new[-1] == eos_id:
-                    new.append(self.pad_id)
-                    continue
-                logits = self.model(np.array([seq], np.int32), training=False)
-                token = int(np.argmax(np.asarray(logits)[0, -1]))
-                seq.append(token)
-                new.append(token)
-            outs.append(new)
-        return np.array(outs, np.int32).reshape(len(outs), max_new_tokens)

@@ -14,9 +14,9 @@ position `c - pad_b` (`pad_b = P - length_b`):
 * position schemes inside attention (RoPE, ALiBi, T5 relative bias) depend
   only on differences of positions, which a per-row constant shift leaves
   unchanged, so the layers can use the slot index as position;
-* absolute position embeddings (learned, sinusoidal) are added here with the
-  true per-row positions `c - pad_b` (`embed_tokens`), bypassing the
-  scalar `start_index` of `TokenAndPositionEmbedding`.
+* absolute position embeddings (learned, sinusoidal) get the true per-row
+  positions `c - pad_b`: the adapters pass them to the model's embedding
+  (`model.call_with_cache(..., positions=...)`).
 
 *Prefill*: the whole (padded) prompt goes through the model in one pass,
 filling slots `0 .. P-1` of every layer's cache. *Steps*: each iteration of a
@@ -29,8 +29,8 @@ emitting `pad_id`; the loop exits when all rows are finished or
 Model access goes through an *adapter* (`DecoderAdapter`): `init_caches`,
 `forward(ids, positions, caches, cache_index, padding_mask, context)` →
 `(last-position logits, caches)`. `CausalLMAdapter` and `Seq2SeqAdapter` wrap
-keras_tfm models; `FunctionAdapter` wraps a plain logits function (tests,
-toy models).
+the keras_tfm model classes (`GPT`, `Seq2Seq`) through their methods;
+`FunctionAdapter` wraps a plain logits function (tests, toy models).
 """
 
 import tensorflow as tf
@@ -38,9 +38,6 @@ from keras import ops
 
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import samplers
-from keras_tfm.layers.embeddings import TokenAndPositionEmbedding, TokenEmbedding
-from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
-from keras_tfm.layers.positional_encoding import PositionalEncoding, sinusoidal_table
 
 #: Score given to impossible beam candidates (finite, so no inf - inf = NaN).
 NEG_INF = -1e9
@@ -103,53 +100,6 @@ class FunctionAdapter(DecoderAdapter):
     def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
         logits = self.logits_fn(ids[:, -1], positions[:, -1])
         return ops.cast(logits, "float32"), caches
-
-
-def embed_tokens(embedding, ids, positions):
-    """Token embedding plus absolute positions given per token.
-
-    Same result as `TokenAndPositionEmbedding` with `start_index`, but with an
-    arbitrary `(batch, T)` position per token (per-row offsets of left-padded
-    prompts).
-    """
-    if isinstance(embedding, TokenEmbedding):
-        return embedding(ids)
-    if not isinstance(embedding, TokenAndPositionEmbedding):
-        raise TypeError(
-            f"Cached decoding supports `TokenAndPositionEmbedding` or `TokenEmbedding` embeddings; "
-            f"received {type(embedding).__name__}."
-        )
-    x = embedding.token_embedding(ids)
-    pe = embedding.position_embedding
-    if pe is None:
-        return x
-    positions = ops.maximum(ops.cast(positions, "int32"), 0)
-    if isinstance(pe, LearnedPositionalEmbedding):
-        positions = ops.minimum(positions, pe.max_length - 1)
-        table = ops.take(ops.convert_to_tensor(pe.position_embeddings), positions, axis=0)
-        return x + ops.cast(table, x.dtype)
-    if isinstance(pe, PositionalEncoding):
-        flat = ops.reshape(positions, (-1,))
-        table = sinusoidal_table(flat, x.shape[-1], pe.max_wavelength)
-        table = ops.reshape(table, ops.shape(x))
-        return x + ops.cast(table, x.dtype)
-    raise TypeError(f"Unsupported position embedding {type(pe).__name__}.")
-
-
-def get_layer_or_none(model, name):
-    try:
-        return model.get_layer(name)
-    except ValueError:
-        return None
-
-
-def numbered_layers(model, prefix):
-    layers = []
-    while True:
-        layer = get_layer_or_none(model, f"{prefix}{len(layers)}")
-        if layer is None:
-            return layers
-        layers.append(layer)
 
 
 # --------------------------------------------------------------------------- loop pieces

@@ -14,47 +14,28 @@ from keras import ops
 from keras_tfm.generation import base, decoding
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
+from keras_tfm.models.seq2seq import Seq2Seq
 
 
 class Seq2SeqAdapter(decoding.DecoderAdapter):
-    """Runs a keras_tfm seq2seq model with cached decoding (layer-name contract:
-    `embedding` or `encoder_embedding`/`decoder_embedding`, `encoder_block_{i}`,
-    `decoder_block_{i}`, optional `encoder_final_norm`/`decoder_final_norm`,
-    optional `lm_head`)."""
+    """Runs a `keras_tfm.models.Seq2Seq` with cached decoding through its
+    `encode`, `compute_cross_caches`, `init_caches` and `call_with_cache`
+    methods."""
 
     def __init__(self, model):
+        if not isinstance(model, Seq2Seq):
+            raise TypeError(
+                f"Expected a keras_tfm Seq2Seq model (from `keras_tfm.models.seq2seq`); received "
+                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
+                "`keras_tfm.models.from_functional(model)`."
+            )
         self.model = model
-        shared = decoding.get_layer_or_none(model, "embedding")
-        self.encoder_embedding = shared or decoding.get_layer_or_none(model, "encoder_embedding")
-        self.decoder_embedding = shared or decoding.get_layer_or_none(model, "decoder_embedding")
-        if self.encoder_embedding is None or self.decoder_embedding is None:
-            raise ValueError(
-                "The model has no 'embedding' (or 'encoder_embedding' + 'decoder_embedding') layer; "
-                "expected a keras_tfm seq2seq model."
-            )
-        self.encoder_blocks = decoding.numbered_layers(model, "encoder_block_")
-        self.decoder_blocks = decoding.numbered_layers(model, "decoder_block_")
-        if not self.decoder_blocks or not self.decoder_blocks[0].cross_attention:
-            raise ValueError(
-                "Expected 'decoder_block_{i}' layers with cross-attention (a keras_tfm seq2seq model)."
-            )
-        self.encoder_final_norm = decoding.get_layer_or_none(model, "encoder_final_norm")
-        self.decoder_final_norm = decoding.get_layer_or_none(model, "decoder_final_norm")
-        self.lm_head = decoding.get_layer_or_none(model, "lm_head")
-        dec_tokens = getattr(self.decoder_embedding, "token_embedding", self.decoder_embedding)
-        enc_tokens = getattr(self.encoder_embedding, "token_embedding", self.encoder_embedding)
-        self.decoder_token_embedding = dec_tokens
-        self.vocabulary_size = int(dec_tokens.vocabulary_size)
-        self.source_vocabulary_size = int(enc_tokens.vocabulary_size)
-        self.max_length = getattr(self.decoder_embedding, "max_length", None)
-        self.source_max_length = getattr(self.encoder_embedding, "max_length", None)
+        self.vocabulary_size = model.target_vocabulary_size
+        self.source_vocabulary_size = model.source_vocabulary_size
+        self.max_length = model.max_length
+        self.source_max_length = model.max_length
         # With mask_zero embeddings the model treats id 0 as padding anywhere.
-        self.mask_token_id = 0 if getattr(self.decoder_embedding, "mask_zero", False) else None
-        self.source_mask_zero = bool(getattr(self.encoder_embedding, "mask_zero", False))
-        attention = self.decoder_blocks[0].self_attention_layer
-        self.num_heads = attention.num_heads
-        self.head_dim = attention._key_dim
-        self.cache_dtype = self.decoder_blocks[0].compute_dtype
+        self.mask_token_id = 0 if model.mask_zero else None
 
     def encode(self, source_ids, source_lengths):
         """Encoder output and the cross-attention context of the decoder.
@@ -66,50 +47,33 @@ class Seq2SeqAdapter(decoding.DecoderAdapter):
         source_ids = ops.cast(source_ids, "int32")
         s = ops.shape(source_ids)[1]
         mask = ops.arange(s, dtype="int32")[None, :] < ops.cast(source_lengths, "int32")[:, None]
-        if self.source_mask_zero:
+        if self.model.mask_zero:
             mask = ops.logical_and(mask, ops.not_equal(source_ids, 0))
-        x = self.encoder_embedding(source_ids)
-        for block in self.encoder_blocks:
-            x = block(x, padding_mask=mask, training=False)
-        if self.encoder_final_norm is not None:
-            x = self.encoder_final_norm(x)
-        caches = [block.cross_attention_layer.compute_cache(x) for block in self.decoder_blocks]
-        return {"cross_caches": caches, "context_mask": mask}
+        memory = self.model.encode(source_ids, padding_mask=mask)
+        return {"cross_caches": self.model.compute_cross_caches(memory), "context_mask": mask}
 
     def init_caches(self, batch_size, length):
-        return cache_lib.init_caches(
-            batch_size, len(self.decoder_blocks), length, self.num_heads, self.head_dim, self.cache_dtype
-        )
+        return self.model.init_caches(batch_size, length)
 
     def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
-        x = decoding.embed_tokens(self.decoder_embedding, ids, positions)
-        new_caches = []
-        for block, cache, cross in zip(self.decoder_blocks, caches, context["cross_caches"]):
-            x, cache = block(
-                x,
-                padding_mask=padding_mask,
-                context_mask=context["context_mask"],
-                cache=cache,
-                cache_index=cache_index,
-                cross_cache=cross,
-                training=False,
-            )
-            new_caches.append(cache)
-        h = x[:, -1:, :]
-        if self.decoder_final_norm is not None:
-            h = self.decoder_final_norm(h)
-        if self.lm_head is not None:
-            logits = self.lm_head(h)
-        else:
-            logits = self.decoder_token_embedding(h, reverse=True)
-        return ops.cast(logits, "float32")[:, 0, :], new_caches
+        logits, caches = self.model.call_with_cache(
+            ids,
+            caches,
+            cache_index,
+            context["cross_caches"],
+            context["context_mask"],
+            positions=positions,
+            padding_mask=padding_mask,
+            last_only=True,
+        )
+        return logits[:, 0, :], caches
 
 
 class Seq2SeqGenerator(base.BaseGenerator):
     """Compiled cached generation for a keras_tfm seq2seq model.
 
     Args:
-        model: a seq2seq model following the layer-name contract.
+        model: a `keras_tfm.models.Seq2Seq`.
         bos_id: default first decoder token (non-zero: 0 is padding).
         pad_id: padding id (0 for keras_tfm seq2seq models).
         jit_compile: compile with XLA.
@@ -249,7 +213,9 @@ class Seq2SeqGenerator(base.BaseGenerator):
             int32 numpy `(batch, max_new_tokens)` (0 after EOS), plus lengths
             / scores when requested.
         """
-        temperature, top_k, top_p = base.check_sampler(sampler, temperature, top_k, top_p)
+        temperature, top_k, top_p = base.check_sampler(
+            sampler, temperature, top_k, top_p, self.adapter.vocabulary_size
+        )
         eos = self._eos(eos_id)
         src, src_len, dec, dec_len, max_new_tokens, cache_length = self._prepare(
             source_ids, source_lengths, max_new_tokens, bos_id, decoder_prompt_ids
