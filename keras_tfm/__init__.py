@@ -14,6 +14,7 @@ TensorFlow-based ones are imported on first use.
 """
 
 import importlib as _importlib
+import importlib.util as _importlib_util
 
 import keras as _keras
 
@@ -52,8 +53,10 @@ if _keras.backend.backend() == "tensorflow":
 
 
 def __getattr__(name):
-    """Imports the subpackage `name` on first access (`keras_tfm.export`, ...)."""
-    if name in _LAZY:
+    """Imports the subpackage or module `name` on first access (`keras_tfm.export`, ...)."""
+    if name in _LAZY or (
+        not name.startswith("_") and _importlib_util.find_spec(f"keras_tfm.{name}") is not None
+    ):
         module = _importlib.import_module(f"keras_tfm.{name}")
         globals()[name] = module
         return module
