@@ -865,6 +865,19 @@ def _(env):
     assert sorted(os.listdir(base)) == ["1"]
 
 
+@case("export-temporaries-of-live-exports-kept", RECOVERS)
+def _(env):
+    from keras_tfm.export.exporter import remove_stale_temporaries
+
+    base = os.path.join(env.root, "temporaries")
+    live = os.path.join(base, f".tmp-2-{os.getpid()}@{socket.gethostname()}-abc")
+    other_host = os.path.join(base, ".tmp-2-1@another-host.example-abc")
+    for folder in (live, other_host):
+        os.makedirs(folder)
+    assert remove_stale_temporaries(base) == []
+    assert os.path.isdir(live) and os.path.isdir(other_host)
+
+
 _SAMPLING = dict(max_new_tokens=2, temperature=0.0, top_k=0, top_p=1.0, seed=0)
 
 
