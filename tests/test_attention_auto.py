@@ -237,10 +237,25 @@ def test_local_reads_a_toeplitz_bias_on_the_band():
         _close(got, want)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_backend_kernel_equals_standard(causal):
+    """ "fused" = keras.ops.dot_product_attention (cuDNN flash attention on a JAX
+    GPU); same contract, rows without a visible key are zero."""
+    q, k, v = _qkv(11)
+    mask = tf.constant(_padding()[:, None, :])
+    for bias in (None, tf.constant(np.random.default_rng(12).normal(size=(H, T, T)), tf.float32)):
+        want = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=causal, impl="standard")[0]
+        got = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=causal, impl="fused")[0]
+        _close(got, want)
+    with pytest.raises(ValueError, match="fused"):
+        ac.dot_product_attention(q, k, v, impl="fused", return_weights=True)
+
+
 # ---------------------------------------------------------------- JAX
 _JAX_SCRIPT = textwrap.dedent(
     """
     import json, sys
+    import jax
     import numpy as np
     from keras import ops
     from keras_tfm.layers import attention_core as ac
@@ -249,10 +264,13 @@ _JAX_SCRIPT = textwrap.dedent(
     cases = json.loads(sys.argv[2])
     out = {}
     for name, (impl, options, causal, with_bias) in cases.items():
-        bias = ac.ToeplitzBias(ops.convert_to_tensor(values), q.shape[1]) if with_bias else None
-        mask = None if impl == "linear" and causal is None else pad[:, None, :]
-        y, _ = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=bool(causal), impl=impl, **options)
-        out[name] = np.asarray(ops.convert_to_numpy(y))
+        def run(q, k, v, values, pad):  # one jax.jit per case: compiled once, not op by op
+            bias = ac.ToeplitzBias(values, q.shape[1]) if with_bias else None
+            y, _ = ac.dot_product_attention(
+                q, k, v, mask=pad[:, None, :], bias=bias, causal=causal, impl=impl, **options
+            )
+            return y
+        out[name] = np.asarray(jax.jit(run)(q, k, v, values, pad))
     np.savez(sys.argv[3], **out)
     """
 )
@@ -263,6 +281,7 @@ JAX_CASES = {
     "chunked_noncausal": ["chunked", {"query_chunk_size": 16, "key_chunk_size": 5}, False, True],
     "local": ["local", {"window": 5, "global_tokens": 2}, True, True],
     "linear": ["linear", {"chunk_size": 8}, True, False],
+    "fused": ["fused", {}, True, False],
 }
 
 

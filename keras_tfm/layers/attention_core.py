@@ -29,7 +29,9 @@ Tensor layouts:
 Implementations are selected by `impl`: "standard" materialises the full score
 matrix; "auto" (the default everywhere) picks "chunked" when attention weights
 are not requested and the key length is at least `AUTO_MIN_KEY_LENGTH`, and
-"standard" otherwise. Other entries of `ATTENTION_IMPLS` are registered with
+"standard" otherwise (on a GPU under JAX with float16/bfloat16 inputs and no
+score bias it calls the backend's fused kernel, "fused": cuDNN flash
+attention). Other entries of `ATTENTION_IMPLS` are registered with
 `register_attention_impl` and share the same contract: "chunked" (exact, O(T)
 memory, `chunked_attention.py`), "local" (sliding window, `local_attention.py`)
 and "linear" (kernelized, `linear_attention.py`), all registered when
@@ -312,6 +314,68 @@ def _dropout_active(dropout, training):
     return bool(rate) and (training is not None and training is not False)
 
 
+def _fused_kernel_available(query, value, bias):
+    """Whether "auto" should call the backend's fused kernel: JAX on a GPU with
+    float16/bfloat16 inputs (cuDNN flash attention), no score bias, equal
+    key/value head sizes."""
+    if keras.backend.backend() != "jax" or bias is not None or value.shape[-1] != query.shape[-1]:
+        return False
+    if keras.backend.standardize_dtype(query.dtype) not in ("float16", "bfloat16"):
+        return False
+    import jax  # the backend in use
+
+    return jax.devices()[0].platform == "gpu"
+
+
+@register_attention_impl("fused")
+def fused_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    bias=None,
+    scale=None,
+    dropout=None,
+    training=None,
+    return_weights=False,
+    causal=False,
+    flash_attention=None,
+):
+    """The backend's own kernel, `keras.ops.dot_product_attention`: cuDNN flash
+    attention on a GPU under JAX (float16/bfloat16), PyTorch's
+    `scaled_dot_product_attention`, XLA elsewhere. "auto" uses it on a JAX GPU.
+
+    Same contract as "standard" (a query with no visible key gets a zero
+    output), without weights or weight dropout; `flash_attention` is passed on
+    (None: the backend decides).
+    """
+    if return_weights or _dropout_active(dropout, training):
+        raise ValueError(
+            "attention_impl='fused' returns no attention weights and applies no weight dropout; "
+            "use attention_impl='standard' (or 'auto')."
+        )
+    check_causal(causal, query, key, "fused")
+    mask4 = None if mask is None else _expand_mask(mask)
+    bias4 = None if bias is None else _expand_bias(bias, static_or_dynamic_length(key))
+    output = ops.dot_product_attention(
+        query,
+        key,
+        value,
+        bias=None if bias4 is None else ops.cast(bias4, query.dtype),
+        mask=mask4,
+        scale=scale,
+        is_causal=causal,
+        flash_attention=flash_attention,
+    )
+    if mask4 is not None:
+        visible = mask4
+        if causal:
+            visible = ops.logical_and(visible, _score_mask(query, key, None, True))
+        row_visible = ops.any(visible, axis=-1, keepdims=True)  # (B|1, H|1, Tq, 1)
+        output = output * ops.cast(ops.transpose(row_visible, (0, 2, 1, 3)), output.dtype)
+    return output, None
+
+
 @register_attention_impl("auto")
 def auto_attention(
     query,
@@ -339,6 +403,8 @@ def auto_attention(
     standard = ATTENTION_IMPLS["standard"]
     if return_weights or _dropout_active(dropout, training) or query.shape[1] == 1:
         return standard(query, key, value, return_weights=return_weights, **args)
+    if _fused_kernel_available(query, value, bias):
+        return fused_attention(query, key, value, **args)
     chunked = ATTENTION_IMPLS["chunked"]
     tk = key.shape[1]
     if not isinstance(tk, int) and keras.backend.backend() != "tensorflow":
