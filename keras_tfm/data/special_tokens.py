@@ -13,6 +13,15 @@ Tokenizers built with `special_tokens=True` reserve the first
     6   [EOS]    end of a sequence
 
 Every other id (`>= NUM_SPECIAL_TOKENS`) is an ordinary token.
+
+These fixed ids hold for the tokenizers built `from_corpus` (and for any
+tokenizer made with `special_tokens=True`). A published vocabulary puts its
+special tokens elsewhere (BERT: `[PAD]`=0, `[UNK]`=100, `[CLS]`=101,
+`[SEP]`=102, `[MASK]`=103; GPT-2: `<|endoftext|>`=50256), so code that may
+receive a `from_pretrained` tokenizer reads the ids from the tokenizer itself:
+`tokenizer.pad_id`, `unk_id`, `cls_id`, `sep_id`, `mask_id`, `bos_id`,
+`eos_id` (None when absent), `special_token_ids`, `is_special(ids)`,
+`prefix_ids` / `suffix_ids` (what `tokenize` adds around every sequence).
 """
 
 import tensorflow as tf

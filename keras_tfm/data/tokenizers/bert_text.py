@@ -37,6 +37,13 @@ class BertWordSplitter(tf.Module):
         # ASCII rows (most real text) take a fast path of whole-string ops; the others
         # go through the per-codepoint tables. Both give the same words for ASCII text.
         ascii_rows = tf.strings.regex_full_match(strings, "[\\x00-\\x7f]*")
+        return tf.cond(
+            tf.reduce_all(ascii_rows),
+            lambda: self._split_ascii(strings),
+            lambda: self._split_mixed(strings, ascii_rows),
+        )
+
+    def _split_mixed(self, strings, ascii_rows):
         ascii_index = tf.cast(tf.where(ascii_rows)[:, 0], tf.int32)
         other_index = tf.cast(tf.where(~ascii_rows)[:, 0], tf.int32)
         words = tf.concat(
