@@ -337,3 +337,21 @@ def test_gpt_sample_text_runs_past_the_context():
     head = recipes.sample_text(model, [3, 4, 5], 5, block_size=8, temperature=0.0)
     assert ids[:5] == head
     assert ids[5:9] == recipes.sample_text(model, ([3, 4, 5] + head)[-4:], 4, block_size=8, temperature=0.0)
+
+
+def test_nanogpt_init_scales_residual_projections_and_freezes_norm_offsets():
+    import numpy as np
+
+    from keras_tfm import models, recipes
+
+    model = models.gpt(
+        vocabulary_size=11, max_length=8, num_layers=2, num_heads=2, d_model=64, use_bias=False
+    )
+    before = model.blocks[0].self_attention_layer.query_dense.kernel.numpy().copy()
+    recipes.nanogpt_init(model, 2, seed=0)
+    for block in model.blocks:
+        for dense in (block.self_attention_layer.output_dense, block.feed_forward.output_dense):
+            assert abs(float(np.std(dense.kernel.numpy())) - 0.01) < 0.002  # 0.02 / sqrt(2 * 2)
+        assert not block.self_attention_norm.beta.trainable and block.feed_forward_norm.gamma.trainable
+    assert not model.final_norm.beta.trainable
+    np.testing.assert_array_equal(model.blocks[0].self_attention_layer.query_dense.kernel.numpy(), before)

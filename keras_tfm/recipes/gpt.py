@@ -154,11 +154,16 @@ def nanogpt_init(model, num_layers, seed=0, layer_norm_bias=False):
 
     rng = np.random.default_rng(seed)
     std = 0.02 / math.sqrt(2 * num_layers)
-    for v in model.weights:
-        if v.path.endswith(("attention_output/kernel", "feed_forward/output/kernel")):
-            v.assign(rng.normal(0.0, std, tuple(v.shape)).astype(v.dtype))
-        if not layer_norm_bias and "norm" in v.path and v.path.endswith("/beta"):
-            v.trainable = False
+    norms = [model.final_norm] if model.final_norm is not None else []
+    for block in model.blocks:
+        for projection in (block.self_attention_layer.output_dense, block.feed_forward.output_dense):
+            kernel = projection.kernel
+            kernel.assign(rng.normal(0.0, std, tuple(kernel.shape)).astype(kernel.dtype))
+        norms += [block.self_attention_norm, block.feed_forward_norm]
+    if not layer_norm_bias:
+        for norm in norms:
+            if getattr(norm, "beta", None) is not None:  # LayerNorm (RMSNorm has no offset)
+                norm.beta.trainable = False
     return model
 
 
