@@ -16,12 +16,8 @@ import numpy as np
 import pytest
 
 from keras_tfm.generation import generate
-from keras_tfm.models.pretrained import (
-    from_pretrained,
-    pretrained_tokenizer,
-    save_pretrained,
-    sentence_encoder,
-)
+from keras_tfm.models import SentenceEncoder, from_pretrained, save_pretrained, sentence_encoder
+from keras_tfm.models.pretrained import pretrained_tokenizer
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 TINY_BERT = os.path.join(FIXTURES, "tiny_bert")  # BertForPreTraining
@@ -81,8 +77,11 @@ def tiny_gpt2():
 
 # ----------------------------------------------------------------------------- parity with transformers
 def test_bert_for_pretraining_hidden_states_and_pooled_output():
+    from keras_tfm.models import BertEncoder
+
     ref = reference(TINY_BERT)
     model, messages = load(TINY_BERT)
+    assert isinstance(model, BertEncoder)
     out = model(bert_inputs(ref))
     assert max_diff(out["sequence_output"], ref["sequence_output"]) < ATOL
     assert max_diff(out["pooled_output"], ref["pooled_output"]) < ATOL
@@ -170,6 +169,7 @@ def test_gpt2_cached_generation_equals_full_recompute(tiny_gpt2):
 def test_minilm_parity():
     ref = dict(np.load(os.path.join(FIXTURES, "minilm_reference.npz")))
     model = sentence_encoder(MINILM)
+    assert isinstance(model, SentenceEncoder)
     assert (model.pooling, model.normalize) == ("mean", True)  # from 1_Pooling/config.json, modules.json
     inputs = bert_inputs(ref)
     assert max_diff(model(inputs), ref["sentence_embedding"]) < ATOL

@@ -65,8 +65,6 @@ ACTIVATION_NAMES = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "si
 
 #: Checkpoint tensors that are buffers, not weights (never reported).
 IGNORED_SUFFIXES = ("embeddings.position_ids",)
-#: Encoder parts that a head may leave out (not reported as unused).
-OPTIONAL_PARTS = ("pooler.",)
 #: The tied MLM decoder: the word embedding (and the output bias) again.
 TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 
@@ -92,36 +90,30 @@ def builder_options(config, read):
 
 
 def parts(model):
-    """The layers of a BERT encoder or head model that hold checkpoint weights."""
+    """The layers of a BERT encoder or task model that hold checkpoint weights."""
+    from keras_tfm.models.bert import BertEncoder
+    from keras_tfm.models.bert_heads import BertTask
 
-    # TODO(E): read the model classes' attributes once they exist (engineer B).
-    def layer(name):
-        try:
-            return model.get_layer(name)
-        except ValueError:
-            return None
-
-    embedding = layer("embedding")
-    blocks = []
-    while layer(f"encoder_block_{len(blocks)}") is not None:
-        blocks.append(layer(f"encoder_block_{len(blocks)}"))
-    if embedding is None or not blocks or layer("segment_embedding") is None:
-        raise TypeError(f"{model.name!r} is not a keras_tfm BERT model (bert_encoder or a head on one).")
-    position = embedding.position_embedding
-    mlm_norm = layer("mlm_transform_norm")
-    mlm_bias = layer("mlm_output_bias")
-    classifier = layer("classifier")
+    if not isinstance(model, (BertEncoder, BertTask)):
+        raise TypeError(
+            f"Expected a keras_tfm BERT model (BertEncoder or a task model on one); received "
+            f"{type(model).__name__}."
+        )
+    mlm_bias = getattr(model, "mlm_output_bias", None)
     return types.SimpleNamespace(
-        token_embeddings=embedding.token_embedding.embeddings,
-        position_embeddings=getattr(position, "position_embeddings", None),
-        segment_embeddings=layer("segment_embedding").embeddings,
-        embedding_norm=layer("embedding_norm"),
-        blocks=blocks,
-        pooler=layer("pooler"),
-        mlm_dense=layer("mlm_transform_dense"),
-        mlm_norm=mlm_norm,
+        token_embeddings=model.token_embedding.embeddings,
+        position_embeddings=getattr(model.position_embedding, "position_embeddings", None),
+        segment_embeddings=model.segment_embedding.embeddings,
+        embedding_norm=model.embedding_norm,
+        blocks=list(model.blocks),
+        final_norm=model.final_norm,
+        # The encoder's pooler, also under a head that does not use it (`model.encoder` stays complete).
+        pooler=model.encoder.pooler if isinstance(model, BertTask) else model.pooler,
+        uses_pooler=model.pooler is not None,
+        mlm_dense=getattr(model, "mlm_transform_dense", None),
+        mlm_norm=getattr(model, "mlm_transform_norm", None),
         mlm_bias=None if mlm_bias is None else mlm_bias.bias,
-        classifier=classifier,
+        classifier=getattr(model, "classifier", None),
     )
 
 
@@ -140,8 +132,10 @@ def _linear(prefix, layer, fields, input_axes=1, optional=False):
     ]
 
 
-def entries(model, prefix=""):
-    """The weight mapping of a keras_tfm BERT model (see the module docstring)."""
+def entries(model, prefix="", pooler=True):
+    """The weight mapping of a keras_tfm BERT model (see the module docstring);
+    `pooler=False` leaves the pooler out (as HuggingFace's BertForMaskedLM and
+    BertForTokenClassification do)."""
     p = parts(model)
     H, V, P, S, F = (
         "hidden_size",
@@ -167,7 +161,7 @@ def entries(model, prefix=""):
         out += _linear(f"{b}.intermediate.dense", block.feed_forward.inner_dense, (F, H))
         out += _linear(f"{b}.output.dense", block.feed_forward.output_dense, (H, F))
         out += _norm(f"{b}.output.LayerNorm", block.feed_forward_norm)
-    if p.pooler is not None:
+    if pooler and p.pooler is not None:
         out += _linear(f"{prefix}pooler.dense", p.pooler, (H, H), optional=True)
     if p.mlm_dense is not None:
         out += _linear("cls.predictions.transform.dense", p.mlm_dense, (H, H), optional=True)
@@ -187,13 +181,24 @@ def save_prefix(task):
     return "" if task in (None, "sentence_embedding") else "bert."
 
 
+def save_entries(model, task):
+    """The mapping `save_pretrained` writes: HuggingFace's layout of the task's architecture."""
+    return entries(model, save_prefix(task), pooler=task not in ("masked_lm", "token_classifier"))
+
+
+def unneeded(model, prefix):
+    """Checkpoint name prefixes of encoder parts the model does not use (neither
+    reported as unused nor as missing): the pooler under most heads."""
+    return () if parts(model).uses_pooler else (f"{prefix}pooler.",)
+
+
 def hf_config(model, task):
     """config.json for a keras_tfm BERT model (raises for options BERT lacks)."""
     p = parts(model)
     block = p.blocks[0]
     d_model = int(p.token_embeddings.shape[1])
     problems = []
-    if block.norm_first:
+    if block.norm_first or p.final_norm is not None:
         problems.append("norm_first=True (BERT is post-norm)")
     if block.position is not None or p.position_embeddings is None:
         problems.append(f"position={block.position or 'sinusoidal'!r} (only learned positions)")

@@ -49,7 +49,6 @@ ACTIVATION_NAMES = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "si
 #: Causal-mask buffers stored by old transformers versions (not weights).
 IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 TIED = ("lm_head.weight",)
-OPTIONAL_PARTS = ()
 
 
 def builder_options(config, read):
@@ -80,27 +79,18 @@ def builder_options(config, read):
 
 def parts(model):
     """The layers of a keras_tfm GPT model that hold checkpoint weights."""
+    from keras_tfm.models.gpt import GPT
 
-    # TODO(E): read the model classes' attributes once they exist (engineer B).
-    def layer(name):
-        try:
-            return model.get_layer(name)
-        except ValueError:
-            return None
-
-    embedding = layer("embedding")
-    blocks = []
-    while layer(f"decoder_block_{len(blocks)}") is not None:
-        blocks.append(layer(f"decoder_block_{len(blocks)}"))
-    if embedding is None or not blocks or layer("encoder_block_0") is not None:
-        raise TypeError(f"{model.name!r} is not a keras_tfm GPT model (`keras_tfm.models.gpt`).")
-    head = layer("lm_head")
+    if not isinstance(model, GPT):
+        raise TypeError(
+            f"Expected a keras_tfm GPT model (`keras_tfm.models.gpt`); received {type(model).__name__}."
+        )
     return types.SimpleNamespace(
-        token_embeddings=embedding.token_embedding.embeddings,
-        position_embeddings=getattr(embedding.position_embedding, "position_embeddings", None),
-        blocks=blocks,
-        final_norm=layer("final_norm"),
-        lm_head=None if head is None else head.dense,
+        token_embeddings=model.token_embedding.embeddings,
+        position_embeddings=getattr(model.position_embedding, "position_embeddings", None),
+        blocks=list(model.blocks),
+        final_norm=model.final_norm,
+        lm_head=None if model.head is None else model.head.dense,
     )
 
 
@@ -144,8 +134,13 @@ def load_prefix(names):
     return "transformer." if any(n.startswith("transformer.") for n in names) else ""
 
 
-def save_prefix(task):
-    return "transformer."
+def save_entries(model, task):
+    """The mapping `save_pretrained` writes (GPT2LMHeadModel's layout)."""
+    return entries(model, "transformer.")
+
+
+def unneeded(model, prefix):
+    return ()
 
 
 def hf_config(model, task):

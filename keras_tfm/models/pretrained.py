@@ -215,13 +215,6 @@ def _normalise_names(tensors, sources):
     return tensors, sources
 
 
-def _checkpoint_model(model):
-    """The model whose layers hold the checkpoint weights (the encoder of a SentenceEncoder)."""
-    from keras_tfm.models.sentence_embedding import SentenceEncoder
-
-    return model.encoder if isinstance(model, SentenceEncoder) else model
-
-
 def from_pretrained(path, task=None, **overrides):
     """Builds a keras_tfm model from a local HuggingFace-layout checkpoint.
 
@@ -272,11 +265,12 @@ def from_pretrained(path, task=None, **overrides):
 
     model = _build(family, task, options, head, directory, config, config_path)
     prefix = family.load_prefix(tensors)
-    entries = family.entries(_checkpoint_model(model), prefix)
+    entries = family.entries(model, prefix)
     pairs, missing = wm.collect(entries, tensors, sources, config, config_path)
     mapped = {e.name for e in entries}
     # Encoder parts a head does not use (BERT's pooler under a masked LM or mean pooling) are not reported.
-    unneeded = tuple(f"{prefix}{part}" for part in family.OPTIONAL_PARTS)
+    unneeded = family.unneeded(model, prefix)
+    missing = [n for n in missing if not n.startswith(unneeded)]
     unused = sorted(
         n
         for n in tensors
@@ -310,30 +304,30 @@ def sentence_encoder(path, **overrides):
 
 def _identify(model):
     """(family module, task) of a keras_tfm model."""
+    from keras_tfm.models import GPT, BertClassifier, BertEncoder, BertMaskedLM, BertTokenClassifier
     from keras_tfm.models.sentence_embedding import SentenceEncoder
 
-    if isinstance(model, SentenceEncoder):
-        return bert_checkpoint, "sentence_embedding"
-    try:
-        gpt2_checkpoint.parts(model)
-        return gpt2_checkpoint, "causal_lm"
-    except TypeError:
-        pass
-    p = bert_checkpoint.parts(model)  # raises TypeError for anything else
-    if p.mlm_dense is not None:
-        return bert_checkpoint, "masked_lm"
-    if p.classifier is not None:
-        return bert_checkpoint, "classifier" if len(model.output.shape) == 2 else "token_classifier"
-    return bert_checkpoint, None
+    tasks = (
+        (GPT, gpt2_checkpoint, "causal_lm"),
+        (BertEncoder, bert_checkpoint, None),
+        (BertMaskedLM, bert_checkpoint, "masked_lm"),
+        (BertClassifier, bert_checkpoint, "classifier"),
+        (BertTokenClassifier, bert_checkpoint, "token_classifier"),
+        (SentenceEncoder, bert_checkpoint, "sentence_embedding"),
+    )
+    for cls, family, task in tasks:
+        if isinstance(model, cls):
+            return family, task
+    raise TypeError(
+        f"save_pretrained writes GPT, BERT (encoder, masked LM, classifiers) and SentenceEncoder models; "
+        f"received {type(model).__name__}."
+    )
 
 
 def _saved_options(model, task):
     options = {"task": task}
     if task == "classifier":
-        from keras_tfm.models.heads import SequencePooling
-
-        poolings = [l.mode for l in model.layers if isinstance(l, SequencePooling) and l.mode != "cls"]
-        options["pooling"] = poolings[0] if poolings else "cls"
+        options["pooling"] = model.pooling
     return options
 
 
@@ -406,11 +400,10 @@ def save_pretrained(model, path, tokenizer=None, overwrite=False, max_shard_size
         `path`.
     """
     family, task = _identify(model)
-    weights_model = _checkpoint_model(model)
-    config = family.hf_config(weights_model, task)
+    config = family.hf_config(model, task)
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"
-    tensors = wm.to_tensors(family.entries(weights_model, family.save_prefix(task)))
+    tensors = wm.to_tensors(family.save_entries(model, task))
     with atomic_directory(path, overwrite=overwrite) as temp:
         write_json(temp, CONFIG_FILE, config)
         write_weights(temp, tensors, max_shard_size=max_shard_size)

@@ -15,61 +15,48 @@ normalised embeddings is their dot product.
 import keras
 
 from keras_tfm.checks import check_bool, check_choice
+from keras_tfm.models.bert_heads import BertTask, as_encoder
 from keras_tfm.models.heads import POOLINGS, SequencePooling
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class SentenceEncoder(keras.Model):
+class SentenceEncoder(BertTask):
     """Sentence embeddings: pooled (and L2-normalised) BERT sequence output.
 
-    A functional model with the encoder's inputs (`token_ids`, `segment_ids`,
-    `padding_mask`) and one float32 output `(batch, d_model)`.
+    A functional model on the encoder's inputs (`token_ids`, `segment_ids`,
+    `padding_mask`) with one float32 output `(batch, d_model)`; like the other
+    BERT task models its layers are the encoder's (shared) plus its own.
 
     Args:
-        encoder: a `bert_encoder` model (called as one nested layer).
+        encoder: a `BertEncoder` (`bert_encoder`).
         pooling: "mean" (sentence-transformers' default), "cls" or "max".
         normalize: L2-normalise the pooled vector.
         name: model name.
 
     Attributes:
-        encoder: the BERT encoder.
-        pooling: the pooling mode.
-        normalize: whether vectors are unit length.
+        the encoder's parts (see `BertTask`) and `encoder`; `pooling_layer`
+        (a `SequencePooling`), `normalization` (`UnitNormalization` or None),
+        `pooling`, `normalize`; `pooler` is None (not used).
     """
 
     def __init__(self, encoder, pooling="mean", normalize=True, name="sentence_encoder", **kwargs):
-        if not isinstance(encoder, keras.Model):
-            raise TypeError(f"`encoder` must be a BERT encoder keras.Model; received {encoder!r}.")
+        encoder = as_encoder(encoder)
         pooling = check_choice("pooling", pooling, POOLINGS)
-        inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in encoder.input}
-        outputs = encoder(inputs)
-        if not isinstance(outputs, dict) or "sequence_output" not in outputs:
-            raise ValueError("`encoder` must output a dict with 'sequence_output' (a `bert_encoder` model).")
-        pooled = SequencePooling(pooling, dtype=encoder.dtype_policy, name=f"{pooling}_pooling")(
-            outputs["sequence_output"], padding_mask=inputs["padding_mask"]
-        )
-        pooled = keras.layers.Activation("linear", dtype="float32", name="float32")(pooled)
+        normalize = check_bool("normalize", normalize)
+        dtype = encoder.blocks[0].dtype_policy
+        pooling_layer = SequencePooling(pooling, dtype=dtype, name=f"{pooling}_pooling")
+        pooled = pooling_layer(encoder.output["sequence_output"], padding_mask=encoder.input["padding_mask"])
+        pooled = keras.layers.Identity(dtype="float32", name="float32_embedding")(pooled)
+        normalization = None
         if normalize:
-            pooled = keras.layers.UnitNormalization(axis=-1, dtype="float32", name="normalize")(pooled)
-        super().__init__(inputs, pooled, name=name, **kwargs)
-        self.encoder = encoder
+            normalization = keras.layers.UnitNormalization(axis=-1, dtype="float32", name="normalize")
+            pooled = normalization(pooled)
+        self._init_task(encoder, pooled, name, dict(pooling=pooling, normalize=normalize), **kwargs)
+        self.pooler = None
+        self.pooling_layer = pooling_layer
+        self.normalization = normalization
         self.pooling = pooling
-        self.normalize = check_bool("normalize", normalize)
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "pooling": self.pooling,
-            "normalize": self.normalize,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        config = dict(config)
-        encoder = keras.saving.deserialize_keras_object(config.pop("encoder"), custom_objects=custom_objects)
-        return cls(encoder, **config)
+        self.normalize = normalize
 
 
 def embed_texts(model, tokenizer, texts, max_length=256, batch_size=64):
