@@ -313,7 +313,7 @@ def evaluate_gpt(trained, args):
         ids = tokenizer(text).numpy()
     except tf.errors.InvalidArgumentError:
         raise UsageError("--data", "holds characters that are not in the model's vocabulary") from None
-    block_size = int(trained.info.get("arguments", {}).get("block_size") or 64)
+    block_size = int(getattr(trained.model, "max_length", None) or trained.info["arguments"]["block_size"])
     if len(ids) <= block_size:
         raise UsageError("--data", f"needs more than {block_size} characters (one context window)")
     models.compile_for_lm(trained.model, "adam", ignore_index=None, jit_compile=False)
