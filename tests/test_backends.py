@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import keras_tfm
-from keras_tfm import losses, models, optimizers, schedules
+from keras_tfm import callbacks, losses, models, optimizers, schedules
 
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -189,16 +189,19 @@ def _fit_all():
     gpt.fit(x[:B], y[:B], batch_size=B, epochs=1, verbose=0)  # one micro-batch: no update yet
     before = _weights(gpt)
     history = gpt.fit(x, y, batch_size=B, epochs=2, verbose=0)
-    generated = gpt.fit(_generator(x, y, 4), steps_per_epoch=4, epochs=1, verbose=0)
+    diagnostics = [callbacks.AttentionEntropyMonitor(x[:2]), callbacks.LossSpikeDetector(warn=False)]
+    generated = gpt.fit(_generator(x, y, 4), steps_per_epoch=4, epochs=1, verbose=0, callbacks=diagnostics)
     results["gpt"] = {
         "losses": history.history["loss"] + generated.history["loss"],
+        "entropy": generated.history["attention_entropy/mean"],
+        "batch_losses": len(diagnostics[1].losses),
         "changed": _changed(before, gpt),
         "iterations": int(keras.ops.convert_to_numpy(gpt.optimizer.iterations)),
     }
     # Gradient accumulation: the first micro-batch alone left the weights as built.
     fresh = _tiny(models.gpt, vocabulary_size=V, max_length=T)
     fresh_opt = optimizers.vaswani_adam(d_model=16, warmup_steps=4, gradient_accumulation_steps=2)
-    models.compile_for_lm(fresh, fresh_opt, jit_compile=jit)
+    models.compile_for_lm(fresh, fresh_opt, jit_compile=False)  # two steps: not worth compiling
     fresh(x[:1])
     initial = _weights(fresh)
     fresh.fit(x[:B], y[:B], batch_size=B, epochs=1, verbose=0)
@@ -224,7 +227,22 @@ def _fit_all():
     h1 = s2s.fit(sx, sy, batch_size=B, epochs=1, verbose=0)
     h2 = s2s.fit(_generator(sx, sy, 2), steps_per_epoch=2, epochs=1, verbose=0)
     results["seq2seq"] = {"losses": h1.history["loss"] + h2.history["loss"], "changed": _changed(before, s2s)}
+    results["grad_norm"] = _grad_norm_check()
     return results
+
+
+def _grad_norm_check():
+    """GradientNormMonitor on a linear model: ‖∇ MSE‖ = ‖2/N·Xᵀ(Xw − y)‖ in NumPy."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 3)).astype("float32")
+    y = rng.normal(size=(6, 1)).astype("float32")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, use_bias=False)])
+    model.compile(optimizer="sgd", loss="mse")
+    w = np.array(keras.ops.convert_to_numpy(model.layers[0].kernel))
+    want = float(np.linalg.norm(2.0 / len(x) * x.T @ (x @ w - y)))
+    monitor = callbacks.GradientNormMonitor((x, y), every_n_steps=1)
+    monitor.set_model(model)
+    return {"got": monitor.measure()["grad_norm"], "want": want}
 
 
 def _check_fit_results(results):
@@ -235,6 +253,10 @@ def _check_fit_results(results):
     assert results["gpt"]["iterations"] in (4, 9)
     assert results["accumulation"] == {"unchanged_after_one": True, "changed_after_two": True}
     assert results["gpt"]["losses"][1] < results["gpt"]["losses"][0] + 0.5
+    # Diagnostics callbacks ran: entropy of softmax rows over ≤ T keys lies in [0, log T].
+    assert 0 < results["gpt"]["entropy"][0] <= np.log(T) + 1e-5
+    assert results["gpt"]["batch_losses"] == 4
+    np.testing.assert_allclose(results["grad_norm"]["got"], results["grad_norm"]["want"], rtol=1e-5)
 
 
 @pytest.fixture(scope="module")
