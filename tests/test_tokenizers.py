@@ -215,6 +215,14 @@ def test_byte_pair_merges_lowest_rank_first_and_round_trips():
     assert clone(["the cat"]).to_list() == [ids[0]]
 
 
+def test_byte_pair_vocabulary_file_keeps_the_merges(tmp_path):
+    tokenizer = _tiny_bpe()
+    tokenizer.save_vocabulary(tmp_path / "bpe.vocab")
+    restored = D.load_tokenizer(tmp_path / "bpe.vocab")
+    assert type(restored) is BytePairTokenizer and restored.eos_id == tokenizer.eos_id
+    assert restored(["the cat at"]).to_list() == tokenizer(["the cat at"]).to_list()
+
+
 # --------------------------------------------------------------------------- #
 # Exported graphs need core TensorFlow only (a stock TF Serving binary has no tensorflow-text ops).
 # --------------------------------------------------------------------------- #

@@ -129,6 +129,18 @@ def test_wordpiece_from_pretrained_reads_bert_special_tokens(bert_pair):
 
 
 @needs_data
+def test_wordpiece_from_tokenizer_json_alone(bert_pair, tmp_path):
+    """Without vocab.txt the vocabulary and normaliser options come from tokenizer.json."""
+    tokenizer, _ = bert_pair
+    (tmp_path / "tokenizer.json").write_bytes(open(os.path.join(MINILM, "tokenizer.json"), "rb").read())
+    alone = WordPieceTokenizer.from_pretrained(tmp_path)
+    assert alone.get_vocabulary() == tokenizer.get_vocabulary() and alone.cls_id == 101
+    assert alone.lowercase and alone.strip_accents is None
+    texts = tf.constant(EDGE_CASES[:7])
+    assert alone(texts).to_list() == tokenizer(texts).to_list()
+
+
+@needs_data
 @pytest.mark.parametrize("corpus", ["sst2", "tiny_shakespeare", "multi30k_de", "edge_cases"])
 def test_wordpiece_matches_huggingface_on_every_line(bert_pair, corpora, corpus):
     tokenizer, reference = bert_pair
