@@ -255,17 +255,8 @@ class Tokenizer(keras.layers.Layer):
             self.__dict__["_token_index_cache"] = index
         return index
 
-    def _string_batch(self, inputs, name="inputs"):
-        """(`[batch]` strings, was_scalar) from a scalar or rank-1 string input."""
-        inputs = as_string_tensor(name, inputs)
-        rank = inputs.shape.rank
-        if rank is None or rank > 1:
-            raise ValueError(
-                f"`{name}` must be a scalar string or a rank-1 [batch] string tensor; received shape {inputs.shape}."
-            )
-        return (tf.reshape(inputs, [1]) if rank == 0 else inputs), rank == 0
-
-    def _encode_checked(self, batch):
+    def encode_text(self, batch):
+        """`[batch]` strings -> `[batch, None]` ragged int32 ids, without the tokens `tokenize` adds."""
         ids = self._encode(batch)
         if self.unk_id is None:
             ids = ids.with_flat_values(_assert_in_vocabulary(ids.flat_values))
@@ -273,11 +264,11 @@ class Tokenizer(keras.layers.Layer):
 
     def tokenize(self, inputs, sequence_length=None):
         """Strings to ids. See the class docstring for arguments and returns."""
-        batch, scalar = self._string_batch(inputs)
+        batch, scalar = string_batch(inputs)
         sequence_length = check_positive_int("sequence_length", sequence_length, allow_none=True)
         if sequence_length is None:
             sequence_length = self.sequence_length
-        ids = self._add_special_tokens(self._encode_checked(batch), sequence_length)
+        ids = self._add_special_tokens(self.encode_text(batch), sequence_length)
         if sequence_length is not None:
             ids = ids.to_tensor(default_value=self.padding_id, shape=[None, sequence_length])
         return ids[0] if scalar else ids
@@ -295,9 +286,9 @@ class Tokenizer(keras.layers.Layer):
             return ids
         parts = [ids]
         if self._prefix:
-            parts.insert(0, _column(self._prefix, ids))
+            parts.insert(0, id_column(self._prefix, ids))
         if self._suffix:
-            parts.append(_column(self._suffix, ids))
+            parts.append(id_column(self._suffix, ids))
         return tf.concat(parts, axis=1)
 
     def tokenize_pairs(self, first, second=None, sequence_length=None):
@@ -321,57 +312,9 @@ class Tokenizer(keras.layers.Layer):
             scalar inputs): `token_ids` (padded with `padding_id`),
             `segment_ids` and `padding_mask` (1 = real token).
         """
-        if self.cls_id is None or self.sep_id is None:
-            raise ValueError("`tokenize_pairs` needs a vocabulary with [CLS] and [SEP] (`special_tokens`).")
-        first_batch, scalar = self._string_batch(first, "first")
-        sequence_length = check_positive_int("sequence_length", sequence_length, allow_none=True)
-        a = tf.cast(self._encode_checked(first_batch), tf.int32)
-        cls, sep = self.cls_id, self.sep_id
-        if second is None:
-            if sequence_length is not None:
-                if sequence_length < 2:
-                    raise ValueError(f"`sequence_length` must be at least 2; received {sequence_length}.")
-                a = a[:, : sequence_length - 2]
-            ids = tf.concat([_column((cls,), a), a, _column((sep,), a)], axis=1)
-            segments = tf.zeros_like(ids)
-        else:
-            second_batch, second_scalar = self._string_batch(second, "second")
-            if second_scalar != scalar:
-                raise ValueError("`first` and `second` must both be scalars or both [batch] tensors.")
-            rows_a, rows_b = first_batch.shape[0], second_batch.shape[0]
-            if rows_a is not None and rows_b is not None and rows_a != rows_b:
-                raise ValueError(
-                    f"`first` and `second` must have the same batch size; received {rows_a} and {rows_b}."
-                )
-            b = tf.cast(self._encode_checked(second_batch), tf.int32)
-            check = tf.debugging.assert_equal(
-                a.nrows(), b.nrows(), message="`first` and `second` must have the same batch size"
-            )
-            with tf.control_dependencies([check] if check is not None else []):
-                a = a.with_flat_values(tf.identity(a.flat_values))
-            if sequence_length is not None:
-                if sequence_length < 3:
-                    raise ValueError(
-                        f"`sequence_length` must be at least 3 for pairs; received {sequence_length}."
-                    )
-                keep_a, keep_b = longest_first_lengths(
-                    a.row_lengths(), b.row_lengths(), tf.cast(sequence_length - 3, a.row_splits.dtype)
-                )
-                a = tf.ragged.boolean_mask(a, tf.ragged.range(a.row_lengths()) < keep_a[:, None])
-                b = tf.ragged.boolean_mask(b, tf.ragged.range(b.row_lengths()) < keep_b[:, None])
-            ids = tf.concat([_column((cls,), a), a, _column((sep,), a), b, _column((sep,), b)], axis=1)
-            segments = tf.concat(
-                [tf.zeros_like(_column((cls,), a)), tf.zeros_like(a), tf.zeros_like(_column((sep,), a))]
-                + [tf.ones_like(b), tf.ones_like(_column((sep,), b))],
-                axis=1,
-            )
-        shape = [None, sequence_length]
-        outputs = {
-            "token_ids": ids.to_tensor(default_value=self.padding_id, shape=shape),
-            "segment_ids": segments.to_tensor(default_value=0, shape=shape),
-            "padding_mask": tf.ones_like(ids).to_tensor(default_value=0, shape=shape),
-        }
-        return {k: v[0] for k, v in outputs.items()} if scalar else outputs
+        from keras_tfm.data.tokenizers.sentence_pairs import pack_sentence_pairs
+
+        return pack_sentence_pairs(self, first, second, sequence_length)
 
     def detokenize(self, ids):
         """Ids to strings, dropping special tokens except `[UNK]`.
@@ -478,27 +421,18 @@ class Tokenizer(keras.layers.Layer):
         return cls(vocabulary=tokens, **config)
 
 
-def longest_first_lengths(length_a, length_b, room):
-    """HuggingFace's "longest_first" pair truncation: the lengths to keep of a and b.
-
-    Nothing is cut when `a + b <= room`. Otherwise, with `s` the shorter and
-    `l` the longer: if `s <= room - s` the shorter is kept whole and the longer
-    cut to `room - s`; else each keeps `room // 2`, the longer one `+ room % 2`
-    (the first when both are equal).
-    """
-    shorter = tf.minimum(length_a, length_b)
-    a_longer = length_a > length_b
-    fits = length_a + length_b <= room
-    keep_short_whole = shorter <= room - shorter
-    half = room // 2
-    long_keep = tf.where(keep_short_whole, room - shorter, half + room % 2)
-    short_keep = tf.where(keep_short_whole, shorter, half)
-    keep_a = tf.where(fits, length_a, tf.where(a_longer, long_keep, short_keep))
-    keep_b = tf.where(fits, length_b, tf.where(a_longer, short_keep, long_keep))
-    return keep_a, keep_b
+def string_batch(inputs, name="inputs"):
+    """(`[batch]` string tensor, was_scalar) from a scalar or rank-1 string input named `name`."""
+    inputs = as_string_tensor(name, inputs)
+    rank = inputs.shape.rank
+    if rank is None or rank > 1:
+        raise ValueError(
+            f"`{name}` must be a scalar string or a rank-1 [batch] string tensor; received shape {inputs.shape}."
+        )
+    return (tf.reshape(inputs, [1]) if rank == 0 else inputs), rank == 0
 
 
-def _column(tokens, like):
+def id_column(tokens, like):
     """`[rows, len(tokens)]` ragged int32 of `tokens` repeated for each row of `like`."""
     rows = like.nrows(out_type=tf.int32)
     column = tf.RaggedTensor.from_tensor(tf.tile(tf.constant([list(tokens)], tf.int32), [rows, 1]))
