@@ -6,9 +6,9 @@ it runs a tiny configuration on the CPU (what the tests run). Needs KERAS_BACKEN
 Rows:
   * keras_tfm   `keras_tfm.models.gpt` under the dtype policy (mixed_bfloat16 by default), compiled
                 with XLA (`jit_compile=True`), trained with `model.fit` on in-memory token batches,
-                `steps_per_execution` steps per compiled call; attention through the fused
-                implementation when keras_tfm has one registered for this backend ("flash"), else
-                its default ("auto"); the row says which.
+                `steps_per_execution` steps per compiled call; attention_impl="fused"
+                (`keras.ops.dot_product_attention`: cuDNN flash attention on a JAX GPU) when
+                keras_tfm registers it, else its default ("auto"); the row says which.
   * torch       the same GPT (pre-norm, GELU-tanh, learned positions, tied head) in PyTorch with
                 bf16 autocast, `scaled_dot_product_attention(is_causal=True)` (FlashAttention on
                 an H100), fused AdamW, `torch.compile` unless --no-torch-compile.
@@ -70,10 +70,10 @@ def matmul_peak(n, dtype="bfloat16", repeats=10):
 
 
 def fused_attention_impl():
-    """keras_tfm's fused ("flash") attention implementation if registered, else "auto"."""
+    """keras_tfm's fused (flash) attention implementation if registered, else "auto"."""
     from keras_tfm.layers import ATTENTION_IMPLS
 
-    return "flash" if "flash" in ATTENTION_IMPLS else "auto"
+    return "fused" if "fused" in ATTENTION_IMPLS else "auto"
 
 
 def build_gpt(c, attention_impl):

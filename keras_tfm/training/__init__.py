@@ -20,8 +20,8 @@ into one graph call).
 Modules, one concept each: `strategies` (tf.distribute, precision),
 `atomic_files` (temporary name, fsync, rename), `backup` (the backup callback),
 `standard_callbacks` (timer, TensorBoard, defaults), `data` (resumable
-datasets), `keras_patches` (version-guarded Keras workarounds, applied only
-inside `train`) and `loop` (`train`).
+datasets), `keras_patches` (every use of Keras internals, version-guarded; the
+multi-worker ones only inside `train`) and `loop` (`train`).
 """
 
 from keras_tfm.training.atomic_files import atomic_write_text
