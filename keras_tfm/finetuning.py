@@ -140,7 +140,7 @@ def predict_classes(model, tokenizer, texts, max_length=64, batch_size=64):
     data = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=tokenizer.pad_id)
     predictions = np.zeros(len(rows), np.int32)
     for i in range(len(data)):
-        logits = np.asarray(model(data[i], training=False))
+        logits = np.asarray(model.predict_on_batch(data[i]))
         predictions[data.batches[i]] = (
             (logits[:, 0] > 0).astype(np.int32) if logits.shape[-1] == 1 else logits.argmax(-1)
         )

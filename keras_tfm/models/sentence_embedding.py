@@ -81,5 +81,6 @@ def embed_texts(model, tokenizer, texts, max_length=256, batch_size=64):
     batches = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=tokenizer.pad_id)
     out = np.zeros((len(rows), int(model.output.shape[-1])), np.float32)
     for i in range(len(batches)):
-        out[batches.batches[i]] = np.asarray(model(batches[i], training=False), np.float32)
+        # predict_on_batch runs Keras's compiled predict function (shape-relaxed, traced once).
+        out[batches.batches[i]] = np.asarray(model.predict_on_batch(batches[i]), np.float32)
     return out
