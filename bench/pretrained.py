@@ -11,7 +11,8 @@ Rows:
                     keras_tfm SentenceEncoder       ids padded to the batch's longest, length-sorted
                     keras_hub BertBackbone          the same sizes (random weights: speed does not
                                                     depend on them) + the same mean pooling
-                    keras_tfm embed_texts           end to end: tokenization + dynamic padding
+                    keras_tfm embed_texts           end to end: tokenization + dynamic padding +
+                                                    Keras predict_on_batch
   fine-tuning     `keras_tfm.finetuning.finetune_classifier` for --finetune-steps steps of the
                   SST-2 recipe (batch 32, max length 64, length-bucketed): median step time
                   and the projected wall time of the full recipe (3 epochs = 651 steps).
@@ -124,7 +125,7 @@ def bench_embedding(checkpoint, texts, reps, hub):
         first, median = timed(lambda: run(hub_fn), reps)
         results.append(("keras_hub BertBackbone (same size)", first, median, len(texts) / median))
     first, median = timed(lambda: embed_texts(model, tokenizer, texts, 256), reps)
-    results.append(("keras_tfm embed_texts (end to end, eager)", first, median, len(texts) / median))
+    results.append(("keras_tfm embed_texts (end to end)", first, median, len(texts) / median))
     return results
 
 
