@@ -7,6 +7,7 @@ with a file is a `CheckpointError` (a `ValueError`) naming the file and what
 is wrong with it; a missing file is also a `FileNotFoundError`.
 
     read_json(directory, name)              dict from directory/name
+    ConfigReader(config, path)              typed config.json fields (errors name the field)
     read_weights(directory)                 {name: np.ndarray}, {name: file}
     write_weights(directory, tensors, ...)  model.safetensors (+ shards, index)
     atomic_directory(path, overwrite)       write a directory under a temporary
@@ -63,6 +64,58 @@ def read_json(directory, name, required=True):
     if not isinstance(value, dict):
         raise CheckpointError(f"{path}: expected a JSON object; found {type(value).__name__}.")
     return value
+
+
+_MISSING = object()
+
+
+class ConfigReader:
+    """Typed access to config.json fields; errors name the file and the field."""
+
+    def __init__(self, config, path):
+        self.config, self.path = config, path
+
+    def error(self, field, expected):
+        return CheckpointError(f"{self.path}: field {field!r} = {self.config.get(field)!r}: {expected}.")
+
+    def get(self, field, default=None):
+        return self.config.get(field, default)
+
+    def _value(self, field, default):
+        value = self.config.get(field, default)
+        if value is _MISSING:
+            raise CheckpointError(f"{self.path}: required field {field!r} is missing.")
+        return value
+
+    def positive_int(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.error(field, "expected a positive integer")
+        return value
+
+    def positive_float(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise self.error(field, "expected a positive number")
+        return float(value)
+
+    def rate(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise self.error(field, "expected a number in [0, 1)")
+        return float(value)
+
+    def boolean(self, field, default=_MISSING):
+        value = self._value(field, default)
+        if not isinstance(value, bool):
+            raise self.error(field, "expected true or false")
+        return value
+
+    def choice(self, field, choices, default=_MISSING):
+        value = self._value(field, default)
+        if value not in choices:
+            raise self.error(field, f"expected one of {list(choices)}")
+        return value
 
 
 def _open_safetensors(path):

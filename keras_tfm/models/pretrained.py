@@ -22,6 +22,7 @@ from keras_tfm.models import weight_mapping as wm
 from keras_tfm.models.checkpoint_io import (
     CONFIG_FILE,
     CheckpointError,
+    ConfigReader,
     atomic_directory,
     check_directory,
     read_json,
@@ -50,56 +51,6 @@ POOLING_MODES = {
     "pooling_mode_cls_token": "cls",
     "pooling_mode_max_tokens": "max",
 }
-_MISSING = object()
-
-
-class ConfigReader:
-    """Typed access to config.json fields; errors name the file and the field."""
-
-    def __init__(self, config, path):
-        self.config, self.path = config, path
-
-    def error(self, field, expected):
-        return CheckpointError(f"{self.path}: field {field!r} = {self.config.get(field)!r}: {expected}.")
-
-    def get(self, field, default=None):
-        return self.config.get(field, default)
-
-    def _value(self, field, default):
-        value = self.config.get(field, default)
-        if value is _MISSING:
-            raise CheckpointError(f"{self.path}: required field {field!r} is missing.")
-        return value
-
-    def positive_int(self, field, default=_MISSING):
-        value = self._value(field, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.error(field, "expected a positive integer")
-        return value
-
-    def positive_float(self, field, default=_MISSING):
-        value = self._value(field, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise self.error(field, "expected a positive number")
-        return float(value)
-
-    def rate(self, field, default=_MISSING):
-        value = self._value(field, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise self.error(field, "expected a number in [0, 1)")
-        return float(value)
-
-    def boolean(self, field, default=_MISSING):
-        value = self._value(field, default)
-        if not isinstance(value, bool):
-            raise self.error(field, "expected true or false")
-        return value
-
-    def choice(self, field, choices, default=_MISSING):
-        value = self._value(field, default)
-        if value not in choices:
-            raise self.error(field, f"expected one of {list(choices)}")
-        return value
 
 
 def _family(config, config_path):
