@@ -130,10 +130,12 @@ def make_seed(seed):
     return arr
 
 
-def check_sampler(sampler, temperature, top_k, top_p):
+def check_sampler(sampler, temperature, top_k, top_p, vocabulary_size=None):
+    """Checks the sampler name and its Python arguments (see `samplers.check_sampling_args`;
+    `top_k` larger than `vocabulary_size` is refused)."""
     if sampler not in SAMPLERS:
         raise ValueError(f"Unknown `sampler` {sampler!r}; expected one of {list(SAMPLERS)}.")
-    return samplers.check_sampling_args(temperature, top_k, top_p)
+    return samplers.check_sampling_args(temperature, top_k, top_p, vocabulary_size=vocabulary_size)
 
 
 class _FunctionCache:
@@ -178,6 +180,15 @@ class BaseGenerator(tf.Module):
                 functions[key] = tf.function(traced, jit_compile=self.jit_compile, reduce_retracing=False)
         return functions[key]
 
-    @staticmethod
-    def _eos(eos_id):
-        return -1 if eos_id is None else check_int("eos_id", eos_id, minimum=0)
+    def _eos(self, eos_id):
+        """-1 for None; otherwise an id that must lie in the vocabulary (else no row could ever stop)."""
+        if eos_id is None:
+            return -1
+        eos = check_int("eos_id", eos_id, minimum=0)
+        vocabulary_size = getattr(getattr(self, "adapter", None), "vocabulary_size", None)
+        if vocabulary_size is not None and eos >= vocabulary_size:
+            raise ValueError(
+                f"`eos_id`={eos} is outside the model's vocabulary [0, {vocabulary_size}): generation could "
+                "never stop on it."
+            )
+        return eos

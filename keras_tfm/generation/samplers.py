@@ -34,13 +34,27 @@ MASK_VALUE = float(np.finfo(np.float32).min) / 2.0
 MIN_TEMPERATURE = 1e-6
 
 
-def check_sampling_args(temperature=1.0, top_k=0, top_p=1.0):
+def check_sampling_args(temperature=1.0, top_k=0, top_p=1.0, vocabulary_size=None):
     """Validates Python sampling arguments before they reach a graph.
+
+    Rules (the same for `generate`, `sample` and the served `generate`
+    signature, which checks its tensor inputs the same way):
+
+    * `temperature` 0 (or below 1e-6) means greedy decoding; NaN, inf and
+      negative values are refused.
+    * `top_k` 0 disables the filter; `top_k` equal to the vocabulary size
+      keeps every token (no filter); a Python `top_k` *larger* than the
+      vocabulary is refused (it is almost always a mistake: the model has
+      fewer tokens than asked for). A tensor `top_k` cannot be checked
+      inside a compiled graph and larger values then mean "no filter".
+    * `top_p` must be in (0, 1]; 1 disables the filter.
 
     Args:
         temperature: float >= 0 (values < 1e-6 mean greedy).
-        top_k: int >= 0 (0 disables top-k filtering).
+        top_k: int >= 0 (0 disables top-k filtering), at most
+            `vocabulary_size` when that is given.
         top_p: float in (0, 1] (1 disables nucleus filtering).
+        vocabulary_size: the model's vocabulary size, or None (not checked).
 
     Returns:
         The tuple `(float(temperature), int(top_k), float(top_p))`.
@@ -57,6 +71,11 @@ def check_sampling_args(temperature=1.0, top_k=0, top_p=1.0):
         raise TypeError(f"`top_k` must be an int >= 0 (0 disables it); received {top_k!r}.")
     if top_k < 0:
         raise ValueError(f"`top_k` must be an int >= 0 (0 disables it); received {top_k}.")
+    if vocabulary_size is not None and top_k > vocabulary_size:
+        raise ValueError(
+            f"`top_k`={top_k} exceeds the vocabulary size {vocabulary_size}; use 0 (or {vocabulary_size}) "
+            "for no top-k filter."
+        )
     if isinstance(top_p, bool) or not isinstance(top_p, (int, float, np.integer, np.floating)):
         raise TypeError(f"`top_p` must be a float in (0, 1]; received {top_p!r}.")
     if not 0.0 < float(top_p) <= 1.0:
@@ -74,10 +93,21 @@ def _per_row(value, dtype):
 
 
 def _logits(logits):
+    """float32 `[batch, vocab]` logits with NaN entries replaced by `MASK_VALUE`.
+
+    NaN logits (a diverged model) would make `stateless_categorical` return
+    the out-of-range id `vocab`; eagerly they raise a ValueError naming
+    `logits`, and inside a compiled loop (where no error can be raised) a NaN
+    entry is never chosen: a row with some NaN samples among the others, an
+    all-NaN row yields id 0.
+    """
     logits = ops.cast(logits, "float32")
     if len(logits.shape) != 2:
         raise ValueError(f"`logits` must have rank 2 `[batch, vocab]`; received shape {tuple(logits.shape)}.")
-    return logits
+    nan = ops.isnan(logits)
+    if tf.executing_eagerly() and bool(ops.convert_to_numpy(ops.any(nan))):
+        raise ValueError("`logits` hold NaN values (the model diverged or its weights are NaN).")
+    return ops.where(nan, MASK_VALUE, logits)
 
 
 def greedy(logits):
@@ -198,9 +228,11 @@ def sample(logits, seed, temperature=1.0, top_k=0, top_p=1.0):
         token ~ Categorical(softmax(z))  (stateless, from `seed`)
         token = argmax(logits)  where T < 1e-6   (greedy, chosen per row by `where`)
 
-    Arguments may be Python values (checked with `check_sampling_args`) or
-    tensors (scalar or `[batch]`, not checked: top_k <= 0 or >= vocab and
-    top_p >= 1 disable their filter).
+    Arguments may be Python values (checked with `check_sampling_args`; a
+    Python `top_k` larger than the static vocabulary is refused) or tensors
+    (scalar or `[batch]`, not checked: top_k <= 0 or >= vocab and top_p >= 1
+    disable their filter). NaN logits: see `_logits` (raise eagerly, never
+    sampled inside a compiled loop).
 
     Args:
         logits: float32 `[batch, vocab]` (other float dtypes are cast).
@@ -216,6 +248,7 @@ def sample(logits, seed, temperature=1.0, top_k=0, top_p=1.0):
         temperature if _is_python_number(temperature) else 1.0,
         top_k if _is_python_number(top_k) else 0,
         top_p if _is_python_number(top_p) else 1.0,
+        vocabulary_size=logits.shape[-1] if len(logits.shape) == 2 else None,
     )
     logits = _logits(logits)
     seed = _check_seed(seed)

@@ -101,7 +101,7 @@ class CrossAttention(MultiHeadAttentionBase):
             key, value = self._project_heads(context, (self.key_dense, self.value_dense))
             source_length = context.shape[1]
             if context_mask is not None:
-                masks_lib.check_padding_mask(context_mask, context, "context_mask")
+                context_mask = masks_lib.check_padding_mask(context_mask, context, "context_mask")
         else:
             check_rank("cache", cache, 5)
             key, value = cache[:, 0], cache[:, 1]

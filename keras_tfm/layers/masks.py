@@ -8,6 +8,8 @@ keys it may attend to. These helpers build and combine them with `keras.ops`.
 
 from keras import ops
 
+from keras_tfm.checks import as_bool_mask, check_leading_dims
+
 
 def causal_mask(query_length, key_length=None, offset=0):
     """Lower-triangular mask: query `i` (at absolute position `offset + i`) may
@@ -59,19 +61,19 @@ def merge_masks(*masks):
 
 def check_padding_mask(mask, inputs, name="padding_mask"):
     """Validates a `(batch, length)` padding mask against `(batch, length, ...)`
-    inputs when the static shapes are known; raises a `ValueError` naming `name`."""
+    inputs; raises a `ValueError` naming `name` (static shapes), or asserts
+    the sizes at run time when they are dynamic.
+
+    Returns:
+        The mask (None stays None), computed after any run-time check: use it.
+    """
     if mask is None:
-        return
+        return None
+    as_bool_mask(name, mask)  # dtype: bool or 0/1 ints (see checks.MASK_CONVENTION)
     mshape = tuple(mask.shape)
-    ishape = tuple(inputs.shape)
     if len(mshape) != 2:
         raise ValueError(f"`{name}` must have rank 2 (batch, length); received shape {mshape}.")
-    for a, b, what in ((mshape[0], ishape[0], "batch"), (mshape[1], ishape[1], "length")):
-        if a is not None and b is not None and a != b:
-            raise ValueError(
-                f"`{name}` {what} size {a} does not match the inputs' {what} size "
-                f"{b} (mask shape {mshape}, inputs shape {ishape})."
-            )
+    return check_leading_dims(name, mask, "inputs", inputs)
 
 
 def check_attention_mask(mask, query_length, key_length, name="attention_mask"):
@@ -79,6 +81,7 @@ def check_attention_mask(mask, query_length, key_length, name="attention_mask"):
     `(query_length, key_length)` when those are statically known."""
     if mask is None:
         return
+    as_bool_mask(name, mask)  # dtype: bool or 0/1 ints (see checks.MASK_CONVENTION)
     shape = tuple(mask.shape)
     if len(shape) not in (2, 3, 4):
         raise ValueError(

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_positive_int
+from keras_tfm.checks import check_bool, check_positive_int
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -77,7 +77,7 @@ class RelativePositionBias(keras.layers.Layer):
             raise ValueError(
                 f"`num_buckets` is too small for bidirectional={bidirectional}; received {num_buckets}."
             )
-        self.bidirectional = bool(bidirectional)
+        self.bidirectional = check_bool("bidirectional", bidirectional)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         # Called with Python ints (query_length, key_length), not tensors.
         self._allow_non_tensor_positional_args = True

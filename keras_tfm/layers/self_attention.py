@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_rank
+from keras_tfm.checks import check_bool, check_cache_index, check_rank
 from keras_tfm.layers import masks as masks_lib
 from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
 
@@ -83,7 +83,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             position=position,
             **kwargs,
         )
-        self.causal = bool(causal)
+        self.causal = check_bool("causal", causal)
         # Causal models never see future keys, so relative buckets go to the past.
         self._bidirectional_positions = not self.causal
 
@@ -112,7 +112,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
         if cache is None:
             implicit = masks_lib.merge_masks(mask, inputs_mask)
-            masks_lib.check_padding_mask(padding_mask, inputs, "padding_mask")
+            padding_mask = masks_lib.check_padding_mask(padding_mask, inputs, "padding_mask")
             masks_lib.check_attention_mask(attention_mask, inputs.shape[1], inputs.shape[1])
             start = 0
             key_length = length
@@ -124,8 +124,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             check_rank("cache", cache, 5)
             if self._key_dim != self._value_dim:
                 raise ValueError("A key/value cache needs `key_dim == value_dim`.")
-            start = ops.cast(cache_index, "int32")
             key_length = ops.shape(cache)[2]
+            # Negative or overflowing indices would be clamped into the wrong cache slots.
+            start = ops.cast(check_cache_index("cache_index", cache_index, length, key_length), "int32")
             causal = masks_lib.causal_mask(length, key_length, offset=start)
             key_padding = padding_mask
 
