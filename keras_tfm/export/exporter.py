@@ -3,47 +3,50 @@
 import errno
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
+import time
 
 import keras
-import tensorflow as tf
 
+from keras_tfm.data.special_tokens import EOS
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
+from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.bert_heads import BertClassifier, BertMaskedLM
+from keras_tfm.models.gpt import GPT
+from keras_tfm.models.legacy import from_functional
+from keras_tfm.models.sentence_embedding import SentenceEncoder
+from keras_tfm.models.seq2seq import Seq2Seq
 
-KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm")
+KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
 
 
-def _has_layer(model, name):
-    try:
-        model.get_layer(name)
-        return True
-    except ValueError:
-        return False
+def as_model_class(model):
+    """`model`, or its model class instance for a plain functional model of
+    the builders saved before the classes existed (`models.from_functional`)."""
+    if isinstance(model, keras.Model) and not isinstance(model, TransformerModel):
+        return from_functional(model)
+    return model
 
 
 def detect_kind(model):
-    """ "gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the builders' layer names."""
-    input_names = {
-        getattr(t, "name", "").split(":")[0] for t in tf.nest.flatten(getattr(model, "inputs", None) or [])
-    }
-    encoder_decoder = _has_layer(model, "encoder_block_0") and _has_layer(model, "decoder_block_0")
-    if "encoder_token_ids" in input_names or encoder_decoder:
-        return "seq2seq"
-    if _has_layer(model, "decoder_block_0"):
-        return "gpt"
-    if _has_layer(model, "mlm_output_bias"):
-        return "bert_mlm"
-    if (
-        _has_layer(model, "classifier")
-        and _has_layer(model, "encoder_block_0")
-        and len(model.output.shape) == 2
+    """ "gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the model's class."""
+    for cls, kind in (
+        (Seq2Seq, "seq2seq"),
+        (GPT, "gpt"),
+        (BertMaskedLM, "bert_mlm"),
+        (BertClassifier, "bert_classifier"),
+        (SentenceEncoder, "sentence_encoder"),
     ):
-        return "bert_classifier"
+        if isinstance(model, cls):
+            return kind
     raise ValueError(
-        f"Cannot tell which kind of keras_tfm model {model.name!r} is; pass `kind=` one of {list(KINDS)} "
-        "(GPT, seq2seq, BERT sequence classifier or BERT masked LM built with keras_tfm.models)."
+        f"Cannot export a {type(model).__name__} ({model.name!r}); expected a keras_tfm GPT, Seq2Seq, "
+        "BertClassifier or BertMaskedLM (built with keras_tfm.models; convert a model saved before the model "
+        "classes existed with `keras_tfm.models.from_functional`)."
     )
 
 
@@ -54,6 +57,51 @@ def list_versions(base_dir):
     return sorted(
         int(n) for n in os.listdir(base_dir) if n.isdigit() and os.path.isdir(os.path.join(base_dir, n))
     )
+
+
+_TEMP = re.compile(r"^\.tmp-\d+-(\d+)@(.+)-[a-z0-9_]+$")
+LEGACY_TEMP_AGE_S = 3600
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def remove_stale_temporaries(base):
+    """Removes `.tmp-VERSION-PID@HOST-*` folders of exports killed before their rename.
+
+    A folder is stale when its process (on this host) no longer runs; a
+    folder in the older `.tmp-VERSION-*` form (no pid) when it is older than
+    an hour. Folders of live exports (and of other hosts) are left alone.
+
+    Returns:
+        The removed paths.
+    """
+    removed = []
+    if not os.path.isdir(base):
+        return removed
+    host = socket.gethostname()
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
+        if not name.startswith(".tmp-") or not os.path.isdir(path):
+            continue
+        match = _TEMP.match(name)
+        if match:
+            stale = match.group(2) == host and not _pid_alive(int(match.group(1)))
+        else:
+            stale = re.match(r"^\.tmp-\d+-[a-z0-9_]+$", name) is not None and (
+                time.time() - os.path.getmtime(path) > LEGACY_TEMP_AGE_S
+            )
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def _split_tokenizers(tokenizer):
@@ -78,12 +126,22 @@ def build_serving(
     max_prompt_length=None,
 ):
     """The serving helper object of `model` (endpoints + warmup requests)."""
+    model = as_model_class(model)
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
     if kind == "auto":
         kind = detect_kind(model)
     if kind not in KINDS:
         raise ValueError(f"Unknown `kind` {kind!r}; expected 'auto' or one of {list(KINDS)}.")
+    try:
+        detected = detect_kind(model)
+    except ValueError:  # not recognisable: trust the explicit kind
+        detected = kind
+    if detected != kind:
+        raise ValueError(
+            f"`kind`={kind!r} does not match the model {model.name!r}, which is a {detected!r} model; "
+            f"pass kind={detected!r} or 'auto'."
+        )
     if kind == "gpt":
         return sig.GPTServing(
             model,
@@ -101,9 +159,11 @@ def build_serving(
             target,
             max_new_tokens_limit=max_new_tokens_limit,
             beam_widths=beam_widths,
-            eos_id=sig.EOS if eos_id is None else eos_id,
+            eos_id=EOS if eos_id is None else eos_id,
             jit_compile=jit_compile,
         )
+    if kind == "sentence_encoder":
+        return sig.SentenceEncoderServing(model, tokenizer)
     if kind == "bert_classifier":
         return sig.BertClassifierServing(model, tokenizer, label_names=label_names)
     return sig.BertMaskedLMServing(model, tokenizer)
@@ -155,7 +215,9 @@ def export_for_serving(
     Writes `path/VERSION/` (`saved_model.pb`, `variables/`, `assets.extra/`):
     the SavedModel is written into a temporary directory `path/.tmp-VERSION-*`
     and renamed into place, so a reader (TF Serving polls `path`) never sees a
-    partial version, and a failed export leaves nothing behind. An existing
+    partial version, and a failed export leaves nothing behind (the folder of
+    a killed export is removed by the next export to `path`, see
+    `remove_stale_temporaries`). An existing
     version is never overwritten.
 
     Signatures (tokenization and request validation inside the graph; see
@@ -171,7 +233,9 @@ def export_for_serving(
       `num_beams` int32 (one of `beam_widths`, 1 = greedy), `length_penalty`
       float32 → `translations` string [B], `num_tokens` int32 [B]).
     * BERT classifier: `classify` (`inputs` string [B] → `probabilities`
-      float32 [B, C], `labels` string [B]).
+      float32 [B, C], `labels` string [B], `truncated` bool [B]: the input
+      had more tokens than the model's length and only the first
+      `max_length - 2` were classified).
     * BERT masked LM: `fill_mask` (`inputs` string [B] with `[MASK]` →
       `filled` string [B], `top_tokens` string [B, 5], `top_probabilities`
       float32 [B, 5] for the first mask).
@@ -201,8 +265,11 @@ def export_for_serving(
 
     Raises:
         FileExistsError: the version directory already exists.
-        ValueError: bad arguments, unknown model kind, tokenizer/model mismatch.
+        ValueError: bad arguments, unknown model kind, a `kind` that does not
+            match the model (a GPT exported as "bert_mlm"), tokenizer/model
+            mismatch, `max_prompt_length` < 1 or beyond the model's length.
     """
+    model = as_model_class(model)
     base = os.path.abspath(os.fspath(path))
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"`version` must be a positive int or None; received {version!r}.")
@@ -236,7 +303,8 @@ def export_for_serving(
     for name, fn, signature in serving.endpoints():
         archive.add_endpoint(name, fn, signature)
 
-    temp = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=base)
+    remove_stale_temporaries(base)
+    temp = tempfile.mkdtemp(prefix=f".tmp-{version}-{os.getpid()}@{socket.gethostname()}-", dir=base)
     try:
         archive.write_out(temp, verbose=verbose)
         if warmup:

@@ -1,0 +1,192 @@
+"""Graph pieces shared by the serving endpoints of every model kind: request
+validation (`tf.debugging.Assert`, outside XLA), tokenization helpers,
+prompt padding and length buckets, and the token chooser of the compiled
+decoding loop. The design of the endpoints is in `keras_tfm.export.signatures`.
+"""
+
+import tensorflow as tf
+
+from keras_tfm.data.special_tokens import (
+    MASK,
+    NUM_SPECIAL_TOKENS,
+    PAD,
+    SPECIAL_TOKENS,
+    UNK,
+)
+from keras_tfm.data.tokenizers import CharTokenizer
+from keras_tfm.generation import cache as cache_lib
+from keras_tfm.generation import samplers
+
+MASK_TOKEN = SPECIAL_TOKENS[MASK]
+FILL_MASK_TOP_K = 5
+
+SAMPLING_SIGNATURE = {
+    "max_new_tokens": tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+    "temperature": tf.TensorSpec([], tf.float32, name="temperature"),
+    "top_k": tf.TensorSpec([], tf.int32, name="top_k"),
+    "top_p": tf.TensorSpec([], tf.float32, name="top_p"),
+    "seed": tf.TensorSpec([], tf.int32, name="seed"),
+}
+
+
+# --------------------------------------------------------------------------- helpers
+def require(condition, *message):
+    """`tf.debugging.Assert` returning the op (for control dependencies)."""
+    return tf.debugging.Assert(condition, list(message), summarize=8)
+
+
+def check_nonempty_batch(name, batch_size):
+    return require(batch_size > 0, f"`{name}` is an empty batch; send at least one item.")
+
+
+def check_sampling(max_new_tokens, temperature, top_k, top_p, max_new_tokens_limit):
+    """Asserts on the sampling inputs (all scalars)."""
+    return [
+        require(max_new_tokens >= 0, "`max_new_tokens` must be >= 0; received:", max_new_tokens),
+        require(
+            max_new_tokens <= max_new_tokens_limit,
+            f"`max_new_tokens` must be <= {max_new_tokens_limit} (max_new_tokens_limit of the export); received:",
+            max_new_tokens,
+        ),
+        require(
+            tf.logical_and(temperature >= 0.0, tf.math.is_finite(temperature)),
+            "`temperature` must be a finite float >= 0 (0 = greedy); received:",
+            temperature,
+        ),
+        require(top_k >= 0, "`top_k` must be >= 0 (0 disables it); received:", top_k),
+        require(
+            tf.logical_and(top_p > 0.0, top_p <= 1.0),
+            "`top_p` must be in (0, 1] (1 disables it); received:",
+            top_p,
+        ),
+    ]
+
+
+def longest(lengths):
+    """Largest length, 0 for an empty batch."""
+    return tf.reduce_max(tf.concat([tf.cast(lengths, tf.int32), [0]], axis=0))
+
+
+def lookup(table, *indices):
+    """`table[i][j]...` of a Python (nested) list, with int32 tensor indices
+    clipped to the table's range (the requests were validated before)."""
+    table = tf.constant(table, tf.int32)
+    index = [tf.clip_by_value(tf.cast(i, tf.int32), 0, table.shape[d] - 1) for d, i in enumerate(indices)]
+    return tf.gather_nd(table, tf.stack(index))
+
+
+def generator_shapes(max_prompt_length, max_new_tokens_limit):
+    """The static shapes the in-process generator would pick, for every request.
+
+    Mirrors `CausalLMGenerator._prepare`: prompt width P =
+    `cache.prompt_bucket(longest prompt)` and cache length L =
+    `cache.cache_bucket(P + max(max_new_tokens, 1))`, so a served request runs
+    exactly the computation (shapes, cache segments) of the in-process call
+    and returns the same tokens.
+
+    Returns:
+        `(widths, configs, width_of_length, config_of)`: the prompt widths;
+        the sorted distinct (P, L) pairs (one compiled loop each); the
+        P-index of every prompt length 0..max_prompt_length; a table
+        [P-index][max_new_tokens] → index into `configs`.
+    """
+    bucket = cache_lib.prompt_bucket
+    widths = sorted({bucket(max(n, 1)) for n in range(max_prompt_length + 1)})
+    width_of_length = [widths.index(bucket(max(n, 1))) for n in range(max_prompt_length + 1)]
+    cache_of = [
+        [cache_lib.cache_bucket(p + max(m, 1)) for m in range(max_new_tokens_limit + 1)] for p in widths
+    ]
+    configs = sorted({(p, c) for p, row in zip(widths, cache_of) for c in row})
+    config_of = [[configs.index((p, c)) for c in row] for p, row in zip(widths, cache_of)]
+    return widths, configs, width_of_length, config_of
+
+
+def left_pad(ragged, width, pad_id):
+    """`[batch, (len)]` ragged ids → `[batch, width]` LEFT-padded (len <= width)."""
+    lengths = tf.cast(ragged.row_lengths(), tf.int32)
+    dense = ragged.to_tensor(default_value=pad_id)
+    dense = tf.pad(dense, [[0, 0], [0, width - tf.shape(dense)[1]]], constant_values=pad_id)
+    index = tf.range(width, dtype=tf.int32)[None, :] - (width - lengths)[:, None]
+    gathered = tf.gather(dense, tf.maximum(index, 0), batch_dims=1)
+    out = tf.where(index >= 0, gathered, tf.cast(pad_id, dense.dtype))
+    return tf.ensure_shape(tf.cast(out, tf.int32), [None, width])
+
+
+def ragged_from_padded(ids, lengths):
+    """Right-padded `[batch, T]` ids with lengths → ragged."""
+    return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32), lengths=tf.cast(lengths, tf.int64))
+
+
+def make_selector(seed, temperature, top_k, top_p):
+    """Token chooser for the decoding loop: greedy when temperature < 1e-6
+    (decided once per call, inside the compiled loop), else stateless
+    sampling with `seed` folded with the step (as `decoding.make_selector`)."""
+    is_greedy = temperature < samplers.MIN_TEMPERATURE
+    seed = tf.stack([tf.zeros([], tf.int32), tf.cast(seed, tf.int32)])  # = generation.base.make_seed(int)
+
+    def select(logits, step):
+        return tf.cond(
+            is_greedy,
+            lambda: samplers.greedy(logits),
+            lambda: samplers.sample(logits, samplers.split_seed(seed, step), temperature, top_k, top_p),
+        )
+
+    return select
+
+
+def string_vector(name, strings):
+    """`strings` checked at run time to be a vector `[batch]`.
+
+    The signature's `TensorSpec([None])` is not enforced by TF Serving (a
+    rank-2 request tensor would be tokenized as if it were a batch);
+    `EnsureShape` fails with "Shape of tensor <name> [..] is not compatible
+    with expected shape [?]" instead.
+    """
+    return tf.ensure_shape(strings, [None], name=name)
+
+
+def special_id(tokenizer, role, default):
+    """The tokenizer's id of a special token (`cls`, `sep`, `pad`, ...): where its
+    vocabulary has it (a published checkpoint: [CLS]=101 in BERT), else `default`."""
+    value = getattr(tokenizer, f"{role}_id", None)
+    return default if value is None else int(value)
+
+
+def raw_encode(tokenizer, strings):
+    """Tokenizer ids WITHOUT the special tokens the tokenizer may be configured
+    to add (BOS/EOS/CLS-SEP), as a ragged `[batch, (len)]`."""
+    ids = tokenizer.tokenize(strings)
+    if not isinstance(ids, tf.RaggedTensor):  # a tokenizer with `sequence_length` pads to it: unpad
+        ids = tf.RaggedTensor.from_tensor(ids, padding=special_id(tokenizer, "pad", PAD))
+    prefix = len(getattr(tokenizer, "prefix_ids", None) or ())
+    suffix = len(getattr(tokenizer, "suffix_ids", None) or ())
+    if prefix or suffix:
+        ids = ids[:, prefix : (-suffix if suffix else None)]
+    return ids
+
+
+def detokenize(tokenizer, ids, lengths):
+    """Generated ids → strings; ids the tokenizer does not know (a model
+    vocabulary larger than the tokenizer's) become `[UNK]` (or are dropped
+    without special tokens)."""
+    ragged = ragged_from_padded(ids, lengths)
+    if getattr(tokenizer, "special_tokens", False):
+        ragged = tf.ragged.map_flat_values(
+            lambda v: tf.where(v < tokenizer.vocabulary_size, v, tf.constant(UNK, v.dtype)), ragged
+        )
+    else:
+        ragged = tf.ragged.boolean_mask(
+            ragged, tf.ragged.map_flat_values(tf.less, ragged, tokenizer.vocabulary_size)
+        )
+    return tokenizer.detokenize(ragged)
+
+
+def sample_text(tokenizer, count=4):
+    """A short string made of ordinary vocabulary tokens (for warmup requests)."""
+    vocabulary = tokenizer.get_vocabulary()
+    start = NUM_SPECIAL_TOKENS if getattr(tokenizer, "special_tokens", False) else 0
+    tokens = [t for t in vocabulary[start : start + 64] if t.isprintable() and not t.startswith("#")][:count]
+    if not tokens or any(t.startswith("<0x") for t in tokens):
+        return "hello"
+    joiner = "" if all(len(t) == 1 for t in tokens) and isinstance(tokenizer, CharTokenizer) else " "
+    return joiner.join(tokens)

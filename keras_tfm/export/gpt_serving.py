@@ -1,0 +1,263 @@
+"""Serving endpoints of a GPT model: `serving_default`, `generate`, `generate_ids`."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_tfm.checks import check_positive_int
+from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS
+from keras_tfm.export.common import (
+    SAMPLING_SIGNATURE,
+    check_nonempty_batch,
+    check_sampling,
+    detokenize,
+    generator_shapes,
+    left_pad,
+    longest,
+    lookup,
+    make_selector,
+    ragged_from_padded,
+    require,
+    sample_text,
+    string_vector,
+)
+from keras_tfm.generation import decoding
+from keras_tfm.generation.causal_lm import CausalLMGenerator
+
+
+# --------------------------------------------------------------------------- GPT
+class GPTServing:
+    """Endpoints of a GPT model: `serving_default` (logits), `generate`
+    (strings) and `generate_ids` (ids)."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_new_tokens_limit=None,
+        eos_id=None,
+        pad_id=0,
+        jit_compile=True,
+        max_prompt_length=None,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.generator = CausalLMGenerator(model, pad_id=pad_id, jit_compile=jit_compile)
+        adapter = self.generator.adapter
+        self.vocabulary_size = adapter.vocabulary_size
+        self.max_length = adapter.max_length
+        if max_prompt_length is None:
+            max_prompt_length = self.max_length
+        if max_prompt_length is None:
+            raise ValueError(
+                "The model has no maximum length; pass `max_prompt_length` (and `max_new_tokens_limit`)."
+            )
+        self.max_prompt_length = check_positive_int("max_prompt_length", max_prompt_length)
+        if self.max_length is not None and self.max_prompt_length > self.max_length:
+            raise ValueError(
+                f"`max_prompt_length`={self.max_prompt_length} exceeds the model's maximum length "
+                f"{self.max_length}."
+            )
+        if max_new_tokens_limit is None:
+            if self.max_length is None:
+                raise ValueError("The model has no maximum length; pass `max_new_tokens_limit`.")
+            max_new_tokens_limit = self.max_length - 1
+        if self.max_length is not None:
+            max_new_tokens_limit = min(int(max_new_tokens_limit), self.max_length - 1)
+        if max_new_tokens_limit < 1:
+            raise ValueError(f"`max_new_tokens_limit` must be >= 1; received {max_new_tokens_limit}.")
+        self.max_new_tokens_limit = int(max_new_tokens_limit)
+        self.eos_id = -1 if eos_id is None else int(eos_id)
+        self.pad_id = int(pad_id)
+        self.jit_compile = bool(jit_compile)
+        self.prompt_widths, self.configs, self.width_of_length, self.config_of = generator_shapes(
+            self.max_prompt_length, self.max_new_tokens_limit
+        )
+        self._decoders = {}
+        if tokenizer is not None and tokenizer.vocabulary_size > self.vocabulary_size:
+            raise ValueError(
+                f"The tokenizer has {tokenizer.vocabulary_size} ids but the model only {self.vocabulary_size}."
+            )
+
+    # ---- compiled pieces
+    def decoder(self, p, cache_length):
+        """The XLA-compiled decoding loop of prompt width `p` and cache length."""
+        if (p, cache_length) not in self._decoders:
+            adapter, eos, pad = self.generator.adapter, self.eos_id, self.pad_id
+
+            def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
+                select = make_selector(seed, temperature, top_k, top_p)
+                out = decoding.decode(
+                    adapter,
+                    ids,
+                    lengths,
+                    max_new_tokens,
+                    select,
+                    cache_length=cache_length,
+                    eos_id=eos,
+                    pad_id=pad,
+                )
+                return out["tokens"], out["lengths"]
+
+            with tf.init_scope():  # trace once, eagerly: a ConcreteFunction is shared by every endpoint
+                self._decoders[p, cache_length] = tf.function(
+                    run,
+                    jit_compile=self.jit_compile,
+                    autograph=False,
+                    input_signature=[
+                        tf.TensorSpec([None, p], tf.int32),
+                        tf.TensorSpec([None], tf.int32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.float32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.float32),
+                    ],
+                ).get_concrete_function()
+        return self._decoders[p, cache_length]
+
+    def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
+        """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
+        lengths = tf.cast(ragged.row_lengths(), tf.int32)
+        batch = tf.shape(lengths)[0]
+        long = longest(lengths)
+        flat = ragged.flat_values
+        checks = [
+            check_nonempty_batch(name, batch),
+            require(
+                tf.reduce_all(lengths >= 1),
+                f"every item of `{name}` needs at least one token; lengths:",
+                lengths,
+            ),
+            require(
+                long <= self.max_prompt_length,
+                f"a prompt of `{name}` is longer than the maximum prompt length {self.max_prompt_length} "
+                "tokens; longest:",
+                long,
+            ),
+            require(
+                tf.reduce_all((flat >= 0) & (flat < self.vocabulary_size)),
+                f"`{name}` holds ids outside [0, {self.vocabulary_size})",
+            ),
+        ]
+        checks += check_sampling(max_new_tokens, temperature, top_k, top_p, self.max_new_tokens_limit)
+        if self.max_length is not None:
+            checks.append(
+                require(
+                    long + max_new_tokens <= self.max_length,
+                    f"`max_new_tokens` plus the longest prompt must fit the model's maximum length "
+                    f"{self.max_length}; longest prompt and max_new_tokens:",
+                    long,
+                    max_new_tokens,
+                )
+            )
+        with tf.control_dependencies(checks):
+            max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
+            index = lookup(self.config_of, lookup(self.width_of_length, long), max_new)
+
+        def branch(p, cache_length):
+            def fn():
+                ids = left_pad(ragged, p, self.pad_id)
+                decoder = self.decoder(p, cache_length)
+                tokens, out_lengths = decoder(ids, lengths, max_new, seed, temperature, top_k, top_p)
+                return tokens[:, :max_new], out_lengths
+
+            return fn
+
+        tokens, out_lengths = tf.switch_case(index, [branch(p, c) for p, c in self.configs])
+        return tf.ensure_shape(tokens, [None, None]), tf.ensure_shape(out_lengths, [None])
+
+    # ---- endpoints
+    def endpoints(self):
+        """List of `(name, fn, input_signature)`; the first is `serving_default`."""
+        model = self.model
+        needs_mask = model.config["with_padding_mask"]
+
+        def serving_default(token_ids):
+            batch = tf.shape(token_ids)[0]
+            checks = [
+                check_nonempty_batch("token_ids", batch),
+                require(
+                    tf.reduce_all((token_ids >= 0) & (token_ids < self.vocabulary_size)),
+                    f"`token_ids` holds ids outside [0, {self.vocabulary_size})",
+                ),
+            ]
+            if self.max_length is not None:
+                checks.append(
+                    require(
+                        tf.shape(token_ids)[1] <= self.max_length,
+                        f"`token_ids` is longer than the model's maximum length {self.max_length}:",
+                        tf.shape(token_ids)[1],
+                    )
+                )
+            with tf.control_dependencies(checks):
+                token_ids = tf.identity(token_ids)
+            inputs = (
+                {"token_ids": token_ids, "padding_mask": tf.ones_like(token_ids)} if needs_mask else token_ids
+            )
+            return {"logits": tf.cast(model(inputs, training=False), tf.float32)}
+
+        def generate_ids(token_ids, lengths, max_new_tokens, temperature, top_k, top_p, seed):
+            checks = [
+                require(
+                    tf.shape(lengths)[0] == tf.shape(token_ids)[0],
+                    "`lengths` must have one entry per row of `token_ids`; sizes:",
+                    tf.shape(lengths)[0],
+                    tf.shape(token_ids)[0],
+                ),
+                require(
+                    tf.reduce_all((lengths >= 0) & (lengths <= tf.shape(token_ids)[1])),
+                    "`lengths` must be in [0, token_ids.shape[1]]; received:",
+                    lengths,
+                ),
+            ]
+            with tf.control_dependencies(checks):
+                ragged = ragged_from_padded(token_ids, lengths)
+            tokens, out_lengths = self.generate_ragged(
+                ragged, max_new_tokens, temperature, top_k, top_p, seed, "token_ids"
+            )
+            return {"token_ids": tokens, "lengths": out_lengths}
+
+        ids_signature = [
+            tf.TensorSpec([None, None], tf.int32, name="token_ids"),
+            tf.TensorSpec([None], tf.int32, name="lengths"),
+        ] + list(SAMPLING_SIGNATURE.values())
+        endpoints = [
+            ("serving_default", serving_default, [tf.TensorSpec([None, None], tf.int32, name="token_ids")]),
+        ]
+        if self.tokenizer is not None:
+            tokenizer = self.tokenizer
+
+            def generate(prompts, max_new_tokens, temperature, top_k, top_p, seed):
+                ragged = tokenizer.tokenize(string_vector("prompts", prompts))
+                tokens, out_lengths = self.generate_ragged(
+                    ragged, max_new_tokens, temperature, top_k, top_p, seed, "prompts"
+                )
+                return {"completions": detokenize(tokenizer, tokens, out_lengths), "num_tokens": out_lengths}
+
+            endpoints.append(
+                (
+                    "generate",
+                    generate,
+                    [tf.TensorSpec([None], tf.string, name="prompts")] + list(SAMPLING_SIGNATURE.values()),
+                )
+            )
+        endpoints.append(("generate_ids", generate_ids, ids_signature))
+        return endpoints
+
+    def warmup_requests(self):
+        n = min(8, self.max_new_tokens_limit)
+        sampling = {
+            "max_new_tokens": np.int32(n),
+            "temperature": np.float32(0.0),
+            "top_k": np.int32(0),
+            "top_p": np.float32(1.0),
+            "seed": np.int32(0),
+        }
+        ids = np.full((1, 4), NUM_SPECIAL_TOKENS % self.vocabulary_size, np.int32)
+        requests = [("serving_default", {"token_ids": ids})]
+        if self.tokenizer is not None:
+            requests.append(
+                ("generate", dict(sampling, prompts=np.array([sample_text(self.tokenizer).encode()])))
+            )
+        requests.append(("generate_ids", dict(sampling, token_ids=ids, lengths=np.array([4], np.int32))))
+        return requests

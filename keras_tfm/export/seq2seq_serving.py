@@ -1,0 +1,217 @@
+"""Serving endpoint of a seq2seq model: `translate` (greedy and beam search)."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_tfm.data.special_tokens import BOS, EOS, PAD
+from keras_tfm.export.common import (
+    check_nonempty_batch,
+    detokenize,
+    longest,
+    lookup,
+    require,
+    sample_text,
+    string_vector,
+)
+from keras_tfm.generation import beam as beam_lib
+from keras_tfm.generation import cache as cache_lib
+from keras_tfm.generation.seq2seq_generator import Seq2SeqGenerator
+
+
+# --------------------------------------------------------------------------- seq2seq
+class Seq2SeqServing:
+    """`translate` endpoint: strings → strings, greedy or beam search."""
+
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        max_new_tokens_limit=None,
+        beam_widths=(1, 2, 4),
+        bos_id=BOS,
+        eos_id=EOS,
+        jit_compile=True,
+    ):
+        if source_tokenizer is None or target_tokenizer is None:
+            raise ValueError("A seq2seq export needs a tokenizer (or a (source, target) pair of tokenizers).")
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.generator = Seq2SeqGenerator(model, bos_id=bos_id, pad_id=0, jit_compile=jit_compile)
+        a = self.generator.adapter
+        self.adapter = a
+        if source_tokenizer.vocabulary_size > a.source_vocabulary_size:
+            raise ValueError(
+                f"The source tokenizer has {source_tokenizer.vocabulary_size} ids but the model only "
+                f"{a.source_vocabulary_size}."
+            )
+        if target_tokenizer.vocabulary_size > a.vocabulary_size:
+            raise ValueError(
+                f"The target tokenizer has {target_tokenizer.vocabulary_size} ids but the model only "
+                f"{a.vocabulary_size}."
+            )
+        if a.source_max_length is None or a.max_length is None:
+            raise ValueError("The seq2seq model must have a maximum length (its embeddings' max_length).")
+        limit = (
+            a.max_length - 1
+            if max_new_tokens_limit is None
+            else min(int(max_new_tokens_limit), a.max_length - 1)
+        )
+        if limit < 1:
+            raise ValueError(f"`max_new_tokens_limit` must be >= 1; received {max_new_tokens_limit}.")
+        self.max_new_tokens_limit = limit
+        widths = sorted({int(w) for w in beam_widths})
+        if not widths or widths[0] < 1:
+            raise ValueError(f"`beam_widths` must be positive ints; received {beam_widths!r}.")
+        beam_lib.check_num_beams(widths[-1], a.vocabulary_size)
+        self.beam_widths = widths
+        self.bos_id = int(bos_id)
+        self.eos_id = -1 if eos_id is None else int(eos_id)
+        self.jit_compile = bool(jit_compile)
+        # Source width (right padding) as in Seq2SeqGenerator._prepare: the prompt
+        # bucket of the longest source, cut to the model's source length.
+        self.source_width_of_length = [
+            min(cache_lib.prompt_bucket(max(n, 1)), max(a.source_max_length, n))
+            for n in range(a.source_max_length + 1)
+        ]
+        # Decoder: the prompt is [BOS] (width 1); cache length by max_new_tokens.
+        caches = [cache_lib.cache_bucket(1 + max(m, 1)) for m in range(limit + 1)]
+        self.configs = [(w, c) for w in widths for c in sorted(set(caches))]
+        self.config_of = [[self.configs.index((w, c)) for c in caches] for w in widths]
+        self._decoders = {}
+
+    def decoder(self, width, cache_length):
+        """XLA-compiled greedy decoding (width 1) or beam search of `width` beams."""
+        if (width, cache_length) not in self._decoders:
+            gen, bos, eos = self.generator, self.bos_id, self.eos_id
+
+            def run(source, source_lengths, max_new_tokens, length_penalty):
+                batch = tf.shape(source)[0]
+                dec = tf.fill([batch, 1], tf.constant(bos, tf.int32))
+                dec_lengths = tf.ones([batch], tf.int32)
+                if width == 1:
+                    out = gen.generate_fn(
+                        source,
+                        source_lengths,
+                        dec,
+                        dec_lengths,
+                        max_new_tokens,
+                        tf.zeros([2], tf.int32),
+                        0.0,
+                        0,
+                        1.0,
+                        eos,
+                        cache_length=cache_length,
+                        sampler="greedy",
+                    )
+                    return out["tokens"], out["lengths"]
+                out = gen.beam_search_fn(
+                    source,
+                    source_lengths,
+                    dec,
+                    dec_lengths,
+                    max_new_tokens,
+                    length_penalty,
+                    eos,
+                    num_beams=width,
+                    cache_length=cache_length,
+                )
+                return out["sequences"][:, 0], out["lengths"][:, 0]
+
+            with tf.init_scope():
+                self._decoders[width, cache_length] = tf.function(
+                    run,
+                    jit_compile=self.jit_compile,
+                    autograph=False,
+                    input_signature=[
+                        tf.TensorSpec([None, None], tf.int32),
+                        tf.TensorSpec([None], tf.int32),
+                        tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.float32),
+                    ],
+                ).get_concrete_function()
+        return self._decoders[width, cache_length]
+
+    def endpoints(self):
+        a = self.adapter
+        src_tok, tgt_tok = self.source_tokenizer, self.target_tokenizer
+
+        def translate(inputs, max_new_tokens, num_beams, length_penalty):
+            ragged = src_tok.tokenize(string_vector("inputs", inputs))
+            lengths = tf.cast(ragged.row_lengths(), tf.int32)
+            long = longest(lengths)
+            widths = tf.constant(self.beam_widths, tf.int32)
+            checks = [
+                check_nonempty_batch("inputs", tf.shape(lengths)[0]),
+                require(
+                    tf.reduce_all(lengths >= 1),
+                    "every item of `inputs` needs at least one token; lengths:",
+                    lengths,
+                ),
+                require(
+                    long <= a.source_max_length,
+                    f"an item of `inputs` is longer than the model's maximum source length {a.source_max_length} "
+                    "tokens; longest:",
+                    long,
+                ),
+                require(max_new_tokens >= 0, "`max_new_tokens` must be >= 0; received:", max_new_tokens),
+                require(
+                    max_new_tokens <= self.max_new_tokens_limit,
+                    f"`max_new_tokens` must be <= {self.max_new_tokens_limit} (max_new_tokens_limit of the export); "
+                    "received:",
+                    max_new_tokens,
+                ),
+                require(
+                    tf.reduce_any(tf.equal(widths, num_beams)),
+                    f"`num_beams` must be one of the exported beam widths {self.beam_widths} (1 = greedy); received:",
+                    num_beams,
+                ),
+                require(
+                    tf.logical_and(length_penalty >= 0.0, tf.math.is_finite(length_penalty)),
+                    "`length_penalty` must be a finite float >= 0; received:",
+                    length_penalty,
+                ),
+            ]
+            with tf.control_dependencies(checks):
+                # Right-padded to the same width as the in-process generator.
+                width = lookup(self.source_width_of_length, long)
+                source = ragged.to_tensor(default_value=PAD)
+                source = tf.pad(source, [[0, 0], [0, width - tf.shape(source)[1]]])
+                max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
+                beam_index = tf.argmax(tf.cast(tf.equal(widths, num_beams), tf.int32), output_type=tf.int32)
+                index = lookup(self.config_of, beam_index, max_new)
+
+            def branch(w, cache_length):
+                def fn():
+                    tokens, out_lengths = self.decoder(w, cache_length)(
+                        source, lengths, max_new, length_penalty
+                    )
+                    return tokens[:, :max_new], out_lengths
+
+                return fn
+
+            tokens, out_lengths = tf.switch_case(index, [branch(w, c) for w, c in self.configs])
+            out_lengths = tf.minimum(out_lengths, max_new)
+            return {"translations": detokenize(tgt_tok, tokens, out_lengths), "num_tokens": out_lengths}
+
+        signature = [
+            tf.TensorSpec([None], tf.string, name="inputs"),
+            tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+            tf.TensorSpec([], tf.int32, name="num_beams"),
+            tf.TensorSpec([], tf.float32, name="length_penalty"),
+        ]
+        return [("translate", translate, signature)]
+
+    def warmup_requests(self):
+        return [
+            (
+                "translate",
+                {
+                    "inputs": np.array([sample_text(self.source_tokenizer).encode()]),
+                    "max_new_tokens": np.int32(min(8, self.max_new_tokens_limit)),
+                    "num_beams": np.int32(1),
+                    "length_penalty": np.float32(0.6),
+                },
+            )
+        ]
