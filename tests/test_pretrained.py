@@ -478,3 +478,18 @@ def test_missing_encoder_weight_is_an_error(tmp_path):
     save_file(tensors, os.path.join(path, "model.safetensors"))
     with pytest.raises(ValueError, match=r"missing 1 weight.*bert\.encoder\.layer\.1\.output\.dense\.weight"):
         from_pretrained(path)
+
+
+def test_sentence_encoder_exports_an_embed_signature(tmp_path):
+    import tensorflow as tf
+
+    from keras_tfm.export import export_for_serving
+    from keras_tfm.models.sentence_embedding import embed_texts
+
+    model = sentence_encoder(TINY_BERT)
+    tokenizer = pretrained_tokenizer(TINY_BERT)
+    texts = ["the quick brown fox", "a funny film , not bad at all !"]
+    path = export_for_serving(model, str(tmp_path / "st"), tokenizer=tokenizer, warmup=False)
+    served = tf.saved_model.load(path).signatures["embed"](inputs=tf.constant(texts))
+    np.testing.assert_allclose(served["embeddings"].numpy(), embed_texts(model, tokenizer, texts), atol=1e-5)
+    assert served["truncated"].numpy().tolist() == [False, False]
