@@ -26,10 +26,10 @@ from keras_tfm.data.loaders import (
     load_tiny_shakespeare_file,
     split_tiny_shakespeare,
 )
+from keras_tfm.data.mlm_masking import mlm_mask
 from keras_tfm.data.pipelines import (
     bucket_by_length,
     lm_windows,
-    mlm_mask,
     pad_and_batch,
     seq2seq_pairs,
     tokenize_dataset,
