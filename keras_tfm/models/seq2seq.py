@@ -1,5 +1,9 @@
 """Encoder–decoder Transformer of "Attention Is All You Need" (Vaswani et al. 2017).
 
+One concept, one module: the `Seq2Seq` class (with the encode / cross-cache /
+cached-decoding methods that generation and export call), its builder and the
+small public helpers over it; past 600 lines only because of those methods.
+
     encoder:  x_0 = Dropout(√d·E[src] + PE),  x_i = EncoderBlock_i(x_{i-1})
     decoder:  y_0 = Dropout(√d·E[tgt_in] + PE),
               y_i = DecoderBlock_i(y_{i-1}, x_N)      (masked self-attn, cross-attn, FFN)
