@@ -13,9 +13,11 @@
 3. SST-2 dev accuracy (and test accuracy when `stsa.binary.test` is there).
 4. `export_for_serving` writes a SavedModel whose `classify` signature takes raw strings
    (tokenization inside the graph); one request is checked against the in-process model.
+5. `--results PATH` writes the figures (recipe, steps, wall time, load time, accuracies) as JSON.
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -56,7 +58,17 @@ def parse_args(argv=None):
     )
     p.add_argument("--export-dir", default="saved_models/sst2_finetuned", help="'' to skip the export")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--results", default=None, help="write the figures to this JSON file")
     return p.parse_args(argv)
+
+
+def write_json(path, record):
+    """Writes `record` to `path` (a temporary name, then a rename)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=1)
+    os.replace(tmp, path)
 
 
 def main(argv=None):
@@ -83,9 +95,8 @@ def main(argv=None):
     start = time.perf_counter()
     model = from_pretrained(args.checkpoint, task="classifier", num_classes=2, pooling=args.pooling)
     tokenizer = WordPieceTokenizer.from_pretrained(args.checkpoint)
-    print(
-        f"loaded {args.checkpoint} ({model.count_params():,} parameters) in {time.perf_counter() - start:.1f} s"
-    )
+    load_seconds = time.perf_counter() - start
+    print(f"loaded {args.checkpoint} ({model.count_params():,} parameters) in {load_seconds:.1f} s")
     print(f"train {len(train_texts)} sentences, dev {len(dev_texts)}")
 
     _, timer = finetune_classifier(
@@ -110,9 +121,37 @@ def main(argv=None):
     )
     accuracy = evaluate_classifier(model, tokenizer, dev_texts, dev_labels, args.max_length)
     print(f"SST-2 dev accuracy: {accuracy:.4f}")
+    record = {
+        "checkpoint": os.path.abspath(args.checkpoint),
+        "recipe": {
+            k: getattr(args, k)
+            for k in (
+                "epochs",
+                "batch_size",
+                "max_length",
+                "learning_rate",
+                "warmup_fraction",
+                "pooling",
+                "seed",
+            )
+        },
+        "steps": steps,
+        "full_recipe_steps": full,
+        "load_seconds": round(load_seconds, 2),
+        "finetune_seconds": round(timer.total_seconds, 1),
+        "median_step_seconds": round(timer.median_step_seconds, 4),
+        "load_average": os.getloadavg()[0],
+        "dev_accuracy": accuracy,
+    }
     test_texts, test_labels = read_split(args.data_dir, "test")
     if test_texts is not None:
-        print(f"SST-2 test accuracy: {evaluate_classifier(model, tokenizer, test_texts, test_labels):.4f}")
+        record["test_accuracy"] = evaluate_classifier(
+            model, tokenizer, test_texts, test_labels, args.max_length
+        )
+        print(f"SST-2 test accuracy: {record['test_accuracy']:.4f}")
+    if args.results:
+        write_json(args.results, record)
+        print(f"figures written to {args.results}")
 
     if args.export_dir:
         path = export_for_serving(
