@@ -7,17 +7,23 @@ Only `check_file` and `as_string_tensor` use TensorFlow, and import it lazily.
 
 import argparse
 import math
+import numbers
 import os
+
+
+def _is_int(value):
+    """A Python or NumPy integer, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_positive_int(name, value, allow_none=False):
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _is_int(value):
         raise TypeError(f"`{name}` must be a positive int; received {value!r} ({type(value).__name__}).")
     if value <= 0:
         raise ValueError(f"`{name}` must be a positive int; received {value}.")
-    return value
+    return int(value)
 
 
 def check_rate(name, value):
@@ -128,11 +134,46 @@ def check_bool(name, value):
 def check_non_negative_int(name, value, allow_none=False):
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _is_int(value):
         raise TypeError(f"`{name}` must be a non-negative int; received {value!r} ({type(value).__name__}).")
     if value < 0:
         raise ValueError(f"`{name}` must be a non-negative int; received {value}.")
-    return value
+    return int(value)
+
+
+def check_index(name, value, size):
+    """An int (Python or NumPy) in [0, size): an example, row or head of something of `size` entries."""
+    if not _is_int(value) or not 0 <= value < size:
+        raise ValueError(f"`{name}` must be an index in [0, {size}); received {value!r}.")
+    return int(value)
+
+
+def parse_int_list(name, text):
+    """Integers separated by commas or spaces ("1,2 3") → [1, 2, 3]; a ValueError names `name` otherwise."""
+    try:
+        return [int(t) for t in str(text).replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(
+            f"`{name}` must be integers separated by commas or spaces; received {text!r}."
+        ) from None
+
+
+def check_int(name, value, minimum=None, maximum=None, allow_none=False, maximum_name="the maximum"):
+    """A Python or NumPy integer (not a bool) in [minimum, maximum]; returns a Python int.
+
+    Token ids, counts and widths often arrive as NumPy scalars (read from an
+    array), so `numpy.int32` etc. are accepted. `maximum_name` says what the
+    upper bound is (e.g. "the vocabulary size") in the error message.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an int; received {value!r} of type {type(value).__name__}.")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}; received {value}.")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"`{name}`={value} exceeds {maximum_name} {maximum}.")
+    return int(value)
 
 
 def check_float(name, value, low=None, high=None, low_open=False, high_open=False, allow_none=False):

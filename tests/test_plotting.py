@@ -51,12 +51,20 @@ def test_positional_encoding_pictures(tmp_path):
     np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-6)
     # depends on |p - q| only (Toeplitz)
     np.testing.assert_allclose(sim[3, 5], sim[7, 9], atol=1e-5)
-    for bad in (dict(length=0, d_model=8), dict(length=8, d_model=-1), dict(length=2.5, d_model=8)):
+    for bad, error in (
+        (dict(length=0, d_model=8), ValueError),
+        (dict(length=8, d_model=-1), ValueError),
+        (dict(length=2.5, d_model=8), TypeError),
+    ):
         name = "length" if bad["length"] != 8 else "d_model"
-        with pytest.raises(ValueError, match=f"`{name}`"):
+        with pytest.raises(error, match=f"`{name}`"):
             plotting.plot_positional_encoding(path=tmp_path / "x.png", **bad)
-        with pytest.raises(ValueError, match=f"`{name}`"):
+        with pytest.raises(error, match=f"`{name}`"):
             plotting.plot_position_similarity(path=tmp_path / "x.png", **bad)
+    # NumPy integers count as ints (e.g. a length read from an array's shape).
+    np.testing.assert_allclose(
+        plotting.position_similarity(np.int64(4), np.int32(8)), plotting.position_similarity(4, 8)
+    )
 
 
 def test_plot_lr_schedule(tmp_path):

@@ -1,0 +1,51 @@
+"""Lecture pictures as PNG files (matplotlib, Agg canvas; no pyplot state).
+
+* `plot_attention_heads`: one heatmap per head of one layer for an input.
+* `plot_positional_encoding`: the sinusoidal table PE (positions × channels).
+* `plot_position_similarity`: cosine similarity PE·PEᵀ / (d/2) of positions.
+* `plot_lr_schedule`: a learning-rate schedule over training steps.
+* `plot_training_curves`: curves from a `History`, a dict of lists, a
+  History JSON file or a TensorBoard log directory.
+* `add_plot_subcommand(subparsers)`: registers `keras-tfm plot ...`.
+
+Every function returns the path it wrote. matplotlib is an optional
+dependency (`pip install keras-tfm[plot]`).
+
+One module per picture:
+
+    figure          new_figure, save_png (the Agg canvas), PNG_SIGNATURE
+    attention       resolve_layer, plot_attention_weights, plot_attention_heads
+    positional      plot_positional_encoding, position_similarity, plot_position_similarity
+    learning_rate   learning_rates, plot_lr_schedule
+    curves          read_tensorboard_scalars, plot_training_curves
+    cli             add_plot_subcommand, run_plot (`keras-tfm plot`)
+"""
+
+from keras_tfm.plotting.attention import plot_attention_heads, plot_attention_weights, resolve_layer
+from keras_tfm.plotting.cli import add_plot_subcommand, run_plot
+from keras_tfm.plotting.curves import plot_training_curves, read_tensorboard_scalars
+from keras_tfm.plotting.figure import PNG_SIGNATURE, new_figure, save_png
+from keras_tfm.plotting.learning_rate import learning_rates, plot_lr_schedule
+from keras_tfm.plotting.positional import (
+    plot_position_similarity,
+    plot_positional_encoding,
+    position_similarity,
+)
+
+__all__ = [
+    "PNG_SIGNATURE",
+    "add_plot_subcommand",
+    "learning_rates",
+    "new_figure",
+    "plot_attention_heads",
+    "plot_attention_weights",
+    "plot_lr_schedule",
+    "plot_position_similarity",
+    "plot_positional_encoding",
+    "plot_training_curves",
+    "position_similarity",
+    "read_tensorboard_scalars",
+    "resolve_layer",
+    "run_plot",
+    "save_png",
+]
