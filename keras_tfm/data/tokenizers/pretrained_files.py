@@ -102,12 +102,27 @@ def read_wordpiece_json(file):
         "suffix_indicator": model.get("continuing_subword_prefix", "##"),
         "max_input_chars_per_word": model.get("max_input_chars_per_word", 100),
     }
+    cleanup = _decoder_cleanup(data)
+    if cleanup is not None:
+        options["decoder_cleanup"] = cleanup
     normalizer = data.get("normalizer") or {}
     if normalizer.get("type") == "BertNormalizer":
         options["do_lower_case"] = normalizer.get("lowercase", True)
         options["strip_accents"] = normalizer.get("strip_accents")
         options["tokenize_chinese_chars"] = normalizer.get("handle_chinese_chars", True)
     return vocabulary, options
+
+
+def read_wordpiece_decoder_cleanup(file):
+    """The `cleanup` flag of a `tokenizer.json`'s WordPiece decoder; None without one."""
+    return _decoder_cleanup(read_json(file))
+
+
+def _decoder_cleanup(data):
+    decoder = data.get("decoder") or {}
+    if decoder.get("type") != "WordPiece":
+        return None
+    return bool(decoder.get("cleanup", True))
 
 
 def read_bpe_files(path):

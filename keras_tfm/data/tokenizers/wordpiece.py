@@ -19,6 +19,20 @@ from keras_tfm.data.tokenizers.vocabulary import VocabularyTokenizer
 
 _NORMALIZATIONS = ("words", "bert")
 _BERT_ROLES = ("pad", "unk", "cls", "sep", "mask")
+# HuggingFace `tokenizers`' WordPiece decoder cleanup, applied in this order to every token.
+_CLEANUP = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -39,7 +53,12 @@ class WordPieceTokenizer(VocabularyTokenizer):
     (`tf.strings.substr` with `unit="UTF8_CHAR"`), so it is exported with the
     model.
 
-    `detokenize` joins pieces, glueing `##` pieces to the previous one.
+    `detokenize` is HuggingFace's WordPiece decoder: each token but the first
+    is glued to the previous one when it starts with `##` (which is dropped),
+    otherwise preceded by a space; with `clean_up_tokenization_spaces` that
+    space is dropped again before tokens starting with `. ? ! , n't 'm 's 've
+    're` (HuggingFace `tokenizers` applies its cleanup token by token, so
+    `"don ' t"` stays as it is). Special tokens other than `[UNK]` are dropped.
 
     Args:
         vocabulary: list of pieces in id order; continuation pieces start with
@@ -52,6 +71,9 @@ class WordPieceTokenizer(VocabularyTokenizer):
             follows `lowercase` (BERT's rule).
         tokenize_chinese_chars: with `normalization="bert"`: make every CJK
             ideograph its own word.
+        clean_up_tokenization_spaces: `detokenize` drops the space before
+            punctuation and English clitics (see above); `from_pretrained`
+            turns it on as HuggingFace's decoder does.
         special_tokens, add_bos, add_eos, add_cls_sep, sequence_length,
             **kwargs: see `Tokenizer`.
     """
@@ -66,9 +88,13 @@ class WordPieceTokenizer(VocabularyTokenizer):
         normalization="words",
         strip_accents=None,
         tokenize_chinese_chars=True,
+        clean_up_tokenization_spaces=False,
         **kwargs,
     ):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
+        self.clean_up_tokenization_spaces = check_bool(
+            "clean_up_tokenization_spaces", clean_up_tokenization_spaces
+        )
         self.lowercase = check_bool("lowercase", lowercase)
         if not isinstance(suffix_indicator, str) or not suffix_indicator:
             raise ValueError(f"`suffix_indicator` must be a non-empty str; received {suffix_indicator!r}.")
@@ -148,7 +174,9 @@ class WordPieceTokenizer(VocabularyTokenizer):
         (`normalization="bert"`) and `add_cls_sep=True`, so
         `tokenizer(texts)` gives `[CLS] ... [SEP]` ids as HuggingFace's
         `tokenizer(texts)["input_ids"]`; `tokenize_pairs` gives sentence
-        pairs with segment ids.
+        pairs with segment ids. `detokenize` is the decoder of
+        `tokenizer.json` (`cleanup`, on by default as in HuggingFace), except
+        that `[UNK]` is kept.
 
         Args:
             path: the checkpoint directory.
@@ -169,6 +197,10 @@ class WordPieceTokenizer(VocabularyTokenizer):
             vocabulary = F.read_vocab_txt(vocab_file)
             source = vocab_file
             json_options = {}
+            json_file = F.checkpoint_file(path, "tokenizer.json", required=False)
+            cleanup = None if json_file is None else F.read_wordpiece_decoder_cleanup(json_file)
+            if cleanup is not None:
+                json_options["decoder_cleanup"] = cleanup
         else:
             source = F.checkpoint_file(path, "tokenizer.json", required=False)
             if source is None:
@@ -192,6 +224,7 @@ class WordPieceTokenizer(VocabularyTokenizer):
             "normalization": "bert",
             "special_tokens": special,
             "add_cls_sep": "cls" in special and "sep" in special,
+            "clean_up_tokenization_spaces": bool(options.get("decoder_cleanup", True)),
         }
         config.update(kwargs)
         return cls(_deduplicate(vocabulary, source), **config)
@@ -301,8 +334,22 @@ class WordPieceTokenizer(VocabularyTokenizer):
         return tf.ragged.boolean_mask(matrix, keep)
 
     def _decode(self, ids):
-        text = tf.strings.reduce_join(self._tokens(ids), axis=-1, separator=" ")
-        return tf.strings.regex_replace(text, " " + re.escape(self.suffix_indicator), "")
+        """HuggingFace's WordPiece decoder, token by token (see the class docstring)."""
+        tokens = self._tokens(ids)
+        flat = tokens.flat_values
+        position = tf.range(tf.size(flat, out_type=tokens.row_splits.dtype), dtype=tokens.row_splits.dtype)
+        first = tf.equal(position, tf.gather(tokens.row_splits, tokens.value_rowids()))
+        prefix_bytes = len(self.suffix_indicator.encode("utf-8"))
+        continued = tf.equal(tf.strings.substr(flat, 0, prefix_bytes), self.suffix_indicator)
+        stripped = tf.strings.regex_replace(
+            flat, "^" + re.escape(self.suffix_indicator), "", replace_global=False
+        )
+        glued = tf.where(continued, stripped, tf.strings.join([" ", flat]))
+        pieces = tf.where(first, flat, glued)
+        if self.clean_up_tokenization_spaces:
+            for dirty, clean in _CLEANUP:
+                pieces = tf.strings.regex_replace(pieces, re.escape(dirty), clean)
+        return tf.strings.reduce_join(tokens.with_flat_values(pieces), axis=-1)
 
     def _tokenizer_config(self):
         config = super()._tokenizer_config()
@@ -314,6 +361,7 @@ class WordPieceTokenizer(VocabularyTokenizer):
                 "normalization": self.normalization,
                 "strip_accents": self.strip_accents,
                 "tokenize_chinese_chars": self.tokenize_chinese_chars,
+                "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
             }
         )
         return config
