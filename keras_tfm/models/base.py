@@ -16,6 +16,9 @@ model is at the same time
 `get_config()` returns the constructor arguments (`config` is the same dict
 without `name`/`trainable`); `from_config(config)` calls the constructor, so a
 `.keras` file stores the hyperparameters and the weights.
+
+`enable_lora(rank)` / `merge_lora()` (see `keras_tfm.models.lora`) work on
+every model class; the LoRA options are saved with the config.
 """
 
 import keras
@@ -50,8 +53,49 @@ class TransformerModel(keras.Model):
         return dict(self._model_config)
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, **self.config}
+        config = {"name": self.name, "trainable": self.trainable, **self.config}
+        if getattr(self, "_lora", None):
+            config["lora"] = dict(self._lora)
+        return config
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
-        return cls(**config)
+        config = dict(config)
+        lora = config.pop("lora", None)
+        model = cls(**config)
+        if lora:
+            model.enable_lora(**lora)
+        return model
+
+    # ------------------------------------------------------------------ LoRA
+    def enable_lora(self, rank, target=("query", "value"), alpha=None):
+        """Low-rank adaptation: `W → W + (α/r)·A·B` on the `target` projections
+        (Keras's `layer.enable_lora`), every other weight frozen.
+
+        Args:
+            rank: LoRA rank (positive int).
+            target: projection names: "query", "key", "value",
+                "attention_output", "ffn_inner", "ffn_gate", "ffn_output".
+            alpha: scale numerator (default `rank`).
+
+        Raises:
+            ValueError: bad rank/target, or LoRA already enabled.
+        """
+        from keras_tfm.models import lora
+
+        self._lora = lora.enable_lora(self, rank, target, alpha)
+        self.lora_weights = lora.LoraWeights(
+            lora.target_layers(self, self._lora["target"]), name="lora_weights"
+        )
+
+    def merge_lora(self):
+        """Folds the LoRA updates into the kernels (in place) and turns LoRA
+        off: the model computes the same outputs with plain projections, ready
+        for `export_for_serving`; every weight is trainable again."""
+        from keras_tfm.models import lora
+
+        if not getattr(self, "_lora", None):
+            raise ValueError("`merge_lora()` needs LoRA enabled first (`enable_lora(rank)`).")
+        lora.merge_lora(self, self._lora["target"])
+        self._lora = None
+        self.lora_weights = None
