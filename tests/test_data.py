@@ -362,6 +362,45 @@ def test_mlm_mask_in_dataset_passes_extra_features():
             D.mlm_mask(ids, vocabulary_size=1000, mask_rate=bad)
 
 
+def test_mlm_mask_uses_the_tokenizers_scattered_special_ids():
+    """BERT's layout ([PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103): ids 1..6 are ordinary
+    words (an id threshold would never mask them), the special ids are never selected nor drawn."""
+    vocabulary = ["[PAD]"] + [f"w{i}" for i in range(1, 100)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocabulary += [f"w{i}" for i in range(104, 160)]
+    roles = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+    tokenizer = WordPieceTokenizer(vocabulary, special_tokens=roles)
+    assert tokenizer.special_token_ids == (0, 100, 101, 102, 103)
+    rng = np.random.default_rng(1)
+    ids = rng.integers(1, 160, size=(256, 64)).astype(np.int32)
+    ids[:, :8] = rng.integers(1, 7, size=(256, 8))  # low ordinary ids
+    ids[:, 8] = 100  # [UNK]
+    ids[:, 0], ids[:, -2], ids[:, -1] = 101, 102, 0
+    special = np.isin(ids, [0, 100, 101, 102, 103])
+    for kwargs in (
+        {"tokenizer": tokenizer},
+        {"vocabulary_size": 160, "special_token_ids": [103, 0, 101, 100, 102], "mask_token_id": 103},
+    ):
+        features, labels, weights = D.mlm_mask(tf.constant(ids), seed=3, mask_rate=0.3, **kwargs)
+        masked, selected = features["token_ids"].numpy(), weights.numpy() == 1.0
+        np.testing.assert_array_equal(labels.numpy(), ids)
+        np.testing.assert_array_equal(features["padding_mask"].numpy(), ids != 0)
+        assert not selected[special].any()
+        assert abs(selected[~special].mean() - 0.3) < 0.02
+        assert selected[:, 1:8].mean() > 0.25  # the low ordinary ids are maskable
+        np.testing.assert_array_equal(masked[~selected], ids[~selected])
+        to_mask = selected & (masked == 103)
+        assert abs(to_mask.sum() / selected.sum() - 0.8) < 0.03
+        drawn = masked[selected & (masked != 103) & (masked != ids)]
+        assert drawn.size > 300 and not np.isin(drawn, [0, 100, 101, 102, 103]).any()
+        assert drawn.min() < 20 and drawn.max() > 150  # uniform over both sides of the special block
+    with pytest.raises(ValueError, match="not both"):
+        D.mlm_mask(ids, tokenizer=tokenizer, num_special_tokens=7)
+    with pytest.raises(ValueError, match="special_token_ids"):
+        D.mlm_mask(ids, vocabulary_size=160, special_token_ids=[0, 160], mask_token_id=103)
+    with pytest.raises(ValueError, match="mask_token_id"):
+        D.mlm_mask(ids, vocabulary_size=160, special_token_ids=[0, 100])
+
+
 def test_seq2seq_pairs_shift_and_truncation():
     source = [[10, 11, 12], [13]]
     target = [[20, 21], [22, 23, 24, 25]]
