@@ -467,3 +467,33 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
     args = parser.parse_args(["generate", "--model", gpt_base, "--prompt", "x", "--max-new-tokens", "-3"])
     assert args.func(args) == 2
     assert "invalid request" in capsys.readouterr().err
+
+
+def test_fill_mask_uses_the_tokenizers_mask_and_special_ids():
+    """A published vocabulary puts [MASK] elsewhere (here 53, BERT's is 103; the fixed id 4 is an
+    ordinary word): the endpoint encodes the mask with the tokenizer's id and never predicts one of
+    its special ids (0, 50..53), while the low ids 1..6 stay predictable."""
+    from keras_tfm.data import WordPieceTokenizer
+    from keras_tfm.export.bert_serving import BertMaskedLMServing
+
+    vocabulary = ["[PAD]"] + [f"w{i}" for i in range(1, 50)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocabulary += [f"w{i}" for i in range(54, 64)]
+    roles = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+    tokenizer = WordPieceTokenizer(vocabulary, special_tokens=roles)
+    mlm = bert_masked_lm("tiny", vocabulary_size=64)
+    fill_mask = dict((name, fn) for name, fn, _ in BertMaskedLMServing(mlm, tokenizer).endpoints())[
+        "fill_mask"
+    ]
+    out = fill_mask(tf.constant(["w5 w6 [MASK] w7"]))
+    ids = np.array([[51, 5, 6, 53, 7, 52]], np.int32)
+    logits = np.array(
+        mlm({"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)})
+    )
+    logits = logits[0, 3].astype(np.float64)
+    logits[[0, 50, 51, 52, 53]] = -np.inf
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    top = np.argsort(-probabilities)[:5]
+    assert [t.decode() for t in out["top_tokens"].numpy()[0]] == [vocabulary[i] for i in top]
+    np.testing.assert_allclose(out["top_probabilities"].numpy()[0], probabilities[top], rtol=1e-4)
+    assert out["filled"].numpy()[0].decode() == f"w5 w6 {vocabulary[top[0]]} w7"

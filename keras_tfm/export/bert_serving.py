@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data.special_tokens import CLS, MASK, NUM_SPECIAL_TOKENS, PAD, SEP
+from keras_tfm.data.special_tokens import CLS, MASK, PAD, SEP
 from keras_tfm.export.common import (
     FILL_MASK_TOP_K,
     MASK_TOKEN,
@@ -125,20 +125,25 @@ class SentenceEncoderServing(_BertBase):
 
 
 class BertMaskedLMServing(_BertBase):
-    """`fill_mask`: strings containing `[MASK]` → the best filled string and,
-    for the first mask of each input, the top-5 tokens and probabilities
-    (special tokens are never predicted)."""
+    """`fill_mask`: strings containing the tokenizer's mask token (`[MASK]`) →
+    the best filled string and, for the first mask of each input, the top-5
+    tokens and probabilities (special tokens are never predicted). The mask
+    and special-token ids are the tokenizer's (a published vocabulary:
+    BERT's `[MASK]` is 103)."""
 
     def __init__(self, model, tokenizer, top_k=FILL_MASK_TOP_K):
         super().__init__(model, tokenizer)
+        self.mask_id = special_id(tokenizer, "mask", MASK)
+        self.mask_token = tokenizer.id_to_token(self.mask_id) if tokenizer.mask_id is not None else MASK_TOKEN
         # Predictions are restricted to the tokenizer's ordinary tokens.
         self.num_predictable = tokenizer.vocabulary_size
-        self.top_k = min(int(top_k), self.num_predictable - NUM_SPECIAL_TOKENS)
+        self.special_ids = tuple(tokenizer.special_token_ids)
+        self.top_k = min(int(top_k), self.num_predictable - len(self.special_ids))
 
     def encode_masked(self, strings):
-        """Splits on the literal `[MASK]`, tokenizes the pieces and joins them
-        with the MASK id (tokenizers would otherwise split `[MASK]` as text)."""
-        pieces = tf.strings.split(strings, sep=MASK_TOKEN)  # [B, (n_pieces)]
+        """Splits on the literal mask token, tokenizes the pieces and joins them
+        with the mask id (tokenizers would otherwise split `[MASK]` as text)."""
+        pieces = tf.strings.split(strings, sep=self.mask_token)  # [B, (n_pieces)]
         flat_ids = raw_encode(self.tokenizer, pieces.flat_values)  # [P, (t)]
         n = tf.cast(pieces.row_lengths(), tf.int32)
         num_pieces = tf.shape(pieces.flat_values)[0]
@@ -147,7 +152,7 @@ class BertMaskedLMServing(_BertBase):
         is_last = tf.scatter_nd(piece_row_end[:, None], tf.ones_like(piece_row_end), [num_pieces]) > 0
         mask_counts = tf.cast(tf.logical_not(is_last), tf.int64)
         masks = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(mask_counts)], tf.constant(MASK, tf.int32)), mask_counts
+            tf.fill([tf.reduce_sum(mask_counts)], tf.constant(self.mask_id, tf.int32)), mask_counts
         )
         joined = tf.concat([tf.cast(flat_ids, tf.int32), masks], axis=1)  # [P, (t + 0/1)]
         per_row = tf.RaggedTensor.from_row_splits(joined, pieces.row_splits)
@@ -163,7 +168,7 @@ class BertMaskedLMServing(_BertBase):
                 [
                     require(
                         tf.reduce_all(num_masks >= 1),
-                        f"every item of `inputs` must contain {MASK_TOKEN}; masks per item:",
+                        f"every item of `inputs` must contain {self.mask_token}; masks per item:",
                         num_masks,
                     ),
                 ]
@@ -173,10 +178,12 @@ class BertMaskedLMServing(_BertBase):
             token_ids = x["token_ids"]
             logits = tf.cast(model(x, training=False), tf.float32)
             ids_range = tf.range(self.vocabulary_size)
-            ordinary = (ids_range >= NUM_SPECIAL_TOKENS) & (ids_range < self.num_predictable)
+            special = tf.constant(self.special_ids or (-1,), tf.int32)
+            is_special = tf.reduce_any(tf.equal(ids_range[:, None], special[None, :]), axis=-1)
+            ordinary = ~is_special & (ids_range < self.num_predictable)
             logits = tf.where(ordinary[None, None, :], logits, samplers.MASK_VALUE)
             best = tf.argmax(logits, axis=-1, output_type=tf.int32)
-            is_mask = tf.equal(token_ids, MASK)
+            is_mask = tf.equal(token_ids, self.mask_id)
             filled_ids = tf.where(is_mask, best, token_ids)
             lengths = tf.reduce_sum(x["padding_mask"], axis=1)
             filled = tokenizer.detokenize(tf.RaggedTensor.from_tensor(filled_ids, lengths=lengths))
@@ -192,4 +199,4 @@ class BertMaskedLMServing(_BertBase):
         return [("fill_mask", fill_mask, [tf.TensorSpec([None], tf.string, name="inputs")])]
 
     def warmup_requests(self):
-        return [("fill_mask", {"inputs": np.array([f"{self.warmup_text()} {MASK_TOKEN}".encode()])})]
+        return [("fill_mask", {"inputs": np.array([f"{self.warmup_text()} {self.mask_token}".encode()])})]
