@@ -33,6 +33,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from _common import adamw, keras_tfm_gpt, step_flops, torch_gpt_trainer  # noqa: E402
 
 CONFIGS = {
     # CPU smoke size: seconds on 2 cores.
@@ -42,13 +43,6 @@ CONFIGS = {
     # GPT-2 small's shape at T = 1024 (vocab padded to 50304 as in nanoGPT).
     "large": dict(num_layers=12, num_heads=12, d_model=768, seq_len=1024, batch=16, vocab=50304),
 }
-
-
-def step_flops(c):
-    d, L, T, B, V = c["d_model"], c["num_layers"], c["seq_len"], c["batch"], c["vocab"]
-    n = 12 * L * d * d + d * V
-    tokens = B * T
-    return 6 * n * tokens + 12 * L * T * d * tokens
 
 
 def matmul_peak(n, dtype="bfloat16", repeats=10):
@@ -76,33 +70,15 @@ def fused_attention_impl():
     return "fused" if "fused" in ATTENTION_IMPLS else "auto"
 
 
-def build_gpt(c, attention_impl):
-    from keras_tfm.models import gpt
-
-    return gpt(
-        vocabulary_size=c["vocab"],
-        max_length=c["seq_len"],
-        num_layers=c["num_layers"],
-        num_heads=c["num_heads"],
-        d_model=c["d_model"],
-        dropout=0.0,
-        attention_impl=attention_impl,
-    )
-
-
-def _optimizer():
-    return keras.optimizers.AdamW(1e-3, weight_decay=0.1, beta_2=0.99, clipnorm=1.0)
-
-
 def keras_runner(c, data, policy, attention_impl, steps_per_execution):
     keras.config.set_dtype_policy(policy)
     try:
         keras.utils.set_random_seed(0)
-        model = build_gpt(c, attention_impl)
+        model = keras_tfm_gpt(c, attention_impl=attention_impl)
     finally:
         keras.config.set_dtype_policy("float32")
     model.compile(
-        optimizer=_optimizer(),
+        optimizer=adamw(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=True,
         steps_per_execution=steps_per_execution,
@@ -122,73 +98,24 @@ def keras_runner(c, data, policy, attention_impl, steps_per_execution):
 def torch_runner(c, data, compile_model):
     """The same GPT in PyTorch: bf16 autocast on CUDA, SDPA (flash), fused AdamW, torch.compile."""
     import torch
-    import torch.nn.functional as F
-    from torch import nn
 
-    torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    d, h, T, V = c["d_model"], c["num_heads"], c["seq_len"], c["vocab"]
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
-            q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, d))
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(V, d), nn.Embedding(T, d)
-            self.blocks = nn.ModuleList(Block() for _ in range(c["num_layers"]))
-            self.ln_f = nn.LayerNorm(d)
-
-        def forward(self, idx):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
-            for block in self.blocks:
-                x = block(x)
-            return self.ln_f(x) @ self.wte.weight.T  # tied head, like keras_tfm's GPT
-
-    model = GPT().to(device)
-    fused = device == "cuda"
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, fused=fused
-    )
-    forward = torch.compile(model) if compile_model else model
     batch = c["batch"]
-    xs = torch.from_numpy(data[0].astype("int64")).to(device).split(batch)
-    ys = torch.from_numpy(data[1].astype("int64")).to(device).split(batch)
-    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda")
-
-    def step(i):
-        with autocast:
-            logits = forward(xs[i])
-            loss = F.cross_entropy(logits.float().view(-1, V), ys[i].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss
-
-    for i in range(min(3, len(xs))):
+    batches = tuple(a.reshape(-1, batch, a.shape[-1]) for a in data)
+    step, n = torch_gpt_trainer(
+        c, batches, device=device, tied_head=True, gelu="tanh", compile_model=compile_model
+    )
+    for i in range(min(3, n)):
         step(i)
     if device == "cuda":
         torch.cuda.synchronize()
 
     def run():
         t = time.perf_counter()
-        for i in range(len(xs)):
+        for i in range(n):
             loss = step(i)
         float(loss.detach())  # host sync
-        return (time.perf_counter() - t) / len(xs)
+        return (time.perf_counter() - t) / n
 
     info = f"torch {torch.__version__} on {device}, {'torch.compile' if compile_model else 'eager'}"
     return run, info

@@ -41,6 +41,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _common import adamw, keras_tfm_gpt, step_flops, torch_gpt_trainer  # noqa: E402
 
 CONFIGS = {
     "small": dict(num_layers=4, num_heads=4, d_model=128, seq_len=64, batch=12, vocab=65),
@@ -61,19 +62,6 @@ def matmul_peak(n=2048, dtype=tf.float32, repeats=10):
             mm(a, b).numpy()
             best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best / 1e9
-
-
-def build_keras_tfm(c):
-    from keras_tfm.models import gpt
-
-    return gpt(
-        vocabulary_size=c["vocab"],
-        max_length=c["seq_len"],
-        num_layers=c["num_layers"],
-        num_heads=c["num_heads"],
-        d_model=c["d_model"],
-        dropout=0.0,
-    )
 
 
 def build_keras_hub(c):
@@ -110,28 +98,17 @@ def build_keras_mha(c):
     return keras.Model(ids, keras.layers.Dense(c["vocab"])(x))
 
 
-PEERS = {"keras_tfm": build_keras_tfm, "keras_hub": build_keras_hub, "keras_mha": build_keras_mha}
-
-
-def step_flops(c):
-    d, L, T, B, V = c["d_model"], c["num_layers"], c["seq_len"], c["batch"], c["vocab"]
-    n = 12 * L * d * d + d * V
-    tokens = B * T
-    return 6 * n * tokens + 12 * L * T * d * tokens
-
-
-def _optimizer():
-    return keras.optimizers.AdamW(1e-3, weight_decay=0.1, beta_2=0.99, clipnorm=1.0)
+PEERS = {"keras_tfm": keras_tfm_gpt, "keras_hub": build_keras_hub, "keras_mha": build_keras_mha}
 
 
 def make_keras_runner(model, jit, data, steps_per_execution, helper=False):
     if helper:
         from keras_tfm.models import compile_for_lm
 
-        compile_for_lm(model, _optimizer(), ignore_index=None, steps_per_execution=steps_per_execution)
+        compile_for_lm(model, adamw(), ignore_index=None, steps_per_execution=steps_per_execution)
     else:
         model.compile(
-            optimizer=_optimizer(),
+            optimizer=adamw(),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             jit_compile=jit,
             steps_per_execution=steps_per_execution,
@@ -158,54 +135,8 @@ def make_keras_runner(model, jit, data, steps_per_execution, helper=False):
 def make_torch_runner(c, data):
     """The same GPT in PyTorch eager mode (nanoGPT's layout), AdamW + global-norm clipping."""
     import torch
-    import torch.nn.functional as F
-    from torch import nn
 
-    torch.manual_seed(0)
-    d, h, T, V = c["d_model"], c["num_heads"], c["seq_len"], c["vocab"]
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
-            q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, d))
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(V, d), nn.Embedding(T, d)
-            self.blocks = nn.ModuleList(Block() for _ in range(c["num_layers"]))
-            self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, V)
-
-        def forward(self, idx):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-            for block in self.blocks:
-                x = block(x)
-            return self.head(self.ln_f(x))
-
-    model = GPT()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
-    xs = [torch.from_numpy(b.astype("int64")) for b in data[0]]
-    ys = [torch.from_numpy(b.astype("int64")) for b in data[1]]
-
-    def step(i):
-        logits = model(xs[i % len(xs)])
-        loss = F.cross_entropy(logits.view(-1, V), ys[i % len(ys)].view(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss
-
+    step, _ = torch_gpt_trainer(c, data)
     for i in range(5):
         step(i)
 
