@@ -6,11 +6,13 @@ sublayers one by one, and after `model.quantize("int8")` every quantized
 sublayer of a GPT is actually called.
 """
 
+import os
 import warnings
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from keras import ops
 
 from keras_tfm import layers as L
@@ -194,7 +196,7 @@ def test_no_layer_bypasses_a_quantized_sublayer(quantized_gpt, monkeypatch):
     assert len(bypassed) == 8 and all("self_attention" in path for path in bypassed), bypassed
 
 
-@pytest.mark.parametrize("name", ["seq2seq", "vit"])
+@pytest.mark.parametrize("name", ["seq2seq", "vit", "bert_classifier", "bert_masked_lm"])
 def test_quantize_whole_builder_models(name):
     """`model.quantize("int8")` on other builders: every projection (cross-attention
     included) is quantized and called, and the outputs stay close."""
@@ -207,6 +209,17 @@ def test_quantize_whole_builder_models(name):
             "decoder_token_ids": rng.integers(1, 32, size=(4, 12)).astype("int32"),
         }
         expected = 2 * 6 + 2 * 10  # encoder blocks: attention + FFN; decoder blocks: + cross-attention
+    elif name.startswith("bert"):
+        builder = M.bert_classifier if name == "bert_classifier" else M.bert_masked_lm
+        model = builder("tiny", **({"num_classes": 3} if name == "bert_classifier" else {}))
+        x = {
+            "token_ids": rng.integers(1, 64, size=(4, 12)).astype("int32"),
+            "segment_ids": np.zeros((4, 12), "int32"),
+            "padding_mask": np.ones((4, 12), "int32"),
+        }
+        # segment Embedding + blocks + pooler and classifier, or the MLM transform
+        # (the tied MLM output reads the token table: `TokenEmbedding` stays float).
+        expected = 1 + 2 * 6 + (2 if name == "bert_classifier" else 1)
     else:
         model = M.vit_classifier(8, 4, 3, num_layers=2, num_heads=2, d_model=16)
         x = rng.normal(size=(4, 8, 8, 3)).astype("float32")
@@ -219,3 +232,34 @@ def test_quantize_whole_builder_models(name):
     assert len(counts) == expected and all(n >= 1 for n in counts.values()), counts
     out = keras.ops.convert_to_numpy(model(x))
     np.testing.assert_allclose(out, reference, atol=0.05 * np.abs(reference).max())
+
+
+def _stored_bytes(model_or_dir):
+    """Bytes per dtype of a model's variables, or of a SavedModel's checkpoint."""
+    totals = {}
+    if isinstance(model_or_dir, keras.Model):
+        items = [(v.dtype, v.shape) for v in model_or_dir.weights]
+    else:
+        reader = tf.train.load_checkpoint(os.path.join(model_or_dir, "variables", "variables"))
+        shapes = reader.get_variable_to_shape_map()
+        items = [(d.name, shapes[n]) for n, d in reader.get_variable_to_dtype_map().items() if d != tf.string]
+    for dtype, shape in items:
+        totals[dtype] = totals.get(dtype, 0) + int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return totals
+
+
+def test_int8_export_stores_int8_kernels(quantized_gpt, tmp_path):
+    """The SavedModel of a quantized model holds the int8 kernels and their
+    scales, not a float copy, and serves the quantized model's outputs."""
+    model, ids, _ = quantized_gpt
+    path = str(tmp_path / "int8")
+    model.export(path, format="tf_saved_model", verbose=False)
+    in_memory, stored = _stored_bytes(model), _stored_bytes(path)
+    kernels = sum(int(np.prod(layer.kernel.shape)) for layer in _quantized_leaves(model))
+    assert in_memory["int8"] == kernels
+    # Same factor for every dtype (Keras's export tracks each variable once or
+    # twice): a float copy of the kernels would raise the float32 factor.
+    factor = stored["int8"] / in_memory["int8"]
+    assert factor in (1, 2) and stored["float32"] == factor * in_memory["float32"], (stored, in_memory)
+    served = keras.layers.TFSMLayer(path, call_endpoint="serve")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(served(ids)), model(ids), atol=1e-5)
