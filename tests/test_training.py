@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_tfm import bleu, models, training
+from keras_tfm import models, training
 
 TIMEOUT = 240  # seconds for any subprocess (the machine may be loaded)
 
@@ -411,50 +411,3 @@ def test_train_with_clipnorm_label_smoothing_and_steps_per_execution():
     )
     assert result.epochs == [0, 1] and set(result.history) >= {"loss", "val_loss", "accuracy"}
     assert np.isfinite(result.history["loss"]).all()
-
-
-# --------------------------------------------------------------------------- #
-# BLEU
-# --------------------------------------------------------------------------- #
-
-
-def test_corpus_bleu_hand_computed():
-    hyp = "the cat sat on the mat".split()
-    ref = "the cat is on the mat".split()
-    # p1 = 5/6, p2 = 3/5 (the cat, on the, the mat), p3 = 1/4 (on the mat), p4 = 0/3 -> BLEU 0 (no smoothing)
-    out = bleu.corpus_bleu([hyp], [ref])
-    assert out["matches"] == [5, 3, 1, 0] and out["totals"] == [6, 5, 4, 3]
-    assert out["bleu"] == 0.0 and out["brevity_penalty"] == 1.0
-
-    # Corpus level: counts are summed before dividing.
-    hyps = [hyp, "a dog runs in the park".split()]
-    refs = [ref, "a dog runs in the big park".split()]
-    out = bleu.corpus_bleu(hyps, refs)
-    # sentence 2: 1-grams 6/6, 2-grams 4/5, 3-grams 3/4, 4-grams 2/3; lengths c = 12, r = 13
-    assert out["matches"] == [11, 7, 4, 2] and out["totals"] == [12, 10, 8, 6]
-    expected_bp = np.exp(1 - 13 / 12)
-    expected = expected_bp * np.exp(np.mean(np.log([11 / 12, 7 / 10, 4 / 8, 2 / 6])))
-    assert out["brevity_penalty"] == pytest.approx(expected_bp)
-    assert out["bleu"] == pytest.approx(expected)  # = 0.9200 · exp(−0.5589) ≈ 0.5261
-    assert out["bleu"] == pytest.approx(0.5261, abs=1e-4)
-
-
-def test_corpus_bleu_clipping_multiple_references_and_perfect():
-    out = bleu.corpus_bleu(
-        [["the"] * 7],
-        [[["the", "cat", "is", "on", "the", "mat", "x"], ["there", "is", "a", "cat"]]],
-        max_order=1,
-    )
-    assert out["matches"] == [2] and out["totals"] == [7]  # clipped to the max count in one reference
-    text = "a b c d e".split()
-    assert bleu.corpus_bleu([text], [text])["bleu"] == pytest.approx(1.0)
-    short = bleu.corpus_bleu(
-        [["a", "b", "c", "d"]], [[["a", "b", "c", "d", "e", "f"], ["a", "b", "c", "d", "e"]]]
-    )
-    assert short["reference_length"] == 5  # closest reference length
-    assert short["brevity_penalty"] == pytest.approx(np.exp(1 - 5 / 4))
-    assert bleu.corpus_bleu(
-        ["Hello, world!"], ["hello , world !"], tokenize=bleu.simple_tokenize, max_order=2
-    )["bleu"] == pytest.approx(1.0)
-    with pytest.raises(ValueError):
-        bleu.corpus_bleu([["a"]], [])

@@ -25,6 +25,8 @@ One module per concept:
     unicode_tables     per-codepoint tables those normalisers look up
     corpus             split_words, count_words, count_characters
     wordpiece_trainer  learn_wordpiece_vocabulary
+    byte_pair_trainer  learn_byte_pair_vocabulary (BytePairTokenizer.from_corpus)
+    pair_merges        the greedy pair-merge loop both trainers share
     vocabulary_file    the keras_tfm vocabulary file format, load_tokenizer
     pretrained_files   readers for HuggingFace tokenizer files
 

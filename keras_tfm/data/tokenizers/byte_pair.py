@@ -86,6 +86,30 @@ class BytePairTokenizer(VocabularyTokenizer):
         self._classes = tf.constant(classes)
 
     @classmethod
+    def from_corpus(cls, corpus, vocabulary_size, special_tokens=True, min_frequency=1, **kwargs):
+        """Learns merges with `learn_byte_pair_vocabulary` (cased) and builds the tokenizer.
+
+        Args:
+            corpus: a str, a list of str, or a `tf.data.Dataset` of strings.
+            vocabulary_size: target `vocabulary_size`, the 256 byte
+                characters and the special tokens included.
+            special_tokens: True (the default) reserves ids 0..6 for the fixed
+                special tokens (`[BOS]`, `[EOS]`, ... of the seq2seq
+                pipelines); False: none.
+            min_frequency: ignore pieces seen fewer times.
+            **kwargs: constructor arguments (`add_bos`, `add_eos`, ...).
+
+        Returns:
+            A `BytePairTokenizer`.
+        """
+        from keras_tfm.data.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
+
+        vocabulary, merges = learn_byte_pair_vocabulary(
+            corpus, vocabulary_size, special_tokens=bool(special_tokens), min_frequency=min_frequency
+        )
+        return cls(vocabulary, merges, special_tokens=special_tokens, **kwargs)
+
+    @classmethod
     def from_pretrained(cls, path, **kwargs):
         """GPT-2's tokenizer from a HuggingFace-layout directory.
 

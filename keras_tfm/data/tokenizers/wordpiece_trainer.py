@@ -1,12 +1,12 @@
 """WordPiece vocabulary learning by greedy likelihood merges (plain Python, at build time only)."""
 
 import collections
-import heapq
 import math
 
 from keras_tfm.checks import check_positive_int
 from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS
 from keras_tfm.data.tokenizers.corpus import count_words
+from keras_tfm.data.tokenizers.pair_merges import greedy_pair_merges
 
 
 def learn_wordpiece_vocabulary(
@@ -82,77 +82,18 @@ def learn_wordpiece_vocabulary(
         return vocabulary
     in_vocabulary = set(vocabulary)
 
-    pair_counts = collections.Counter()
-    pair_words = collections.defaultdict(set)
-    symbol_pairs = collections.defaultdict(set)
+    def gain(count, first_count, second_count, total):
+        return count * (math.log(count) + math.log(total) - math.log(first_count * second_count))
 
-    def add_word(index, sign):
-        symbols, count = words[index], word_counts[index]
-        for symbol in symbols:
-            symbol_counts[symbol] += sign * count
-        for pair in zip(symbols, symbols[1:]):
-            pair_counts[pair] += sign * count
-            if sign > 0:
-                pair_words[pair].add(index)
-                symbol_pairs[pair[0]].add(pair)
-                symbol_pairs[pair[1]].add(pair)
+    def join(first, second):
+        return first + second[len(ind) :]
 
-    for index in range(len(words)):
-        add_word(index, +1)
-
-    log_total = math.log(sum(symbol_counts.values()))
-    heap = []
-    stamps = collections.Counter()
-
-    def push(pair):
-        count = pair_counts.get(pair, 0)
-        stamps[pair] += 1
-        if count > 0:
-            score = count * (
-                math.log(count) + log_total - math.log(symbol_counts[pair[0]] * symbol_counts[pair[1]])
-            )
-            heapq.heappush(heap, (-score, -count, pair, stamps[pair]))
-
-    for pair in list(pair_counts):
-        push(pair)
-
-    while len(vocabulary) < budget and heap:
-        _, _, pair, stamp = heapq.heappop(heap)
-        if stamp != stamps[pair] or pair_counts.get(pair, 0) <= 0:
-            continue
-        first, second = pair
-        merged = first + second[len(ind) :]
-        touched_symbols = {first, second, merged}
-        touched_pairs = set()
-        for index in list(pair_words.pop(pair, ())):
-            symbols = words[index]
-            if not any(a == first and b == second for a, b in zip(symbols, symbols[1:])):
-                continue
-            touched_pairs.update(zip(symbols, symbols[1:]))
-            add_word(index, -1)
-            new_symbols, i = [], 0
-            while i < len(symbols):
-                if i + 1 < len(symbols) and symbols[i] == first and symbols[i + 1] == second:
-                    new_symbols.append(merged)
-                    i += 2
-                else:
-                    new_symbols.append(symbols[i])
-                    i += 1
-            words[index] = new_symbols
-            add_word(index, +1)
-            touched_pairs.update(zip(new_symbols, new_symbols[1:]))
+    if len(vocabulary) >= budget:
+        return vocabulary
+    for _, _, merged in greedy_pair_merges(words, word_counts, symbol_counts, gain, join):
         if merged not in in_vocabulary:
             vocabulary.append(merged)
             in_vocabulary.add(merged)
-        for symbol in touched_symbols:
-            touched_pairs.update(symbol_pairs.get(symbol, ()))
-        for touched in touched_pairs:
-            if pair_counts.get(touched, 0) <= 0:
-                pair_counts.pop(touched, None)
-                pair_words.pop(touched, None)
-                symbol_pairs[touched[0]].discard(touched)
-                symbol_pairs[touched[1]].discard(touched)
-                stamps[touched] += 1
-            else:
-                push(touched)
+            if len(vocabulary) >= budget:
+                break
     return vocabulary
