@@ -218,9 +218,11 @@ def test_translate_example_end_to_end(spa_file, tmp_path, monkeypatch, capsys):
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert "corpus BLEU-4" in out and "token accuracy" in out and "translation:" in out
+    assert "sacreBLEU" in out and "chrF" in out and "beam 4" in out and "translation:" in out
     r = json.loads(results.read_text())
-    assert 0.0 <= r["bleu"] <= 1.0 and 0.0 <= r["token_accuracy"] <= 1.0 and len(r["examples"]) == 2
+    assert 0.0 <= r["bleu"] <= 100.0 and 0.0 <= r["chrf"] <= 100.0 and 0.0 <= r["token_accuracy"] <= 1.0
+    assert len(r["examples"]) == 2 and r["unknown_share"] == 0.0  # byte-level BPE: nothing is unknown
+    assert "case:mixed" in r["bleu_signature"]
 
 
 def test_demo_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
