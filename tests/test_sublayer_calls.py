@@ -263,3 +263,24 @@ def test_int8_export_stores_int8_kernels(quantized_gpt, tmp_path):
     assert factor in (1, 2) and stored["float32"] == factor * in_memory["float32"], (stored, in_memory)
     served = keras.layers.TFSMLayer(path, call_endpoint="serve")
     np.testing.assert_allclose(keras.ops.convert_to_numpy(served(ids)), model(ids), atol=1e-5)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_query_decoding_step_reads_the_cache_once(kv_heads, monkeypatch):
+    """A cached step of grouped-query attention folds each key/value head's query
+    heads into query rows (no repeated cache): same output as repeating K and V."""
+    attn = L.MultiHeadSelfAttention(4, num_key_value_heads=kv_heads, causal=True, position="rope")
+    x = _x((3, T, D), 5)
+    attn(x)
+    cache = ops.zeros((3, 2, 16, kv_heads, D // 4))
+    _, cache = attn(x[:, :-1], cache=cache, cache_index=0, padding_mask=ops.ones((3, 16), "bool"))
+    padding = np.ones((3, 16), bool)
+    padding[0, :2] = False  # a left-padded row
+    step, _ = attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
+    monkeypatch.setattr(MultiHeadAttentionBase, "_attend_one_query_grouped", None)
+    with pytest.raises(TypeError):  # the step really takes the grouped path
+        attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
+    monkeypatch.undo()
+    attn.attention_impl = "chunked"  # exact too; any other core repeats K and V
+    expected, _ = attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
+    np.testing.assert_allclose(step, expected, atol=1e-5)

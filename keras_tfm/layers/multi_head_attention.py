@@ -265,6 +265,9 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         skips the blocks above the diagonal, linear uses prefix sums.
         """
         groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
+        if groups > 1 and query.shape[1] == 1 and not causal and bias is None and not return_attention_scores:
+            if self.attention_impl in ("auto", "standard"):
+                return self._attend_one_query_grouped(query, key, value, mask, training, groups), None
         if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
             key, value = ops.repeat(key, groups, axis=2), ops.repeat(value, groups, axis=2)
         options = dict(self.attention_options)
@@ -287,6 +290,30 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             **options,
         )
         return self._project_output(output), weights
+
+    def _attend_one_query_grouped(self, query, key, value, mask, training, groups):
+        """Grouped-query attention for ONE query position (a cached decoding step).
+
+        The `groups` query heads that share key/value head `g` become `groups`
+        query rows of head `g`: `(B, 1, G·groups, d)` → `(B, groups, G, d)`, so
+        the cached keys and values `(B, L, G, d)` are read once per step instead
+        of being repeated `groups` times (a copy of the whole cache per step).
+        The mask covers the key axis only, so it applies to every row alike.
+        """
+        batch, dim = ops.shape(query)[0], query.shape[-1]
+        kv_heads = self.num_heads // groups
+        rows = ops.transpose(ops.reshape(query, (batch, kv_heads, groups, dim)), (0, 2, 1, 3))
+        output, _ = attention_core.dot_product_attention(
+            rows,
+            key,
+            value,
+            mask=mask,
+            dropout=self.dropout_layer if self.dropout > 0 else None,
+            training=training,
+            impl="standard",
+        )
+        output = ops.transpose(output, (0, 2, 1, 3))  # (B, G, groups, dv): head g·groups + j
+        return self._project_output(ops.reshape(output, (batch, 1, self.num_heads, output.shape[-1])))
 
     def get_config(self):
         config = super().get_config()
