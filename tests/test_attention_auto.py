@@ -45,9 +45,9 @@ def spy(monkeypatch):
         fn = ac.ATTENTION_IMPLS[name]
 
         @functools.wraps(fn)  # keeps the signature (the layers read the accepted options from it)
-        def spied(query, key, value, **kwargs):
-            calls.append((name, kwargs))
-            return fn(query, key, value, **kwargs)
+        def spied(inputs, **options):
+            calls.append((name, inputs._asdict()))
+            return fn(inputs, **options)
 
         monkeypatch.setitem(ac.ATTENTION_IMPLS, name, spied)
 

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_positive_int
+from keras_tfm.layers.offset_bias import OffsetBias
 
 
 def alibi_slopes(num_heads):
@@ -23,7 +23,7 @@ def alibi_slopes(num_heads):
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class AlibiBias(keras.layers.Layer):
+class AlibiBias(OffsetBias):
     """Additive attention-score bias that grows linearly with distance.
 
         bias[h, i, j] = −m_h · |pos_q(i) − pos_k(j)|
@@ -35,34 +35,10 @@ class AlibiBias(keras.layers.Layer):
         num_heads: number of attention heads (one slope each).
         **kwargs: standard `keras.layers.Layer` arguments.
 
-    Call arguments:
-        query_length: int or scalar tensor.
-        key_length: int or scalar tensor.
-        query_offset: absolute position of the first query (cached decoding).
-
-    Returns:
-        float32 tensor `(num_heads, query_length, key_length)`.
+    Call arguments and return value: those of `OffsetBias`.
     """
 
-    def __init__(self, num_heads, **kwargs):
-        super().__init__(**kwargs)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        # Called with Python ints (query_length, key_length), not tensors.
-        self._allow_non_tensor_positional_args = True
-
-    def call(self, query_length, key_length, query_offset=0):
-        return self.compute_bias(query_length, key_length, query_offset)
-
-    def compute_bias(self, query_length, key_length, query_offset=0):
-        """The float32 `(num_heads, query_length, key_length)` bias (usable with
-        Python ints or scalar tensors, outside `__call__`)."""
+    def offset_bias(self, offsets):
         slopes = ops.convert_to_tensor(alibi_slopes(self.num_heads), dtype="float32")
-        q_pos = ops.arange(query_length, dtype="float32") + ops.cast(query_offset, "float32")
-        k_pos = ops.arange(key_length, dtype="float32")
-        distance = ops.abs(q_pos[:, None] - k_pos[None, :])
-        return -slopes[:, None, None] * distance[None, :, :]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"num_heads": self.num_heads})
-        return config
+        distance = ops.abs(ops.cast(offsets, "float32"))
+        return -ops.reshape(slopes, (-1,) + (1,) * len(offsets.shape)) * distance[None]

@@ -46,11 +46,12 @@ step) always takes the standard path, whose score matrix is then `(1, Tk)`.
 """
 
 import math
+from typing import Any, NamedTuple
 
 import keras
 from keras import ops
 
-from keras_tfm.checks import as_bool_mask
+from keras_tfm.checks import as_bool_mask, check_positive_int
 from keras_tfm.layers import masks as masks_lib
 
 # Finite large negative fill used on float32 scores before the softmax.
@@ -70,11 +71,13 @@ ATTENTION_IMPLS = {}
 def register_attention_impl(name):
     """Decorator registering an attention implementation under `name`.
 
-    The function must accept `(query, key, value, mask, bias, scale, dropout,
-    training, return_weights, causal, **options)` with the layouts of this
-    module and return `(output, weights_or_None)`, the `(B, Tq, H, Dv)` output
-    in float32 or the compute dtype. Implementations that cannot return weights
-    or apply weight-dropout must raise a `ValueError` when asked to.
+    The function is called as `fn(inputs, **options)`: `inputs` is an
+    `AttentionInputs` (query, key, value, mask, bias, scale, dropout, training,
+    return_weights, causal; the layouts of this module) and `options` are the
+    implementation's own keyword arguments (`attention_options`). It returns
+    `(output, weights_or_None)`, the `(B, Tq, H, Dv)` output in float32 or the
+    compute dtype. Implementations that cannot return weights or apply
+    weight-dropout call `inputs.refuse_weights(name)`.
     """
 
     def wrap(fn):
@@ -84,38 +87,71 @@ def register_attention_impl(name):
     return wrap
 
 
-_CORE_ARGUMENTS = (
-    "query",
-    "key",
-    "value",
-    "mask",
-    "bias",
-    "scale",
-    "dropout",
-    "training",
-    "return_weights",
-    "causal",
-)
+class AttentionInputs(NamedTuple):
+    """One attention call, as every registered implementation receives it.
+
+    Fields: `query`, `key`, `value` (rank 4, module docstring layouts), `mask`
+    (bool or None), `bias` (tensor, `ToeplitzBias` or None), `scale` (None:
+    `1/sqrt(key_dim)`), `dropout` (callable or None) and `training` (forwarded
+    to it), `return_weights` and `causal` (Python bools).
+    """
+
+    query: Any
+    key: Any
+    value: Any
+    mask: Any = None
+    bias: Any = None
+    scale: Any = None
+    dropout: Any = None
+    training: Any = None
+    return_weights: bool = False
+    causal: bool = False
+
+    def score_scale(self):
+        """The score scale: `scale`, or `1/sqrt(key_dim)` when it is None."""
+        return 1.0 / math.sqrt(float(self.query.shape[-1])) if self.scale is None else self.scale
+
+    def dropout_active(self):
+        """Whether weight dropout may run (a tensor-valued `training` may be True at run time)."""
+        rate = getattr(self.dropout, "rate", 0.0) if self.dropout is not None else 0.0
+        return bool(rate) and (self.training is not None and self.training is not False)
+
+    def refuse_weights(self, impl, dropout=True):
+        """Raises for what an implementation without a weight matrix cannot serve:
+        `return_weights`, and weight dropout in training (unless `dropout=False`,
+        for implementations that apply it themselves)."""
+        if self.return_weights:
+            raise ValueError(
+                f"attention_impl={impl!r} never materialises the attention weights, so "
+                "`return_weights=True` (`return_attention_scores=True`) is not supported; "
+                "use attention_impl='standard' (or 'auto') to inspect the weights."
+            )
+        if dropout and self.dropout_active():
+            raise ValueError(
+                f"attention_impl={impl!r} does not support attention-weight `dropout` "
+                f"(rate={self.dropout.rate}) in training; set the layer's `dropout=0.0` (or "
+                "`attention_dropout=0.0` on TransformerBlock) or use attention_impl='standard' (or 'auto')."
+            )
 
 
 def implementation_options(impl):
     """Names of the `attention_options` that implementation `impl` accepts.
 
-    Read from the registered function's keyword arguments ("auto" also takes
-    those of "chunked"); "causal" is always accepted (the layers set it).
-    Returns None when the implementation takes arbitrary `**options`.
+    Read from the registered function's keyword arguments after `inputs`
+    ("auto" also takes those of "chunked"); "causal" is always accepted (the
+    layers set it). Returns None when the implementation takes arbitrary
+    `**options`.
     """
     import inspect
 
     names = {"causal"}
-    for name, param in inspect.signature(ATTENTION_IMPLS[impl]).parameters.items():
+    for param in list(inspect.signature(ATTENTION_IMPLS[impl]).parameters.values())[1:]:
         if param.kind is param.VAR_KEYWORD:
             if impl == "auto" and "chunked" in ATTENTION_IMPLS:
                 names |= implementation_options("chunked")
                 continue
             return None
-        if name not in _CORE_ARGUMENTS:
-            names.add(name)
+        names.add(param.name)
     return names
 
 
@@ -273,20 +309,9 @@ def attention_weights(query, key, mask=None, bias=None, scale=None, causal=False
 
 
 @register_attention_impl("standard")
-def standard_attention(
-    query,
-    key,
-    value,
-    mask=None,
-    bias=None,
-    scale=None,
-    dropout=None,
-    training=None,
-    return_weights=False,
-    causal=False,
-):
+def standard_attention(inputs):
     """Materialises the `(B, H, Tq, Tk)` weights (see the module docstring)."""
-    check_causal(causal, query, key, "standard")
+    query, key, value, mask, bias, scale, dropout, training, return_weights, causal = inputs
     scores, row_visible = _scores_and_rows(query, key, mask, bias, scale, causal)
     # The softmax output is the only (B, H, Tq, Tk) tensor kept for the backward
     # pass (its own gradient and the one of the value product both use it).
@@ -308,12 +333,6 @@ def standard_attention(
     return output, (weights if return_weights else None)
 
 
-def _dropout_active(dropout, training):
-    rate = getattr(dropout, "rate", 0.0) if dropout is not None else 0.0
-    # A tensor-valued `training` may be True at run time: keep the weights.
-    return bool(rate) and (training is not None and training is not False)
-
-
 def _fused_kernel_available(query, value, bias):
     """Whether "auto" should call the backend's fused kernel: JAX on a GPU with
     float16/bfloat16 inputs (cuDNN flash attention), no score bias, equal
@@ -328,19 +347,7 @@ def _fused_kernel_available(query, value, bias):
 
 
 @register_attention_impl("fused")
-def fused_attention(
-    query,
-    key,
-    value,
-    mask=None,
-    bias=None,
-    scale=None,
-    dropout=None,
-    training=None,
-    return_weights=False,
-    causal=False,
-    flash_attention=None,
-):
+def fused_attention(inputs, flash_attention=None):
     """The backend's own kernel, `keras.ops.dot_product_attention`: cuDNN flash
     attention on a GPU under JAX (float16/bfloat16), PyTorch's
     `scaled_dot_product_attention`, XLA elsewhere. "auto" uses it on a JAX GPU.
@@ -349,12 +356,9 @@ def fused_attention(
     output), without weights or weight dropout; `flash_attention` is passed on
     (None: the backend decides).
     """
-    if return_weights or _dropout_active(dropout, training):
-        raise ValueError(
-            "attention_impl='fused' returns no attention weights and applies no weight dropout; "
-            "use attention_impl='standard' (or 'auto')."
-        )
-    check_causal(causal, query, key, "fused")
+    inputs.refuse_weights("fused")
+    query, key, value = inputs[:3]
+    mask, bias, causal = inputs.mask, inputs.bias, inputs.causal
     mask4 = None if mask is None else _expand_mask(mask)
     bias4 = None if bias is None else _expand_bias(bias, static_or_dynamic_length(key))
     output = ops.dot_product_attention(
@@ -363,7 +367,7 @@ def fused_attention(
         value,
         bias=None if bias4 is None else ops.cast(bias4, query.dtype),
         mask=mask4,
-        scale=scale,
+        scale=inputs.scale,
         is_causal=causal,
         flash_attention=flash_attention,
     )
@@ -377,48 +381,33 @@ def fused_attention(
 
 
 @register_attention_impl("auto")
-def auto_attention(
-    query,
-    key,
-    value,
-    mask=None,
-    bias=None,
-    scale=None,
-    dropout=None,
-    training=None,
-    return_weights=False,
-    causal=False,
-    min_key_length=None,
-    **chunked_options,
-):
+def auto_attention(inputs, min_key_length=None, **chunked_options):
     """ "chunked" for long keys, "standard" otherwise (see the module docstring).
 
     Options: `min_key_length` (default `AUTO_MIN_KEY_LENGTH`) and the options of
     "chunked" (`query_chunk_size`, `key_chunk_size`).
     """
     threshold = AUTO_MIN_KEY_LENGTH if min_key_length is None else min_key_length
-    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold <= 0:
-        raise ValueError(f"`min_key_length` must be a positive int; received {threshold!r}.")
-    args = dict(mask=mask, bias=bias, scale=scale, dropout=dropout, training=training, causal=causal)
+    check_positive_int("min_key_length", threshold)
     standard = ATTENTION_IMPLS["standard"]
-    if return_weights or _dropout_active(dropout, training) or query.shape[1] == 1:
-        return standard(query, key, value, return_weights=return_weights, **args)
-    if _fused_kernel_available(query, value, bias):
-        return fused_attention(query, key, value, **args)
+    if inputs.return_weights or inputs.dropout_active() or inputs.query.shape[1] == 1:
+        return standard(inputs)
+    inputs = inputs._replace(return_weights=False)
+    if _fused_kernel_available(inputs.query, inputs.value, inputs.bias):
+        return fused_attention(inputs)
     chunked = ATTENTION_IMPLS["chunked"]
-    tk = key.shape[1]
+    tk = inputs.key.shape[1]
     if not isinstance(tk, int) and keras.backend.backend() != "tensorflow":
         # A symbolic length exists only while Keras infers shapes on JAX/PyTorch (real calls have
         # static shapes there); both paths give the same output shape.
-        return standard(query, key, value, **args)
+        return standard(inputs)
     if tk is not None:
-        if tk >= threshold:
-            return chunked(query, key, value, **args, **chunked_options)
-        return standard(query, key, value, **args)
+        return chunked(inputs, **chunked_options) if tk >= threshold else standard(inputs)
+    dtype = inputs.value.dtype
     output = ops.cond(
-        ops.shape(key)[1] >= threshold,
-        lambda: ops.cast(chunked(query, key, value, **args, **chunked_options)[0], value.dtype),
-        lambda: ops.cast(standard(query, key, value, **args)[0], value.dtype),
+        ops.shape(inputs.key)[1] >= threshold,
+        lambda: ops.cast(chunked(inputs, **chunked_options)[0], dtype),
+        lambda: ops.cast(standard(inputs)[0], dtype),
     )
     return output, None
 
@@ -471,17 +460,6 @@ def dot_product_attention(
             )
     check_causal(causal, query, key, impl)
     mask = as_bool_mask("mask", mask)  # bool or 0/1 ints; float/additive masks are refused
-    output, weights = ATTENTION_IMPLS[impl](
-        query,
-        key,
-        value,
-        mask=mask,
-        bias=bias,
-        scale=scale,
-        dropout=dropout,
-        training=training,
-        return_weights=return_weights,
-        causal=causal,
-        **impl_kwargs,
-    )
+    inputs = AttentionInputs(query, key, value, mask, bias, scale, dropout, training, return_weights, causal)
+    output, weights = ATTENTION_IMPLS[impl](inputs, **impl_kwargs)
     return ops.cast(output, value.dtype), weights

@@ -43,39 +43,20 @@ The full weight matrix is never formed, so `return_weights=True` and attention
 dropout during training raise a `ValueError`.
 """
 
-import math
-
 import keras
 from keras import ops
 
+from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.attention_core import (
     ToeplitzBias,
     _expand_bias,
     _expand_mask,
-    check_causal,
     register_attention_impl,
     static_or_dynamic_length,
 )
 
 # Finite "minus infinity" for masked scores and the running max; exp(_NEG - finite) == 0.
 _NEG = -1e30
-
-
-def check_no_weights(impl, dropout, training, return_weights):
-    """Raises for the requests an implementation without a weight matrix can't serve."""
-    if return_weights:
-        raise ValueError(
-            f"attention_impl={impl!r} never materialises the attention weights, so "
-            "`return_weights=True` (`return_attention_scores=True`) is not supported; "
-            "use attention_impl='standard' (or 'auto') to inspect the weights."
-        )
-    rate = getattr(dropout, "rate", 0.0) if dropout is not None else 0.0
-    if rate and training:
-        raise ValueError(
-            f"attention_impl={impl!r} does not support attention-weight `dropout` "
-            f"(rate={rate}) in training; set the layer's `dropout=0.0` (or "
-            "`attention_dropout=0.0` on TransformerBlock) or use attention_impl='standard' (or 'auto')."
-        )
 
 
 def _is_int(x):
@@ -100,8 +81,7 @@ def _pad_axis(x, axis, pad, value=0):
 
 
 def _chunk_size(option, length, name):
-    if isinstance(option, bool) or not isinstance(option, int) or option <= 0:
-        raise ValueError(f"`{name}` must be a positive int; received {option!r}.")
+    check_positive_int(name, option)
     return min(option, length) if _is_int(length) else option
 
 
@@ -155,25 +135,11 @@ def _diagonal_sums(x, cq, ck):
 
 
 @register_attention_impl("chunked")
-def chunked_attention(
-    query,
-    key,
-    value,
-    mask=None,
-    bias=None,
-    scale=None,
-    dropout=None,
-    training=None,
-    return_weights=False,
-    causal=False,
-    query_chunk_size=512,
-    key_chunk_size=1024,
-):
+def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=1024):
     """Exact attention in O(T) memory (forward and backward); see module docs."""
-    check_no_weights("chunked", dropout, training, return_weights)
-    check_causal(causal, query, key, "chunked")
-    if scale is None:
-        scale = 1.0 / math.sqrt(float(query.shape[-1]))
+    inputs.refuse_weights("chunked")
+    query, key, value = inputs[:3]
+    mask, bias, causal, scale = inputs.mask, inputs.bias, inputs.causal, inputs.score_scale()
     tq = static_or_dynamic_length(query)
     tk = static_or_dynamic_length(key)
     cq = _chunk_size(query_chunk_size, tq, "query_chunk_size")

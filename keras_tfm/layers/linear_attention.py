@@ -38,8 +38,9 @@ dropout in training, `bias` and `scale` raise a `ValueError`.
 import keras
 from keras import ops
 
+from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.attention_core import _expand_mask, register_attention_impl, static_or_dynamic_length
-from keras_tfm.layers.chunked_attention import _pad_axis, check_no_weights
+from keras_tfm.layers.chunked_attention import _pad_axis
 
 _MASK_MESSAGE = (
     "attention_impl='linear' only supports key-padding masks, combined with a causal "
@@ -106,39 +107,21 @@ def linear_attention_reference(query, key, value, key_valid=None, causal=False):
 
 
 @register_attention_impl("linear")
-def linear_attention(
-    query,
-    key,
-    value,
-    mask=None,
-    bias=None,
-    scale=None,
-    dropout=None,
-    training=None,
-    return_weights=False,
-    causal=False,
-    chunk_size=64,
-):
+def linear_attention(inputs, chunk_size=64):
     """O(T) kernelized attention; see module docs."""
-    check_no_weights("linear", dropout, training, return_weights)
-    if bias is not None:
+    inputs.refuse_weights("linear")
+    query, key, value = inputs[:3]
+    mask, causal = inputs.mask, inputs.causal
+    if inputs.bias is not None:
         raise ValueError(
             "attention_impl='linear' cannot add a score `bias` (ALiBi / relative "
             "positions): there is no score matrix. Use position=None or 'rope'."
         )
-    if scale is not None:
+    if inputs.scale is not None:
         raise ValueError("attention_impl='linear' has no score `scale`; leave `scale=None`.")
-    if not isinstance(causal, bool):
-        raise ValueError(f"`causal` must be a bool; received {causal!r}.")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise ValueError(f"`chunk_size` must be a positive int; received {chunk_size!r}.")
+    check_positive_int("chunk_size", chunk_size)
     tq = static_or_dynamic_length(query)
     tk = static_or_dynamic_length(key)
-    if causal and isinstance(tq, int) and isinstance(tk, int) and tq != tk:
-        raise ValueError(
-            "attention_impl='linear' with causal=True needs query_length == key_length "
-            f"(no cached decoding); received {tq} and {tk}."
-        )
 
     fq = elu_feature_map(ops.cast(query, "float32"))  # (B, Tq, H, D)
     fk = elu_feature_map(ops.cast(key, "float32"))  # (B, Tk, H, D)

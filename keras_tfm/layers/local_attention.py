@@ -29,10 +29,9 @@ raises a `ValueError` (the T × T weights are never formed). Written with
 `keras.ops`: runs on the TensorFlow, JAX and PyTorch backends.
 """
 
-import math
-
 from keras import ops
 
+from keras_tfm.checks import check_non_negative_int, check_positive_int
 from keras_tfm.layers.attention_core import (
     MASK_FILL_VALUE,
     ToeplitzBias,
@@ -41,7 +40,6 @@ from keras_tfm.layers.attention_core import (
     register_attention_impl,
     static_or_dynamic_length,
 )
-from keras_tfm.layers.chunked_attention import check_no_weights
 
 
 def _band(x4, nb, w, nkw, t, fill):
@@ -85,28 +83,14 @@ def _toeplitz_at(bias, t, offsets):
 
 
 @register_attention_impl("local")
-def local_attention(
-    query,
-    key,
-    value,
-    mask=None,
-    bias=None,
-    scale=None,
-    dropout=None,
-    training=None,
-    return_weights=False,
-    causal=False,
-    window=128,
-    global_tokens=0,
-):
+def local_attention(inputs, window=128, global_tokens=0):
     """Sliding-window attention in O(T·window); see module docs."""
-    check_no_weights("local", None, None, return_weights)
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise ValueError(f"`window` must be a positive int; received {window!r}.")
-    if isinstance(global_tokens, bool) or not isinstance(global_tokens, int) or global_tokens < 0:
-        raise ValueError(f"`global_tokens` must be a non-negative int; received {global_tokens!r}.")
-    if not isinstance(causal, bool):
-        raise ValueError(f"`causal` must be a bool; received {causal!r}.")
+    inputs.refuse_weights("local", dropout=False)  # weight dropout is applied on the band
+    check_positive_int("window", window)
+    check_non_negative_int("global_tokens", global_tokens)
+    query, key, value = inputs[:3]
+    mask, bias, causal, scale = inputs.mask, inputs.bias, inputs.causal, inputs.score_scale()
+    dropout, training = inputs.dropout, inputs.training
     t = static_or_dynamic_length(query)
     tk = key.shape[1]
     if isinstance(t, int) and tk is not None and t != tk:
@@ -114,8 +98,6 @@ def local_attention(
             "attention_impl='local' is for self-attention (query_length == key_length); "
             f"received {t} and {tk}."
         )
-    if scale is None:
-        scale = 1.0 / math.sqrt(float(query.shape[-1]))
     w = min(window, t) if isinstance(t, int) else window
     g = min(global_tokens, t) if isinstance(t, int) else global_tokens
     nb = -(-t // w)

@@ -3,7 +3,14 @@
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_float_dtype, check_rank
+from keras_tfm.checks import check_float_dtype, check_positive_float, check_rank
+
+
+def inverse_frequencies(dim, max_wavelength, dtype="float32"):
+    """θ_i = w^(−2i/d), i = 0 … ⌈d/2⌉ − 1: the frequencies of the sinusoidal
+    encoding and of RoPE, in `dtype`."""
+    i = ops.arange((dim + 1) // 2, dtype=dtype)
+    return ops.power(ops.cast(max_wavelength, dtype), -2.0 * i / float(dim))
 
 
 def sinusoidal_table(positions, dim, max_wavelength=10000.0):
@@ -22,16 +29,38 @@ def sinusoidal_table(positions, dim, max_wavelength=10000.0):
     # p ≈ 4000 (float32 spacing there is 2.4e-4); only the result is float32.
     positions = ops.cast(positions, "float64")
     half = (dim + 1) // 2
-    i = ops.arange(half, dtype="float64")
-    inv_freq = ops.power(ops.cast(max_wavelength, "float64"), -2.0 * i / float(dim))
-    angles = positions[:, None] * inv_freq[None, :]
+    angles = positions[:, None] * inverse_frequencies(dim, max_wavelength, "float64")[None, :]
     table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (T, half, 2)
     table = ops.reshape(table, (-1, 2 * half))
     return ops.cast(table[:, :dim], "float32")
 
 
+class GeometricWavelengths(keras.layers.Layer):
+    """Base of the shape-preserving layers that encode positions with the
+    frequencies θ_i = w^(−2i/d) (`inverse_frequencies`): `PositionalEncoding`
+    adds sin/cos(p·θ_i), `RotaryEmbedding` rotates feature pairs by p·θ_i.
+
+    Args:
+        max_wavelength: the base `w` (10000 in both papers).
+        **kwargs: standard `keras.layers.Layer` arguments.
+    """
+
+    def __init__(self, max_wavelength=10000.0, **kwargs):
+        super().__init__(**kwargs)
+        self.max_wavelength = check_positive_float("max_wavelength", max_wavelength)
+        self.supports_masking = True
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_wavelength": self.max_wavelength})
+        return config
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class PositionalEncoding(keras.layers.Layer):
+class PositionalEncoding(GeometricWavelengths):
     """Adds the fixed sinusoidal positional encoding to a sequence of vectors.
 
         PE(p, 2i)   = sin(p / 10000^(2i/d_model))
@@ -57,13 +86,6 @@ class PositionalEncoding(keras.layers.Layer):
         `inputs + PE`, same shape and dtype as `inputs`.
     """
 
-    def __init__(self, max_wavelength=10000.0, **kwargs):
-        super().__init__(**kwargs)
-        if not isinstance(max_wavelength, (int, float)) or max_wavelength <= 0:
-            raise ValueError(f"`max_wavelength` must be a positive number; received {max_wavelength!r}.")
-        self.max_wavelength = float(max_wavelength)
-        self.supports_masking = True
-
     def encoding(self, length, dim, start_index=0):
         """The float32 `(length, dim)` table for positions start..start+length-1."""
         positions = ops.arange(length, dtype="float32") + ops.cast(start_index, "float32")
@@ -79,11 +101,3 @@ class PositionalEncoding(keras.layers.Layer):
             return inputs + ops.cast(table, inputs.dtype)
         table = self.encoding(shape[1], inputs.shape[-1], start_index)
         return inputs + ops.cast(table, inputs.dtype)[None, :, :]
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength})
-        return config

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool, check_positive_int
+from keras_tfm.layers.offset_bias import OffsetBias
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -37,7 +38,7 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class RelativePositionBias(keras.layers.Layer):
+class RelativePositionBias(OffsetBias):
     """Learned per-head score bias indexed by bucketed relative position.
 
         bias[h, i, j] = E[bucket(pos_k(j) − pos_q(i)), h]
@@ -51,13 +52,7 @@ class RelativePositionBias(keras.layers.Layer):
         embeddings_initializer: initializer of the `(num_buckets, num_heads)` table.
         **kwargs: standard `keras.layers.Layer` arguments.
 
-    Call arguments:
-        query_length: int or scalar tensor.
-        key_length: int or scalar tensor.
-        query_offset: absolute position of the first query (cached decoding).
-
-    Returns:
-        float32 tensor `(num_heads, query_length, key_length)`.
+    Call arguments and return value: those of `OffsetBias`.
     """
 
     def __init__(
@@ -69,8 +64,7 @@ class RelativePositionBias(keras.layers.Layer):
         embeddings_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.num_heads = check_positive_int("num_heads", num_heads)
+        super().__init__(num_heads, **kwargs)
         self.num_buckets = check_positive_int("num_buckets", num_buckets)
         self.max_distance = check_positive_int("max_distance", max_distance)
         if (num_buckets // (2 if bidirectional else 1)) < 2:
@@ -79,8 +73,6 @@ class RelativePositionBias(keras.layers.Layer):
             )
         self.bidirectional = check_bool("bidirectional", bidirectional)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-        # Called with Python ints (query_length, key_length), not tensors.
-        self._allow_non_tensor_positional_args = True
 
     def build(self, *args, **kwargs):
         self.embeddings = self.add_weight(
@@ -89,26 +81,17 @@ class RelativePositionBias(keras.layers.Layer):
             initializer=self.embeddings_initializer,
         )
 
-    def call(self, query_length, key_length, query_offset=0):
-        return self.compute_bias(query_length, key_length, query_offset)
-
-    def compute_bias(self, query_length, key_length, query_offset=0):
-        """The float32 `(num_heads, query_length, key_length)` bias (usable with
-        Python ints or scalar tensors, outside `__call__`)."""
+    def offset_bias(self, offsets):
         if not self.built:
             self.build()
-        q_pos = ops.arange(query_length, dtype="int32") + ops.cast(query_offset, "int32")
-        k_pos = ops.arange(key_length, dtype="int32")
-        relative = k_pos[None, :] - q_pos[:, None]
-        buckets = relative_position_bucket(relative, self.bidirectional, self.num_buckets, self.max_distance)
-        values = ops.take(ops.cast(self.embeddings, "float32"), buckets, axis=0)  # (Tq, Tk, H)
-        return ops.transpose(values, (2, 0, 1))
+        buckets = relative_position_bucket(offsets, self.bidirectional, self.num_buckets, self.max_distance)
+        values = ops.take(ops.cast(self.embeddings, "float32"), buckets, axis=0)  # (*offsets.shape, H)
+        return ops.moveaxis(values, -1, 0)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "num_heads": self.num_heads,
                 "num_buckets": self.num_buckets,
                 "max_distance": self.max_distance,
                 "bidirectional": self.bidirectional,

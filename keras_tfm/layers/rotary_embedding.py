@@ -4,10 +4,11 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_rank
+from keras_tfm.layers.positional_encoding import GeometricWavelengths, inverse_frequencies
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class RotaryEmbedding(keras.layers.Layer):
+class RotaryEmbedding(GeometricWavelengths):
     """Rotates each pair of feature dimensions by a position-dependent angle.
 
         θ_i = w^(-2i/d),  R(p) rotates (x_i, x_{i+d/2}) by the angle p·θ_i
@@ -29,13 +30,6 @@ class RotaryEmbedding(keras.layers.Layer):
         The rotated tensor, same shape and dtype as `inputs`.
     """
 
-    def __init__(self, max_wavelength=10000.0, **kwargs):
-        super().__init__(**kwargs)
-        if not isinstance(max_wavelength, (int, float)) or max_wavelength <= 0:
-            raise ValueError(f"`max_wavelength` must be a positive number; received {max_wavelength!r}.")
-        self.max_wavelength = float(max_wavelength)
-        self.supports_masking = True
-
     def call(self, inputs, start_index=0):
         check_rank("inputs", inputs, 4)
         dim = inputs.shape[-1]
@@ -43,22 +37,10 @@ class RotaryEmbedding(keras.layers.Layer):
             raise ValueError(f"RotaryEmbedding needs an even head dimension; received {dim}.")
         length = ops.shape(inputs)[1]
         positions = ops.arange(length, dtype="float32") + ops.cast(start_index, "float32")
-        inv_freq = ops.power(
-            ops.cast(self.max_wavelength, "float32"),
-            -ops.arange(0, dim, 2, dtype="float32") / float(dim),
-        )
-        angles = positions[:, None] * inv_freq[None, :]  # (T, d/2)
+        angles = positions[:, None] * inverse_frequencies(dim, self.max_wavelength)[None, :]  # (T, d/2)
         angles = ops.concatenate([angles, angles], axis=-1)[None, :, None, :]
         cos = ops.cast(ops.cos(angles), inputs.dtype)
         sin = ops.cast(ops.sin(angles), inputs.dtype)
         x1, x2 = ops.split(inputs, 2, axis=-1)
         rotated = ops.concatenate([-x2, x1], axis=-1)
         return inputs * cos + rotated * sin
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength})
-        return config
