@@ -41,15 +41,12 @@ def read_split(data_dir, name):
 
 
 def parse_args(argv=None):
+    from keras_tfm.finetuning import add_recipe_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="HuggingFace-layout BERT checkpoint directory")
     p.add_argument("--data-dir", required=True, help="folder with stsa.binary.train / .dev (/ .test)")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-length", type=int, default=64)
-    p.add_argument("--learning-rate", type=float, default=2e-5)
-    p.add_argument("--warmup-fraction", type=float, default=0.1)
-    p.add_argument("--max-steps", type=int, default=None, help="stop after N optimizer steps (quick run)")
+    add_recipe_arguments(p)  # --epochs, --batch-size, --max-length, --learning-rate, ..., --seed
     p.add_argument(
         "--pooling",
         choices=["cls", "mean", "max"],
@@ -57,7 +54,6 @@ def parse_args(argv=None):
         help="sentence vector for the classifier (mean: how MiniLM was trained; cls: BERT's pooler)",
     )
     p.add_argument("--export-dir", default="saved_models/sst2_finetuned", help="'' to skip the export")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--results", default=None, help="write the figures to this JSON file")
     return p.parse_args(argv)
 
@@ -81,7 +77,7 @@ def main(argv=None):
 
     from keras_tfm.data import WordPieceTokenizer
     from keras_tfm.export import export_for_serving
-    from keras_tfm.finetuning import evaluate_classifier, finetune_classifier
+    from keras_tfm.finetuning import evaluate_classifier, finetune_classifier, recipe_options
     from keras_tfm.models import from_pretrained
 
     train_texts, train_labels = read_split(args.data_dir, "train")
@@ -100,18 +96,7 @@ def main(argv=None):
     print(f"train {len(train_texts)} sentences, dev {len(dev_texts)}")
 
     _, timer = finetune_classifier(
-        model,
-        tokenizer,
-        train_texts,
-        train_labels,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        learning_rate=args.learning_rate,
-        warmup_fraction=args.warmup_fraction,
-        max_steps=args.max_steps,
-        seed=args.seed,
-        verbose=2,
+        model, tokenizer, train_texts, train_labels, **recipe_options(args), verbose=2
     )
     steps = int(model.optimizer.iterations.numpy())
     full = args.epochs * -(-len(train_texts) // args.batch_size)

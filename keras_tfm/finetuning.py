@@ -25,7 +25,7 @@ import time
 import keras
 import numpy as np
 
-from keras_tfm.checks import check_positive_int
+from keras_tfm.checks import check_positive_int, positive_float_arg, positive_int_arg, rate_arg
 from keras_tfm.text_batches import LengthBucketedBatches, encode_texts
 
 
@@ -151,3 +151,35 @@ def evaluate_classifier(model, tokenizer, texts, labels, max_length=64, batch_si
     """Accuracy of `model` on `(texts, labels)`."""
     predictions = predict_classes(model, tokenizer, texts, max_length, batch_size)
     return float(np.mean(predictions == np.asarray(labels)))
+
+
+#: The recipe's options: `finetune_classifier` keyword arguments, and the flags of
+#: `add_recipe_arguments` (`keras-tfm finetune`, examples/finetune_sst2.py).
+RECIPE_OPTIONS = (
+    "epochs",
+    "batch_size",
+    "max_length",
+    "learning_rate",
+    "warmup_fraction",
+    "max_steps",
+    "seed",
+)
+
+
+def add_recipe_arguments(parser):
+    """Adds the recipe's flags (--epochs, --batch-size, --max-length, --learning-rate, --warmup-fraction,
+    --max-steps, --seed; the recipe's defaults) to an argparse parser; `recipe_options(args)` reads them."""
+    parser.add_argument("--epochs", type=positive_int_arg, default=3)
+    parser.add_argument("--batch-size", type=positive_int_arg, default=32)
+    parser.add_argument("--max-length", type=positive_int_arg, default=64)
+    parser.add_argument("--learning-rate", type=positive_float_arg, default=2e-5)
+    parser.add_argument("--warmup-fraction", type=rate_arg, default=0.1)
+    parser.add_argument(
+        "--max-steps", type=positive_int_arg, default=None, help="stop after N optimizer steps (a quick run)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def recipe_options(args):
+    """`finetune_classifier` keyword arguments from the flags of `add_recipe_arguments`."""
+    return {name: getattr(args, name) for name in RECIPE_OPTIONS}

@@ -20,7 +20,8 @@ import json
 import os
 import sys
 
-from keras_tfm.checks import positive_float_arg, positive_int_arg, rate_arg
+from keras_tfm.checks import positive_int_arg
+from keras_tfm.finetuning import add_recipe_arguments
 
 FINETUNE_TASKS = ("classifier",)
 
@@ -95,18 +96,12 @@ def add_finetune_subcommand(subparsers):
         "--num-classes", type=positive_int_arg, default=None, help="default: the labels' maximum + 1"
     )
     p.add_argument("--pooling", choices=["cls", "mean", "max"], default="mean")
-    p.add_argument("--epochs", type=positive_int_arg, default=3)
-    p.add_argument("--batch-size", type=positive_int_arg, default=32)
-    p.add_argument("--max-length", type=positive_int_arg, default=64)
-    p.add_argument("--learning-rate", type=positive_float_arg, default=2e-5)
-    p.add_argument("--warmup-fraction", type=rate_arg, default=0.1)
-    p.add_argument("--max-steps", type=positive_int_arg, default=None, help="stop after N optimizer steps")
+    add_recipe_arguments(p)
     p.add_argument("--output", default=None, help="write the fine-tuned checkpoint here (save_pretrained)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     p.add_argument("--export", default=None, metavar="NAME", help="also write saved_models/NAME/VERSION")
     p.add_argument("--dir", default="saved_models", help="base directory of --export")
     p.add_argument("--labels", default=None, help="class names for --export, comma-separated")
-    p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run_finetune)
     return p
 
@@ -125,7 +120,7 @@ def run_finetune(args):
     if label_names is not None and len(label_names) != num_classes:
         raise _usage("--labels", f"expected {num_classes} names; received {len(label_names)}")
 
-    from keras_tfm.finetuning import evaluate_classifier, finetune_classifier
+    from keras_tfm.finetuning import evaluate_classifier, finetune_classifier, recipe_options
     from keras_tfm.models import from_pretrained, save_pretrained
 
     tokenizer = _tokenizer(checkpoint)
@@ -133,20 +128,7 @@ def run_finetune(args):
         model = from_pretrained(checkpoint, task="classifier", num_classes=num_classes, pooling=args.pooling)
     except ValueError as error:
         raise _usage("--checkpoint", str(error)) from None
-    _, timer = finetune_classifier(
-        model,
-        tokenizer,
-        texts,
-        labels,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        learning_rate=args.learning_rate,
-        warmup_fraction=args.warmup_fraction,
-        max_steps=args.max_steps,
-        seed=args.seed,
-        verbose=2,
-    )
+    _, timer = finetune_classifier(model, tokenizer, texts, labels, **recipe_options(args), verbose=2)
     print(f"fine-tuned {timer.seen} steps in {timer.total_seconds:.0f} s")
     if dev is not None:
         print(f"dev accuracy: {evaluate_classifier(model, tokenizer, dev[0], dev[1], args.max_length):.4f}")
