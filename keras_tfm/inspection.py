@@ -44,26 +44,20 @@ class _AttentionProbe(keras.layers.Layer):
         self.built = True
 
     def call(
-        self,
-        inputs,
-        context=None,
-        padding_mask=None,
-        attention_mask=None,
-        context_mask=None,
-        training=None,
-        mask=None,
-        inputs_mask=None,
+        self, inputs, context=None, context_mask=None, training=None, mask=None, inputs_mask=None, **kwargs
     ):
+        # The arguments Keras fills in itself (`training`, and the implicit masks of `inputs` and
+        # `context` as `mask`/`inputs_mask`/`context_mask`) are named so that it does; the others
+        # (padding_mask, attention_mask) go to the block as they came.
         x, scores = self.block(
             inputs,
             context=context,
-            padding_mask=padding_mask,
-            attention_mask=attention_mask,
             context_mask=context_mask,
             training=training,
             mask=mask,
             inputs_mask=inputs_mask,
             return_attention_scores=True,
+            **kwargs,
         )
         outputs = [x, scores["self_attention"]]
         if self.include_cross:

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tokenizer_test_utils import assert_saved_model_round_trip, tokenizer_module
 
 import keras_tfm  # noqa: F401  (sets the Keras backend)
 from keras_tfm import data as D
@@ -207,29 +208,11 @@ def test_bad_inputs_name_the_argument():
 @pytest.mark.parametrize("kind", ["char", "byte", "word", "wordpiece"])
 def test_tokenizer_in_tf_function_and_saved_model(kind, tmp_path):
     tokenizer = _tokenizers()[kind]
-
-    class Export(tf.Module):
-        def __init__(self, tokenizer):
-            super().__init__()
-            self.tokenizer = tokenizer
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def encode(self, strings):
-            return self.tokenizer(strings, sequence_length=16)
-
-        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-        def decode(self, ids):
-            return self.tokenizer.detokenize(ids)
-
     inputs = tf.constant(["the newest café, Köln!", "lower", ""])
-    eager = tokenizer(inputs, sequence_length=16)
-    module = Export(tokenizer)
-    np.testing.assert_array_equal(module.encode(inputs).numpy(), eager.numpy())
-    tf.saved_model.save(module, str(tmp_path / "export"))
-    del module
-    restored = tf.saved_model.load(str(tmp_path / "export"))
-    np.testing.assert_array_equal(restored.encode(inputs).numpy(), eager.numpy())
-    np.testing.assert_array_equal(restored.decode(eager).numpy(), tokenizer.detokenize(eager).numpy())
+    eager = tokenizer(inputs, sequence_length=16).numpy()
+    module = tokenizer_module(tokenizer, sequence_length=16)
+    np.testing.assert_array_equal(module.encode(inputs).numpy(), eager)
+    assert_saved_model_round_trip(module, inputs, eager, tmp_path / "export")
 
 
 @pytest.mark.parametrize("kind", ["char", "wordpiece"])

@@ -70,84 +70,27 @@ def spa_file(tmp_path):
     return str(path)
 
 
-TINY_GPT = [
-    "--steps",
-    "4",
-    "--eval-interval",
-    "2",
-    "--eval-iters",
-    "1",
-    "--num-layers",
-    "1",
-    "--num-heads",
-    "2",
-    "--d-model",
-    "16",
-    "--block-size",
-    "8",
-    "--batch-size",
-    "4",
-    "--sample-tokens",
-    "5",
-    "--steps-per-execution",
-    "2",
-    "--verbose",
-    "0",
-]
-TINY_BERT = [
-    "--pretrain-steps",
-    "3",
-    "--eval-interval",
-    "3",
-    "--batch-size",
-    "4",
-    "--vocabulary-size",
-    "60",
-    "--sequence-length",
-    "12",
-    "--num-layers",
-    "1",
-    "--num-heads",
-    "2",
-    "--d-model",
-    "16",
-    "--d-ff",
-    "32",
-    "--finetune-epochs",
-    "1",
-    "--finetune-batch-size",
-    "8",
-    "--verbose",
-    "0",
-]
-TINY_SEQ2SEQ = [
-    "--steps",
-    "3",
-    "--eval-interval",
-    "3",
-    "--batch-size",
-    "4",
-    "--test-pairs",
-    "8",
-    "--bleu-pairs",
-    "4",
-    "--show",
-    "2",
-    "--num-layers",
-    "1",
-    "--num-heads",
-    "2",
-    "--d-model",
-    "16",
-    "--d-ff",
-    "32",
-    "--max-words",
-    "6",
-    "--warmup-steps",
-    "2",
-    "--verbose",
-    "0",
-]
+def _flags(**options):
+    """argv of `options`: _flags(num_layers=1, d_model=16) == ["--num-layers", "1", "--d-model", "16"]."""
+    return [text for name, value in options.items() for text in (f"--{name.replace('_', '-')}", str(value))]
+
+
+TINY_MODEL = _flags(num_layers=1, num_heads=2, d_model=16, batch_size=4, verbose=0)
+TINY_GPT = TINY_MODEL + _flags(
+    steps=4, eval_interval=2, eval_iters=1, block_size=8, sample_tokens=5, steps_per_execution=2
+)
+TINY_BERT = TINY_MODEL + _flags(
+    d_ff=32,
+    pretrain_steps=3,
+    eval_interval=3,
+    vocabulary_size=60,
+    sequence_length=12,
+    finetune_epochs=1,
+    finetune_batch_size=8,
+)
+TINY_SEQ2SEQ = TINY_MODEL + _flags(
+    d_ff=32, steps=3, eval_interval=3, test_pairs=8, bleu_pairs=4, show=2, max_words=6, warmup_steps=2
+)
 
 
 @pytest.mark.parametrize("name", ["gpt_shakespeare.py", "bert_sst2.py", "translate.py", "demo.py"])

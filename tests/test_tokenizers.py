@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tokenizer_test_utils import assert_saved_model_round_trip, tokenizer_module
 
 from keras_tfm import data as D
 from keras_tfm.data import BytePairTokenizer, ByteTokenizer, CharTokenizer, WordPieceTokenizer
@@ -238,31 +239,14 @@ def _op_types(graph_def):
 @pytest.mark.parametrize("kind", ["wordpiece_bert", "byte_pair"])
 def test_saved_model_uses_core_tf_ops_only(kind, tmp_path):
     tokenizer = _bert_tokenizer() if kind == "wordpiece_bert" else _tiny_bpe()
-
-    class Export(tf.Module):
-        def __init__(self, tokenizer):
-            super().__init__()
-            self.tokenizer = tokenizer
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def encode(self, strings):
-            return self.tokenizer(strings, sequence_length=12)
-
-        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-        def decode(self, ids):
-            return self.tokenizer.detokenize(ids)
-
-    module = Export(tokenizer)
+    module = tokenizer_module(tokenizer, sequence_length=12)
     inputs = tf.constant(["The cats sat on the mat!", "", "naïve 日本"])
     expected = tokenizer(inputs, sequence_length=12).numpy()
     ops = _op_types(module.encode.get_concrete_function().graph.as_graph_def())
     ops |= _op_types(module.decode.get_concrete_function().graph.as_graph_def())
     not_core = sorted(op for op in ops if not hasattr(tf.raw_ops, op))
     assert not not_core, f"ops outside core TensorFlow: {not_core}"
-    tf.saved_model.save(module, str(tmp_path / "export"))
-    restored = tf.saved_model.load(str(tmp_path / "export"))
-    np.testing.assert_array_equal(restored.encode(inputs).numpy(), expected)
-    np.testing.assert_array_equal(restored.decode(expected).numpy(), tokenizer.detokenize(expected).numpy())
+    assert_saved_model_round_trip(module, inputs, expected, tmp_path / "export")
 
 
 # --------------------------------------------------------------------------- #

@@ -47,10 +47,13 @@ from keras_tfm.data.special_tokens import (
     SpecialTokens,
 )
 from keras_tfm.data.tokenizers import (
+    SPECIAL_TOKEN_ROLES,
+    VOCABULARY_FILE_FORMAT,
     BytePairTokenizer,
     ByteTokenizer,
     CharTokenizer,
     Tokenizer,
+    VocabularyTokenizer,
     WordPieceTokenizer,
     WordTokenizer,
     count_characters,
@@ -59,6 +62,7 @@ from keras_tfm.data.tokenizers import (
     load_tokenizer,
     split_words,
 )
+from keras_tfm.data.tokenizers import __all__ as _TOKENIZERS
 
 __all__ = [
     "BOS",
@@ -71,17 +75,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "UNK",
     "SpecialTokens",
-    "Tokenizer",
-    "CharTokenizer",
-    "ByteTokenizer",
-    "WordTokenizer",
-    "WordPieceTokenizer",
-    "BytePairTokenizer",
-    "learn_wordpiece_vocabulary",
-    "load_tokenizer",
-    "split_words",
-    "count_words",
-    "count_characters",
+    *_TOKENIZERS,
     "lm_windows",
     "mlm_mask",
     "seq2seq_pairs",
