@@ -119,7 +119,7 @@ def attention_model(model, include_cross=False):
             f"`model` {model.name!r} has no TransformerBlock layer; attention maps need a model built from "
             "keras_tfm TransformerBlock layers."
         )
-    if isinstance(model, keras.Sequential) or not hasattr(model, "_nodes_by_depth"):
+    if isinstance(model, keras.Sequential) or not isinstance(model, keras.Function):
         raise ValueError(
             f"`model` {model.name!r} must be a functional keras.Model (Sequential models are run layer by layer "
             "by `attention_maps`; subclassed models cannot be inspected)."
@@ -140,7 +140,7 @@ def attention_model(model, include_cross=False):
             if len(outputs) > 2:
                 captured[f"{name}/cross_attention"] = outputs[2]
             return outputs[0]
-        if _contains_blocks(layer) and hasattr(layer, "_nodes_by_depth"):
+        if _contains_blocks(layer) and isinstance(layer, keras.Function):
             # Inline the nested functional model so that its blocks' weights
             # are reachable from the outer inputs.
             inner_inputs = args[0] if len(args) == 1 else list(args)
