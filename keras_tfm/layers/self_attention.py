@@ -27,7 +27,8 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
     Incremental (cached) decoding: pass `cache`, a `(batch, 2, max_length,
     num_heads, key_dim)` tensor of keys and values (zeros initially), and
-    `cache_index`, the number of positions already written. The new keys and
+    `cache_index`, the number of positions already written (a uint16 cache
+    holds bfloat16 bits: half the bytes per step). The new keys and
     values are written in place with a slice update (no concatenation), the
     queries attend to every filled position (causally), and the updated cache
     is returned as the last output.
@@ -140,9 +141,15 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             # (slicing K and V out, updating and re-stacking them would copy
             # the entire cache at every step).
             zero = ops.zeros((), "int32")
-            new_kv = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
-            new_cache = ops.slice_update(cache, (zero, zero, start, zero, zero), new_kv)
+            # A uint16 cache holds bfloat16 bits (`cache_bits`): Keras casts a
+            # float cache argument to the compute dtype at every layer call.
+            packed = cache.dtype == "uint16"
+            stored = ops.view(cache, "bfloat16") if packed else cache
+            new_kv = ops.cast(ops.stack([key, value], axis=1), stored.dtype)
+            new_cache = ops.slice_update(stored, (zero, zero, start, zero, zero), new_kv)
             key, value = ops.cast(new_cache[:, 0], key.dtype), ops.cast(new_cache[:, 1], value.dtype)
+            if packed:
+                new_cache = ops.view(new_cache, "uint16")
 
         full_mask = masks_lib.merge_masks(
             causal,

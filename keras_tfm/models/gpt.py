@@ -82,6 +82,8 @@ class GPT(TransformerModel):
         head: the untied `OutputHead`, or None when tied.
         tie_embeddings: bool.
         vocabulary_size, max_length, num_layers, num_heads, d_model, head_dim.
+        cache_dtype: dtype of the decoding caches (None = compute dtype);
+            a runtime setting, not saved.
         config: the constructor arguments (dict).
     """
 
@@ -215,6 +217,9 @@ class GPT(TransformerModel):
         self.num_heads = o["num_heads"]
         self.d_model = o["d_model"]
         self.head_dim = key_dim or o["d_model"] // o["num_heads"]
+        # Key/value cache dtype of `init_caches` (None: the compute dtype); set
+        # `model.cache_dtype = "bfloat16"` to decode with a half-size cache.
+        self.cache_dtype = None
 
     @property
     def decoder_blocks(self):
@@ -242,11 +247,17 @@ class GPT(TransformerModel):
         logits = self.token_embedding(h, reverse=True) if self.head is None else self.head(h)
         return ops.cast(logits, "float32")
 
-    def init_caches(self, batch_size, length):
-        """One zero key/value cache `(batch, 2, length, heads, head_dim)` per block."""
-        return init_caches(
-            batch_size, self.num_layers, length, self.num_heads, self.head_dim, self.blocks[0].compute_dtype
-        )
+    def init_caches(self, batch_size, length, dtype=None):
+        """One zero key/value cache `(batch, 2, length, heads, head_dim)` per block.
+
+        `dtype` (default: the `cache_dtype` attribute, else the blocks' compute
+        dtype): e.g. "bfloat16" halves the bytes a decoding step reads; keys
+        and values are rounded when written, attention runs in the compute dtype.
+        """
+        dtype = dtype or self.cache_dtype or self.blocks[0].compute_dtype
+        if dtype == "bfloat16" and self.blocks[0].compute_dtype != "bfloat16":
+            dtype = "uint16"  # bfloat16 bits: Keras would cast a bfloat16 cache to the compute dtype
+        return init_caches(batch_size, self.num_layers, length, self.num_heads, self.head_dim, dtype)
 
     def call_with_cache(
         self, token_ids, caches, cache_index, positions=None, padding_mask=None, last_only=False
