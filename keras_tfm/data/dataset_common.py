@@ -1,0 +1,57 @@
+"""What every tf.data pipeline of keras_tfm.data shares: seeds, integer-id checks, dense components,
+and the finish (autotuning off, a small prefetch; see `keras_tfm.data.pipelines` for why)."""
+
+import random
+
+import tensorflow as tf
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def resolve_seed(seed):
+    if seed is None:
+        return random.SystemRandom().randrange(2**31)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"`seed` must be an int or None; received {seed!r}.")
+    return seed
+
+
+#: Random LM batches drawn per tf.data map call in `lm_windows`.
+RANDOM_BATCHES_PER_CALL = 64
+#: Batches prefetched at the end of every pipeline.
+PREFETCH_BATCHES = 2
+
+
+def finish_pipeline(dataset, prefetch):
+    """Turns off autotuning (see `keras_tfm.data.pipelines`) and prefetches a couple of batches."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = dataset.with_options(options)
+    return dataset.prefetch(PREFETCH_BATCHES) if prefetch else dataset
+
+
+def map_components(dataset, fn, **kwargs):
+    """Maps `fn(structure)` over a dataset whose elements may be tuples (which tf.data unpacks)."""
+    return dataset.map(lambda *elem: fn(elem[0] if len(elem) == 1 else elem), **kwargs)
+
+
+def check_integer_tensor(name, tensor):
+    if not tensor.dtype.is_integer:
+        raise TypeError(f"`{name}` must hold integer token ids; received dtype {tensor.dtype.name}.")
+    return tensor
+
+
+def dense_components(dataset):
+    """Returns `dataset` with 1-D ragged slices (from `from_tensor_slices(ragged)`) turned into plain tensors."""
+    spec = dataset.element_spec
+    needs_map = False
+    for component in tf.nest.flatten(spec):
+        if isinstance(component, tf.RaggedTensorSpec) and component.ragged_rank == 0:
+            needs_map = True
+        elif not isinstance(component, tf.TensorSpec):
+            raise TypeError(f"`dataset` components must be dense tensors; received {component}.")
+        if component.shape.rank is None:
+            raise ValueError(f"`dataset` components need a known rank; received {component}.")
+    if needs_map:
+        dataset = map_components(dataset, lambda elem: tf.nest.map_structure(tf.identity, elem))
+    return dataset
