@@ -1,5 +1,5 @@
 """The GPT that bench/train_speed.py and bench/gpu_bench.py train: its FLOP count, the keras_tfm build,
-the optimizer every Keras row compiles with, and the same GPT in PyTorch (nanoGPT's layout) as a peer.
+the optimizer and compile of every Keras row, and the same GPT in PyTorch (nanoGPT's layout) as a peer.
 
 Imported by the bench scripts as `_common` (they run as `python bench/NAME.py`, so bench/ is on the
 path); it imports keras, so a script sets KERAS_BACKEND before importing it.
@@ -34,6 +34,17 @@ def keras_tfm_gpt(c, **options):
 def adamw():
     """The optimizer of every Keras row: AdamW(1e-3, weight decay 0.1, β2 0.99, global-norm clip 1)."""
     return keras.optimizers.AdamW(1e-3, weight_decay=0.1, beta_2=0.99, clipnorm=1.0)
+
+
+def compile_lm(model, jit_compile, steps_per_execution):
+    """The compile of every plain Keras row: `adamw()`, sparse categorical cross-entropy from logits,
+    no metrics, `steps_per_execution` steps per compiled call."""
+    model.compile(
+        optimizer=adamw(),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
+    )
 
 
 def torch_gpt_trainer(c, data, device="cpu", tied_head=False, gelu="none", compile_model=False):

@@ -33,7 +33,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import adamw, keras_tfm_gpt, step_flops, torch_gpt_trainer  # noqa: E402
+from _common import compile_lm, keras_tfm_gpt, step_flops, torch_gpt_trainer  # noqa: E402
 
 CONFIGS = {
     # CPU smoke size: seconds on 2 cores.
@@ -77,12 +77,7 @@ def keras_runner(c, data, policy, attention_impl, steps_per_execution):
         model = keras_tfm_gpt(c, attention_impl=attention_impl)
     finally:
         keras.config.set_dtype_policy("float32")
-    model.compile(
-        optimizer=adamw(),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=True,
-        steps_per_execution=steps_per_execution,
-    )
+    compile_lm(model, jit_compile=True, steps_per_execution=steps_per_execution)
     x, y = data
     batch = c["batch"]
     model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)  # compile + warm up

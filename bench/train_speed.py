@@ -41,7 +41,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import adamw, keras_tfm_gpt, step_flops, torch_gpt_trainer  # noqa: E402
+from _common import adamw, compile_lm, keras_tfm_gpt, step_flops, torch_gpt_trainer  # noqa: E402
 
 CONFIGS = {
     "small": dict(num_layers=4, num_heads=4, d_model=128, seq_len=64, batch=12, vocab=65),
@@ -107,12 +107,7 @@ def make_keras_runner(model, jit, data, steps_per_execution, helper=False):
 
         compile_for_lm(model, adamw(), ignore_index=None, steps_per_execution=steps_per_execution)
     else:
-        model.compile(
-            optimizer=adamw(),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            jit_compile=jit,
-            steps_per_execution=steps_per_execution,
-        )
+        compile_lm(model, jit_compile=jit, steps_per_execution=steps_per_execution)
     x, y = data
     # The same in-memory batches for every peer. tf.data autotuning is off: on 2 cores its thread
     # competes with the step, and deleting the iterator at the end of each `fit` waits for it
