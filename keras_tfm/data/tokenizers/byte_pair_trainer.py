@@ -69,9 +69,10 @@ def learn_byte_pair_vocabulary(corpus, vocabulary_size, special_tokens=True, min
     def join(first, second):
         return first + second
 
-    for first, second, merged in greedy_pair_merges(
-        words, word_counts, collections.Counter(), frequency, join
-    ):
+    merge_steps = greedy_pair_merges(
+        words, word_counts, collections.Counter(), frequency, join, score_uses_symbol_counts=False
+    )
+    for first, second, merged in merge_steps:
         merges.append(f"{first} {second}")
         if merged not in known:
             vocabulary.append(merged)

@@ -4,7 +4,7 @@ import collections
 import heapq
 
 
-def greedy_pair_merges(words, word_counts, symbol_counts, score, join):
+def greedy_pair_merges(words, word_counts, symbol_counts, score, join, score_uses_symbol_counts=True):
     """Yields the merges of the best-scoring adjacent pair, one at a time, best first.
 
     Every word is a list of symbols seen `word_counts[i]` times. At each step
@@ -23,6 +23,10 @@ def greedy_pair_merges(words, word_counts, symbol_counts, score, join):
         score: `score(pair_count, first_count, second_count, total)` -> float,
             `total` being the symbol count of the initial segmentation.
         join: `join(first, second)` -> the merged symbol.
+        score_uses_symbol_counts: whether `score` reads the symbol counts: then
+            every pair holding a symbol whose count changed is scored again
+            after a merge; otherwise only the pairs whose own count changed
+            (BPE's frequency score: much less work).
 
     Yields:
         `(first, second, merged)` tuples.
@@ -85,8 +89,9 @@ def greedy_pair_merges(words, word_counts, symbol_counts, score, join):
             add_word(index, +1)
             touched_pairs.update(zip(new_symbols, new_symbols[1:]))
         yield first, second, merged
-        for symbol in touched_symbols:
-            touched_pairs.update(symbol_pairs.get(symbol, ()))
+        if score_uses_symbol_counts:
+            for symbol in touched_symbols:
+                touched_pairs.update(symbol_pairs.get(symbol, ()))
         for touched in touched_pairs:
             if pair_counts.get(touched, 0) <= 0:
                 pair_counts.pop(touched, None)
