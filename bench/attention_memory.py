@@ -39,6 +39,7 @@ Usage:
     python bench/attention_memory.py --lengths 1024 --long-lengths   # a quick look
     python bench/attention_memory.py --threshold
     python bench/attention_memory.py --gpt [--gpt-context 4096]
+    python bench/attention_memory.py --core --lengths 8192 --long-lengths   # causal/non-causal core
 """
 
 import argparse
@@ -55,6 +56,12 @@ LONG_IMPLS = ("tfm_default", "tfm_chunked", "tfm_chunked_causal")
 LAB_GPT = dict(num_layers=4, num_heads=4, d_model=128, vocabulary_size=65)
 
 
+def _chunk_options(query_chunk, key_chunk):
+    """The chunked path's options: its defaults unless --query-chunk / --key-chunk are given."""
+    options = {"query_chunk_size": query_chunk, "key_chunk_size": key_chunk}
+    return {name: size for name, size in options.items() if size}
+
+
 def _layer(impl, heads, d_model, query_chunk, key_chunk):
     import keras
 
@@ -63,7 +70,7 @@ def _layer(impl, heads, d_model, query_chunk, key_chunk):
     if impl == "keras_mha":
         layer = keras.layers.MultiHeadAttention(heads, d_model // heads)
         return layer, lambda x: layer(x, x, use_causal_mask=True)
-    chunks = {"query_chunk_size": query_chunk, "key_chunk_size": key_chunk}
+    chunks = _chunk_options(query_chunk, key_chunk)
     kwargs = {
         "tfm_default": dict(causal=True),
         "tfm_standard": dict(causal=True, attention_impl="standard"),
@@ -126,6 +133,60 @@ def child(impl, length, repeats, d_model, heads, query_chunk, key_chunk):
     }
 
 
+def core_child(length, repeats, d_model, heads, query_chunk, key_chunk):
+    """Causal and non-causal `chunked` attention core, forward + backward, interleaved."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    import keras_tfm.layers  # noqa: F401  (registers the implementations)
+    from keras_tfm.layers import attention_core
+
+    tf.random.set_seed(0)
+    shape = (1, length, heads, d_model // heads)
+    q, k, v = (tf.random.normal(shape) for _ in range(3))
+    options = _chunk_options(query_chunk, key_chunk)
+
+    def make(causal):
+        @tf.function
+        def step(q, k, v):
+            with tf.GradientTape() as tape:
+                tape.watch([q, k, v])
+                out, _ = attention_core.dot_product_attention(
+                    q, k, v, causal=causal, impl="chunked", **options
+                )
+                loss = tf.reduce_sum(tf.square(out))
+            return tape.gradient(loss, [q, k, v])
+
+        return step
+
+    steps = {"full": make(False), "causal": make(True)}
+    for step in steps.values():
+        step(q, k, v)  # trace
+    cpu = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            start = time.process_time()
+            _ = [g.numpy() for g in step(q, k, v)]
+            cpu[name].append(time.process_time() - start)
+    return {"T": length, "full": min(cpu["full"]), "causal": min(cpu["causal"])}
+
+
+def core(args):
+    print(
+        "Chunked attention core alone (no projections), forward + backward, batch 1, "
+        f"{args.heads} heads x {args.d_model // args.heads}; process CPU time, fastest of {args.repeats} "
+        "interleaved steps; chunk sizes: the defaults unless given.\n"
+    )
+    for length in args.lengths + args.long_lengths:
+        r = _run_child(args, "core", "chunked", length)
+        if r:
+            print(
+                f"T={length:>6}: non-causal {r['full'] * 1e3:9.1f} ms   causal {r['causal'] * 1e3:9.1f} ms   "
+                f"causal / non-causal {r['causal'] / r['full']:.3f}",
+                flush=True,
+            )
+
+
 def _keras_mha_gpt(c, context):
     """The lab GPT's architecture on keras.layers.MultiHeadAttention (pre-norm, GELU, tied-free head)."""
     import keras
@@ -181,7 +242,7 @@ def gpt_child(impl, context, repeats):
 def _run_child(args, kind, impl, length):
     cmd = [sys.executable, __file__, "--child", kind, impl, str(length), "--repeats", str(args.repeats),
            "--d-model", str(args.d_model), "--heads", str(args.heads),
-           "--query-chunk", str(args.query_chunk), "--key-chunk", str(args.key_chunk)]  # fmt: skip
+           "--query-chunk", str(args.query_chunk or 0), "--key-chunk", str(args.key_chunk or 0)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
@@ -196,7 +257,8 @@ def table(args):
     print(
         f"One self-attention layer, forward + backward (grads w.r.t. input and weights); batch 1, "
         f"d_model {args.d_model}, {args.heads} heads, float32, tf.function (no XLA); chunked: "
-        f"query_chunk_size={args.query_chunk}, key_chunk_size={args.key_chunk}; tfm_chunked is a non-causal "
+        f"query_chunk_size={args.query_chunk or 'default'}, key_chunk_size={args.key_chunk or 'default'} "
+        "(default: 512, and 1024 non-causal / 512 causal); tfm_chunked is a non-causal "
         "layer, every other row causal.\n"
         "peak = TF CPU allocator high-water mark of one step minus memory live before it; "
         "rss = growth of process max RSS over the first step (cross-check); "
@@ -293,8 +355,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--query-chunk", type=int, default=512)
-    parser.add_argument("--key-chunk", type=int, default=1024)
+    parser.add_argument("--query-chunk", type=int, default=None, help="default: the layer's")
+    parser.add_argument("--key-chunk", type=int, default=None, help="default: the layer's")
+    parser.add_argument(
+        "--core", action="store_true", help="causal vs non-causal chunked attention core alone instead"
+    )
     parser.add_argument("--threshold", action="store_true", help="measure the auto threshold instead")
     parser.add_argument("--threshold-lengths", type=int, nargs="+", default=[256, 512, 1024, 2048])
     parser.add_argument("--gpt", action="store_true", help="train the lab GPT at a long context instead")
@@ -305,6 +370,10 @@ def main():
         kind, impl, length = args.child[0], args.child[1], int(args.child[2])
         if kind == "gpt":
             result = gpt_child(impl, length, args.repeats)
+        elif kind == "core":
+            result = core_child(
+                length, args.repeats, args.d_model, args.heads, args.query_chunk, args.key_chunk
+            )
         else:
             result = child(
                 impl, length, args.repeats, args.d_model, args.heads, args.query_chunk, args.key_chunk
@@ -316,6 +385,8 @@ def main():
         threshold(args)
     elif args.gpt:
         gpt(args)
+    elif args.core:
+        core(args)
     else:
         table(args)
     print(f"\ntotal bench time {time.perf_counter() - total:.0f} s")

@@ -153,6 +153,27 @@ def test_default_layer_equals_standard_layer_outputs_and_gradients(position, cau
         _close(g, w, tol=1e-4)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_standard_hand_written_gradient_equals_autodiff(causal):
+    """The standard path differentiates softmax(S)·V by hand (rowsum(dO ⊙ O)); asking for the
+    weights takes the autodiff path, which must give the same output and gradients."""
+    q, k, v = _qkv(4)
+    bias = tf.constant(np.random.default_rng(5).normal(size=(H, T, T)), tf.float32)
+    mask = tf.constant(_padding()[:, None, :])  # sequence 1's first queries see no key under causal
+    results = []
+    for return_weights in (False, True):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v, bias])
+            out, _ = ac.dot_product_attention(
+                q, k, v, mask=mask, bias=bias, causal=causal, impl="standard", return_weights=return_weights
+            )
+            loss = tf.reduce_sum(out * tf.sin(3.0 * out))
+        results.append([out] + tape.gradient(loss, [q, k, v, bias]))
+    for got, want in zip(*results):
+        assert np.all(np.isfinite(got))
+        _close(got, want)
+
+
 def test_layers_pass_no_t_by_t_tensor_to_the_chunked_core(spy):
     x = tf.zeros((B, T, 12))
     for position in ("alibi", "relative"):

@@ -308,24 +308,56 @@ def attention_weights(query, key, mask=None, bias=None, scale=None, causal=False
     return weights
 
 
+def _softmax_value_product(scores, value):
+    """`softmax(scores) · V`, `(B, Tq, H, Dv)`, differentiated by hand.
+
+    Autodiff of the softmax keeps the weights P and, in the backward pass,
+    forms dP ⊙ P next to P and dP: three `(B, H, Tq, Tk)` tensors at once (the
+    peak of `keras.layers.MultiHeadAttention`). Here the row term uses the
+    identity rowsum(dP ⊙ P) = rowsum(dO ⊙ O) for O = P·V (an O(T·d) product,
+    as in FlashAttention), so the backward pass holds only P and dP, and
+    dS = P ⊙ (dP − rowsum(dO ⊙ O)) overwrites dP. The weights P are the only
+    score-sized tensor kept from the forward pass.
+    """
+
+    def forward(scores, value):
+        weights = ops.softmax(scores, axis=-1)
+        probs = ops.cast(weights, value.dtype)
+        output = ops.einsum("bhqk,bkhd->bqhd", probs, value)
+
+        def grad(*args, upstream=None):
+            d_out = args[0] if upstream is None else upstream
+            d_value = ops.einsum("bhqk,bqhd->bkhd", probs, d_out)
+            d_probs = ops.cast(ops.einsum("bqhd,bkhd->bhqk", d_out, value), "float32")
+            row = ops.sum(ops.cast(d_out, "float32") * ops.cast(output, "float32"), axis=-1)  # (B, Tq, H)
+            d_scores = weights * (d_probs - ops.transpose(row, (0, 2, 1))[..., None])
+            return d_scores, d_value
+
+        return output, grad
+
+    return ops.custom_gradient(forward)(scores, value)
+
+
 @register_attention_impl("standard")
 def standard_attention(inputs):
     """Materialises the `(B, H, Tq, Tk)` weights (see the module docstring)."""
     query, key, value, mask, bias, scale, dropout, training, return_weights, causal = inputs
     scores, row_visible = _scores_and_rows(query, key, mask, bias, scale, causal)
-    # The softmax output is the only (B, H, Tq, Tk) tensor kept for the backward
-    # pass (its own gradient and the one of the value product both use it).
     # Masked entries are exact zeros (exp of the −1e9 fill underflows); rows
     # without a visible key are zeroed on the (B, Tq, H, Dv) output instead.
-    weights = ops.softmax(scores, axis=-1)
-    probs = ops.cast(weights, value.dtype)
-    if dropout is not None:
-        probs = dropout(probs, training=training)
-    if probs.shape[2] == 1:
-        weights_bkh = ops.transpose(probs[:, :, 0, :], (0, 2, 1))[:, :, :, None]
-        output = ops.sum(weights_bkh * value, axis=1, keepdims=True)
+    if not return_weights and not inputs.dropout_active() and query.shape[1] != 1:
+        output = _softmax_value_product(scores, value)
+        weights = None
     else:
-        output = ops.einsum("bhqk,bkhd->bqhd", probs, value)
+        weights = ops.softmax(scores, axis=-1)
+        probs = ops.cast(weights, value.dtype)
+        if dropout is not None:
+            probs = dropout(probs, training=training)
+        if probs.shape[2] == 1:
+            weights_bkh = ops.transpose(probs[:, :, 0, :], (0, 2, 1))[:, :, :, None]
+            output = ops.sum(weights_bkh * value, axis=1, keepdims=True)
+        else:
+            output = ops.einsum("bhqk,bkhd->bqhd", probs, value)
     if row_visible is not None:
         output = output * ops.cast(ops.transpose(row_visible, (0, 2, 1, 3)), output.dtype)
         if return_weights:

@@ -36,8 +36,13 @@ mask/bias contract is the one of `attention_core`, and a query whose keys are
 all masked gets a zero output and zero gradients (never NaN).
 
 Options (`attention_options`): `query_chunk_size` (default 512) and
-`key_chunk_size` (default 1024), each clipped to the sequence length; a ragged
-last chunk is zero-padded and its padded keys masked out.
+`key_chunk_size` (default 1024, or `query_chunk_size` under `causal=True`), each
+clipped to the sequence length; a ragged last chunk is zero-padded and its
+padded keys masked out. Causal attention defaults to square blocks because the
+blocks on the diagonal are computed in full and half wasted: with 512 × 1024
+blocks at T = 8192 it computes 72 of 128 blocks (56 %), with 512 × 512 blocks
+136 of 256 (53 %), measured 0.61× → 0.54× of the non-causal time for the
+attention core alone (`bench/attention_memory.py --core`).
 
 The full weight matrix is never formed, so `return_weights=True` and attention
 dropout during training raise a `ValueError`.
@@ -135,11 +140,13 @@ def _diagonal_sums(x, cq, ck):
 
 
 @register_attention_impl("chunked")
-def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=1024):
+def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     """Exact attention in O(T) memory (forward and backward); see module docs."""
     inputs.refuse_weights("chunked")
     query, key, value = inputs[:3]
     mask, bias, causal, scale = inputs.mask, inputs.bias, inputs.causal, inputs.score_scale()
+    if key_chunk_size is None:
+        key_chunk_size = query_chunk_size if causal else 1024
     tq = static_or_dynamic_length(query)
     tk = static_or_dynamic_length(key)
     cq = _chunk_size(query_chunk_size, tq, "query_chunk_size")
