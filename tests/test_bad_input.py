@@ -718,7 +718,7 @@ def _(env):
     np.testing.assert_array_equal(a, b)
 
 
-@case("generate-temperature-nan", ValueError, r"`temperature` must be a finite float")
+@case("generate-temperature-nan", ValueError, r"`temperature` must be a finite number")
 def _(env):
     _gen(env, sampler="sample", temperature=float("nan"))
 
@@ -733,7 +733,7 @@ def _(env):
     np.testing.assert_array_equal(_gen(env, sampler="sample", temperature=0.0, seed=1), _gen(env))
 
 
-@case("generate-top_p-zero", ValueError, r"`top_p` must be a float in \(0, 1\]")
+@case("generate-top_p-zero", ValueError, r"`top_p` must be in \(0\.0, 1\.0\]")
 def _(env):
     _gen(env, sampler="top_p", top_p=0.0)
 
@@ -758,13 +758,18 @@ def _(env):
     _gen(env, prompts=[[7, 999]])
 
 
+@case("generate-max_new_tokens-past-the-context-slides", RECOVERS)
+def _(env):
+    assert _gen(env, max_new_tokens=20).shape == (1, 20)  # a sliding window (generation.sliding_window)
+
+
 @case(
-    "generate-max_new_tokens-too-many",
+    "beam_search-max_new_tokens-too-many",
     ValueError,
     r"`max_new_tokens`=20.*exceeds the model's maximum length 8",
 )
 def _(env):
-    _gen(env, max_new_tokens=20)
+    beam_search(env.generator, [[7, 8, 9]], max_new_tokens=20, num_beams=2)
 
 
 @case("generate-max_new_tokens-negative", ValueError, r"`max_new_tokens`")

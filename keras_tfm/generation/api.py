@@ -35,19 +35,7 @@ def get_generator(model, pad_id=0):
     return generator
 
 
-def generate(
-    model,
-    prompt_ids,
-    max_new_tokens,
-    sampler="greedy",
-    temperature=1.0,
-    top_k=0,
-    top_p=1.0,
-    seed=None,
-    eos_id=None,
-    pad_id=0,
-    **kwargs,
-):
+def generate(model, prompt_ids, max_new_tokens, pad_id=0, **options):
     """Cached, XLA-compiled generation with a keras_tfm GPT or seq2seq model.
 
     Args:
@@ -55,62 +43,47 @@ def generate(
         prompt_ids: GPT: the prompts; seq2seq: the source sequences. A list
             of id sequences of any lengths or a 2-D int array.
         max_new_tokens: int >= 0.
-        sampler: "greedy" | "sample" | "temperature" | "top_k" | "top_p"
-            (the last four are the same stochastic sampler; the filters act
-            when `top_k` > 0 / `top_p` < 1).
-        temperature: finite float >= 0 (0, or below 1e-6, = greedy; NaN and
-            negative values raise a ValueError).
-        top_k: int in [0, V] (0 = off; V keeps every token, i.e. off too);
-            a `top_k` larger than the vocabulary size V raises a ValueError.
-        top_p: float in (0, 1] (1 = off).
-        seed: int or int32 (2,) array; same seed → same output.
-        eos_id: rows stop after emitting it and then emit `pad_id`; must be
-            an id of the vocabulary, [0, V) (otherwise no row could stop:
-            ValueError).
+        pad_id: padding id (left-padding of prompts, finished rows).
+        **options: those of `BaseGenerator.generate`:
+            sampler: "greedy" (default) | "sample" | "temperature" | "top_k"
+                | "top_p" (the last four are the same stochastic sampler; the
+                filters act when `top_k` > 0 / `top_p` < 1).
+            temperature: finite float >= 0 (default 1; 0, or below 1e-6, =
+                greedy; NaN and negative values raise a ValueError).
+            top_k: int in [0, V] (0 = off; V keeps every token, i.e. off
+                too); a `top_k` larger than the vocabulary size V raises a
+                ValueError.
+            top_p: float in (0, 1] (1 = off).
+            seed: int or int32 (2,) array; same seed → same output.
+            eos_id: rows stop after emitting it and then emit `pad_id`; must
+                be an id of the vocabulary, [0, V) (otherwise no row could
+                stop: ValueError).
+            return_lengths, output_scores: extra outputs.
+            GPT: `prompt_lengths`; seq2seq: `bos_id` (required unless the
+            generator has one), `decoder_prompt_ids`, `source_lengths`.
 
     Prompt ids outside [0, V) raise a ValueError naming `prompt_ids`. NaN
     logits (a diverged model) are never sampled inside the compiled loop (a
     NaN entry is skipped; an all-NaN row yields id 0); the eager samplers
     raise a ValueError on them (`keras_tfm.generation.samplers`).
-        pad_id: padding id (left-padding of prompts, finished rows).
-        **kwargs: seq2seq: `bos_id` (required), `decoder_prompt_ids`,
-            `source_lengths`; both: `return_lengths`, `output_scores`,
-            GPT: `prompt_lengths`.
 
     Returns:
         int32 numpy `(batch, max_new_tokens)` new tokens.
     """
-    generator = get_generator(model, pad_id)
-    return generator.generate(
-        prompt_ids,
-        max_new_tokens,
-        sampler=sampler,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        eos_id=eos_id,
-        **kwargs,
-    )
+    return get_generator(model, pad_id).generate(prompt_ids, max_new_tokens, **options)
 
 
-def beam_search(
-    model, prompt_ids, max_new_tokens, num_beams=4, length_penalty=0.6, eos_id=None, pad_id=0, **kwargs
-):
+def beam_search(model, prompt_ids, max_new_tokens, num_beams=4, pad_id=0, **options):
     """Beam search with GNMT length penalty ((5 + len) / 6)^α for GPT or
-    seq2seq models; finished beams are frozen at EOS.
+    seq2seq models; finished beams are frozen at EOS. `options`:
+    `length_penalty` (α, default 0.6), `eos_id` and the model kind's inputs
+    as in `generate`.
 
     Returns:
         `(sequences, scores, lengths)`: int32 `(batch, num_beams,
         max_new_tokens)` best first, float32 normalised log-probs
         `(batch, num_beams)`, int32 lengths (EOS included).
     """
-    generator = get_generator(model, pad_id)
-    return generator.beam_search(
-        prompt_ids,
-        max_new_tokens,
-        num_beams=num_beams,
-        length_penalty=length_penalty,
-        eos_id=eos_id,
-        **kwargs,
+    return get_generator(model, pad_id).beam_search(
+        prompt_ids, max_new_tokens, num_beams=num_beams, **options
     )

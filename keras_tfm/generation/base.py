@@ -1,29 +1,18 @@
 """Shared machinery of the generator classes: argument checks, prompt padding,
 length buckets and the cache of compiled (XLA) functions."""
 
+import numbers
 import secrets
 
 import numpy as np
 import tensorflow as tf
 
+from keras_tfm.checks import check_choice, check_int
+from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import samplers
+from keras_tfm.generation import decoding, samplers, sliding_window
 
 SAMPLERS = ("greedy", "sample", "temperature", "top_k", "top_p")
-
-
-def _is_int(x):
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def check_int(name, value, minimum=None, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if not _is_int(value):
-        raise TypeError(f"`{name}` must be an int; received {value!r} of type {type(value).__name__}.")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}; received {value}.")
-    return int(value)
 
 
 def to_id_array(name, x):
@@ -107,14 +96,28 @@ def pad_prompts(
     return out, lengths
 
 
-def check_max_new_tokens(max_new_tokens, longest_prompt, max_length):
-    check_int("max_new_tokens", max_new_tokens, minimum=0)
-    if max_length is not None and longest_prompt + max_new_tokens > max_length:
+def check_max_new_tokens(max_new_tokens, longest_prompt, max_length, sliding=False):
+    """Checks `max_new_tokens` against the model's maximum length.
+
+    Returns:
+        `(max_new_tokens, slide)`: `slide` is True when prompt + new tokens
+        pass `max_length` and `sliding` allows a sliding window there (a
+        prompt must still fit the model).
+    """
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+    if max_length is None or longest_prompt + max_new_tokens <= max_length:
+        return max_new_tokens, False
+    if sliding and longest_prompt <= max_length:
+        return max_new_tokens, True
+    if sliding:
         raise ValueError(
-            f"`max_new_tokens`={max_new_tokens} with a prompt of {longest_prompt} tokens exceeds the model's "
-            f"maximum length {max_length} (at most {max(max_length - longest_prompt, 0)} new tokens)."
+            f"A prompt of {longest_prompt} tokens exceeds the model's maximum length {max_length}; pass at "
+            f"most its last {max_length} tokens."
         )
-    return int(max_new_tokens)
+    raise ValueError(
+        f"`max_new_tokens`={max_new_tokens} with a prompt of {longest_prompt} tokens exceeds the model's "
+        f"maximum length {max_length} (at most {max(max_length - longest_prompt, 0)} new tokens)."
+    )
 
 
 def make_seed(seed):
@@ -122,7 +125,7 @@ def make_seed(seed):
     fresh seed in Python (outside every compiled function)."""
     if seed is None:
         return np.array([secrets.randbits(31), secrets.randbits(31)], np.int32)
-    if _is_int(seed):
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
         return np.array([0, int(seed)], np.int32)
     arr = to_id_array("seed", seed).astype(np.int32)
     if arr.shape != (2,):
@@ -133,8 +136,7 @@ def make_seed(seed):
 def check_sampler(sampler, temperature, top_k, top_p, vocabulary_size=None):
     """Checks the sampler name and its Python arguments (see `samplers.check_sampling_args`;
     `top_k` larger than `vocabulary_size` is refused)."""
-    if sampler not in SAMPLERS:
-        raise ValueError(f"Unknown `sampler` {sampler!r}; expected one of {list(SAMPLERS)}.")
+    check_choice("sampler", sampler, SAMPLERS)
     return samplers.check_sampling_args(temperature, top_k, top_p, vocabulary_size=vocabulary_size)
 
 
@@ -155,6 +157,11 @@ class BaseGenerator(tf.Module):
     size traces once, later calls in the same bucket do not retrace).
     `jit_compile=False` uses a plain graph `tf.function`; `run_eagerly=True`
     runs the same code eagerly (debugging, fast tests).
+
+    A subclass sets `self.adapter` (a `decoding.DecoderAdapter`) and
+    implements `_prepare` (eager: request → padded numpy inputs, checked
+    `max_new_tokens`, cache length) and `decoder_inputs` (traceable: those
+    inputs → decoder prompts, their lengths and the adapter context).
     """
 
     def __init__(self, model, pad_id=0, jit_compile=True, run_eagerly=False, name=None):
@@ -185,10 +192,173 @@ class BaseGenerator(tf.Module):
         if eos_id is None:
             return -1
         eos = check_int("eos_id", eos_id, minimum=0)
-        vocabulary_size = getattr(getattr(self, "adapter", None), "vocabulary_size", None)
-        if vocabulary_size is not None and eos >= vocabulary_size:
+        vocabulary_size = self.adapter.vocabulary_size
+        if eos >= vocabulary_size:
             raise ValueError(
                 f"`eos_id`={eos} is outside the model's vocabulary [0, {vocabulary_size}): generation could "
                 "never stop on it."
             )
         return eos
+
+    # ----------------------------------------------------------- subclass hooks
+    def _prepare(self, inputs, max_new_tokens, sliding=False, **request):
+        """Eager: `(tuple of padded int32 numpy inputs, max_new_tokens,
+        cache_length, slide)`; `slide`: the request passes the model's maximum
+        length and `sliding` allowed a sliding window."""
+        raise NotImplementedError
+
+    def decoder_inputs(self, *inputs):
+        """Traceable: the `_prepare` inputs → `(decoder prompt ids, prompt lengths, context)`."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- traceable
+    def generate_fn(self, *args, cache_length, sampler="greedy", output_scores=False, sliding=False):
+        """Traceable generation (wrap it in a `tf.function`, e.g. with an
+        `input_signature` for export).
+
+        Args:
+            *args: the model's inputs (GPT: LEFT-padded `prompt_ids` int32
+                `(batch, P)` and `prompt_lengths` `(batch,)`; seq2seq:
+                right-padded `source_ids` `(batch, S)`, `source_lengths`,
+                LEFT-padded `decoder_prompt_ids` (usually just BOS) and their
+                lengths), then the scalars `max_new_tokens`, `seed` int32
+                `(2,)`, `temperature`, `top_k`, `top_p` (scalars or
+                `(batch,)`) and `eos_id` (-1 = none).
+            cache_length, sampler, output_scores: static options.
+            sliding: go past the model's maximum length with a sliding window
+                (`sliding_window.decode_sliding`; decoder-only models).
+
+        Returns:
+            `decoding.decode`'s dict.
+        """
+        *inputs, max_new_tokens, seed, temperature, top_k, top_p, eos_id = args
+        ids, lengths, context = self.decoder_inputs(*inputs)
+        select = decoding.make_selector(sampler, seed, temperature, top_k, top_p)
+        options = dict(
+            cache_length=cache_length, eos_id=eos_id, pad_id=self.pad_id, output_scores=output_scores
+        )
+        if sliding:
+            return sliding_window.decode_sliding(
+                self.adapter, ids, lengths, max_new_tokens, select, **options
+            )
+        return decoding.decode(self.adapter, ids, lengths, max_new_tokens, select, context=context, **options)
+
+    def beam_search_fn(self, *args, num_beams, cache_length):
+        """Traceable beam search: the model's inputs (as in `generate_fn`),
+        then `max_new_tokens`, `length_penalty`, `eos_id`; see
+        `beam.beam_search_loop`."""
+        *inputs, max_new_tokens, length_penalty, eos_id = args
+        ids, lengths, context = self.decoder_inputs(*inputs)
+        return beam_lib.beam_search_loop(
+            self.adapter,
+            ids,
+            lengths,
+            max_new_tokens,
+            num_beams=num_beams,
+            cache_length=cache_length,
+            length_penalty=length_penalty,
+            eos_id=eos_id,
+            pad_id=self.pad_id,
+            context=context,
+        )
+
+    # ------------------------------------------------------------- eager API
+    def generate(
+        self,
+        inputs,
+        max_new_tokens,
+        sampler="greedy",
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        seed=None,
+        eos_id=None,
+        return_lengths=False,
+        output_scores=False,
+        **request,
+    ):
+        """Generates up to `max_new_tokens` tokens per input.
+
+        Args:
+            inputs: GPT: the prompts; seq2seq: the source sequences. A list
+                of id sequences (any lengths) or a 2-D int array.
+            max_new_tokens: int >= 0.
+            sampler: "greedy", or "sample" (also "temperature", "top_k",
+                "top_p") for stochastic sampling.
+            temperature, top_k, top_p: sampling parameters (ignored by greedy;
+                see `samplers.check_sampling_args`).
+            seed: int or int32 `(2,)`; same seed → same output. None: random.
+            eos_id: rows stop after this id (then emit `pad_id`).
+            return_lengths: also return the number of new tokens per row.
+            output_scores: also return the step logits `(batch, max_new, V)`.
+            **request: GPT: `prompt_lengths` (rows of a right-padded 2-D
+                array); seq2seq: `bos_id`, `source_lengths`,
+                `decoder_prompt_ids` (forced decoder prefixes, BOS included).
+
+        Returns:
+            int32 numpy `(batch, max_new_tokens)` (`pad_id` after EOS); or a
+            tuple with lengths (and scores) when requested.
+        """
+        temperature, top_k, top_p = check_sampler(
+            sampler, temperature, top_k, top_p, self.adapter.vocabulary_size
+        )
+        eos = self._eos(eos_id)
+        inputs, max_new_tokens, cache_length, slide = self._prepare(
+            inputs, max_new_tokens, sliding=True, **request
+        )
+        seed = make_seed(seed)
+        key = ("generate", sampler, cache_length, bool(output_scores), slide)
+        fn = self._compiled(
+            key,
+            lambda *a: self.generate_fn(
+                *a, cache_length=cache_length, sampler=sampler, output_scores=output_scores, sliding=slide
+            ),
+        )
+        out = fn(
+            *(tf.constant(x) for x in inputs),
+            tf.constant(max_new_tokens, tf.int32),
+            tf.constant(seed),
+            tf.constant(temperature, tf.float32),
+            tf.constant(top_k, tf.int32),
+            tf.constant(top_p, tf.float32),
+            tf.constant(eos, tf.int32),
+        )
+        result = (out["tokens"].numpy()[:, :max_new_tokens],)
+        if return_lengths:
+            result += (out["lengths"].numpy(),)
+        if output_scores:
+            result += (out["scores"].numpy()[:, :max_new_tokens],)
+        return result[0] if len(result) == 1 else result
+
+    def beam_search(self, inputs, max_new_tokens, num_beams=4, length_penalty=0.6, eos_id=None, **request):
+        """Beam search with GNMT length penalty; see `keras_tfm.generation.beam_search`.
+
+        Args:
+            inputs, max_new_tokens, eos_id, **request: as in `generate`.
+            num_beams: beams per input, in [1, vocabulary size].
+            length_penalty: α >= 0 of ((5 + len) / 6)^α.
+
+        Returns:
+            `(sequences, scores, lengths)`: int32 `(batch, num_beams,
+            max_new_tokens)` best first, float32 length-normalised log-probs
+            `(batch, num_beams)`, int32 `(batch, num_beams)`.
+        """
+        num_beams = beam_lib.check_num_beams(num_beams, self.adapter.vocabulary_size)
+        length_penalty = beam_lib.check_length_penalty(length_penalty)
+        eos = self._eos(eos_id)
+        inputs, max_new_tokens, cache_length, _ = self._prepare(inputs, max_new_tokens, **request)
+        key = ("beam", num_beams, cache_length)
+        fn = self._compiled(
+            key, lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length)
+        )
+        out = fn(
+            *(tf.constant(x) for x in inputs),
+            tf.constant(max_new_tokens, tf.int32),
+            tf.constant(length_penalty, tf.float32),
+            tf.constant(eos, tf.int32),
+        )
+        return (
+            out["sequences"].numpy()[:, :, :max_new_tokens],
+            out["scores"].numpy(),
+            out["lengths"].numpy(),
+        )

@@ -17,10 +17,9 @@ loop stops when every beam of every item is finished or after
 `max_new_tokens` steps. With one beam this is exactly greedy decoding.
 """
 
-import math
-
 from keras import ops
 
+from keras_tfm.checks import check_float, check_int
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding
 from keras_tfm.generation.decoding import mark_slot
@@ -29,16 +28,13 @@ NEG = decoding.NEG_INF
 
 
 def check_length_penalty(alpha):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise TypeError(f"`length_penalty` must be a float >= 0; received {alpha!r}.")
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise ValueError(f"`length_penalty` must be a finite float >= 0; received {alpha}.")
-    return float(alpha)
+    return check_float("length_penalty", alpha, low=0.0)
 
 
 def check_num_beams(num_beams, vocabulary_size):
-    if num_beams > vocabulary_size:
-        raise ValueError(f"`num_beams`={num_beams} exceeds the vocabulary size {vocabulary_size}.")
+    return check_int(
+        "num_beams", num_beams, minimum=1, maximum=vocabulary_size, maximum_name="the vocabulary size"
+    )
 
 
 def length_penalty_factor(length, alpha):

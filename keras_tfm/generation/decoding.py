@@ -139,22 +139,27 @@ def prefill(adapter, prompt_ids, prompt_lengths, cache_length, context=None):
     }
 
 
-def run_segments(state, prompt_length, sizes, keep_going, body):
+def run_segments(state, prompt_length, sizes, keep_going, body, slot=None):
     """Runs `tf.while_loop(keep_going & slot < size, body)` once per segment.
 
     `state` is a dict with an int32 step counter `"i"`, the caches under
     `"caches"` and the bool `(batch, cache_length)` slot mask under
-    `"valid"`; the body writes slot `prompt_length + i`. Between segments
-    the caches are zero-padded to the next size (log2(L/64) times per call,
-    never per token). `body(state, size)` returns the next state; it attends
-    over `size` slots (`state["valid"][:, :size]`).
+    `"valid"`; the body writes slot `prompt_length + i` (or `slot(state)`
+    when given). Between segments the caches are zero-padded to the next size
+    (log2(L/64) times per call, never per token). `body(state, size)` returns
+    the next state; it attends over `size` slots (`state["valid"][:, :size]`).
     """
+    if slot is None:
+
+        def slot(s):
+            return prompt_length + s["i"]
+
     for n, size in enumerate(sizes):
         if n:
             state = dict(state, caches=cache_lib.grow_caches(state["caches"], size))
 
         def cond(s, size=size):
-            return ops.logical_and(keep_going(s), prompt_length + s["i"] < size)
+            return ops.logical_and(keep_going(s), slot(s) < size)
 
         def loop_body(s, size=size):
             return (body(s, size),)
@@ -184,6 +189,42 @@ def make_selector(sampler, seed, temperature, top_k, top_p):
 
         return select
     raise ValueError(f"Unknown `sampler` {sampler!r}; expected 'greedy', 'sample', 'top_k' or 'top_p'.")
+
+
+def start_state(batch, num_new, pad_id, vocabulary_size, output_scores=False):
+    """The per-row outputs of a decoding loop before its first step: step
+    counter `i`, `tokens` (`pad_id`), `lengths`, `done` (and `scores`)."""
+    state = {
+        "i": ops.zeros((), "int32"),
+        "done": ops.zeros((batch,), "bool"),
+        "tokens": ops.full((batch, num_new), pad_id, dtype="int32"),
+        "lengths": ops.zeros((batch,), "int32"),
+    }
+    if output_scores:
+        state["scores"] = ops.zeros((batch, num_new, vocabulary_size), "float32")
+    return state
+
+
+def emit(s, select, eos_id, pad_id, output_scores=False):
+    """One decoding step's choice: the token of every row from `s["logits"]`
+    (`pad_id` for finished rows), recorded at step `s["i"]`.
+
+    Returns:
+        `(new state, token (batch,))`; `i` is advanced, the caller feeds
+        `token` back to the model.
+    """
+    i = s["i"]
+    token = ops.cast(select(s["logits"], i), "int32")
+    token = ops.where(s["done"], pad_id, token)
+    new = dict(s)
+    zero = ops.zeros((), "int32")
+    new["tokens"] = ops.slice_update(s["tokens"], (zero, i), token[:, None])
+    if output_scores:
+        new["scores"] = ops.slice_update(s["scores"], (zero, i, zero), s["logits"][:, None, :])
+    new["lengths"] = s["lengths"] + ops.cast(ops.logical_not(s["done"]), "int32")
+    new["done"] = ops.logical_or(s["done"], ops.logical_and(eos_id >= 0, ops.equal(token, eos_id)))
+    new["i"] = i + 1
+    return new, token
 
 
 def decode(
@@ -229,17 +270,12 @@ def decode(
     num_new = cache_length - (prompt_ids.shape[1] if prompt_ids.shape[1] is not None else p)
     eos_id = ops.cast(eos_id, "int32")
     max_new_tokens = ops.cast(max_new_tokens, "int32")
-    state = {
-        "i": ops.zeros((), "int32"),
-        "logits": pre["logits"],
-        "caches": pre["caches"],
-        "done": ops.zeros((batch,), "bool"),
-        "tokens": ops.full((batch, num_new), pad_id, dtype="int32"),
-        "lengths": ops.zeros((batch,), "int32"),
-        "valid": pre["valid"],
-    }
-    if output_scores:
-        state["scores"] = ops.zeros((batch, num_new, adapter.vocabulary_size), "float32")
+    state = dict(
+        start_state(batch, num_new, pad_id, adapter.vocabulary_size, output_scores),
+        logits=pre["logits"],
+        caches=pre["caches"],
+        valid=pre["valid"],
+    )
 
     def keep_going(s):
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
@@ -247,23 +283,12 @@ def decode(
     mask_id = getattr(adapter, "mask_token_id", None)
 
     def body(s, size):
-        i = s["i"]
-        token = ops.cast(select(s["logits"], i), "int32")
-        token = ops.where(s["done"], pad_id, token)
-        new = dict(s)
-        new["tokens"] = ops.slice_update(s["tokens"], (ops.zeros((), "int32"), i), token[:, None])
-        if output_scores:
-            new["scores"] = ops.slice_update(
-                s["scores"], (ops.zeros((), "int32"), i, ops.zeros((), "int32")), s["logits"][:, None, :]
-            )
-        new["lengths"] = s["lengths"] + ops.cast(ops.logical_not(s["done"]), "int32")
-        new["done"] = ops.logical_or(s["done"], ops.logical_and(eos_id >= 0, ops.equal(token, eos_id)))
-        slot = p + i
+        new, token = emit(s, select, eos_id, pad_id, output_scores)
+        slot = p + s["i"]
         new["valid"] = mark_slot(s["valid"], slot, token, mask_id)
         new["logits"], new["caches"] = adapter.forward(
             token[:, None], (slot - pad)[:, None], s["caches"], slot, new["valid"][:, :size], context
         )
-        new["i"] = i + 1
         return new
 
     state = run_segments(state, p, pre["sizes"], keep_going, body)

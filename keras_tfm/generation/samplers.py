@@ -19,11 +19,11 @@ compilation mode; XLA (`jit_compile=True`) and the non-XLA kernels may draw
 different tokens for the same seed.
 """
 
-import math
-
 import numpy as np
 import tensorflow as tf
 from keras import ops
+
+from keras_tfm.checks import check_float, check_int
 
 #: Value given to filtered-out logits: a large negative *finite* float32
 #: (half of float32's most negative value), so `x - max(x)` never overflows to
@@ -63,23 +63,9 @@ def check_sampling_args(temperature=1.0, top_k=0, top_p=1.0, vocabulary_size=Non
         TypeError: an argument has the wrong type.
         ValueError: an argument is out of range.
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`temperature` must be a float >= 0; received {temperature!r}.")
-    if not (float(temperature) >= 0.0 and math.isfinite(float(temperature))):
-        raise ValueError(f"`temperature` must be a finite float >= 0; received {temperature}.")
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)):
-        raise TypeError(f"`top_k` must be an int >= 0 (0 disables it); received {top_k!r}.")
-    if top_k < 0:
-        raise ValueError(f"`top_k` must be an int >= 0 (0 disables it); received {top_k}.")
-    if vocabulary_size is not None and top_k > vocabulary_size:
-        raise ValueError(
-            f"`top_k`={top_k} exceeds the vocabulary size {vocabulary_size}; use 0 (or {vocabulary_size}) "
-            "for no top-k filter."
-        )
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`top_p` must be a float in (0, 1]; received {top_p!r}.")
-    if not 0.0 < float(top_p) <= 1.0:
-        raise ValueError(f"`top_p` must be a float in (0, 1] (1 disables it); received {top_p}.")
+    temperature = check_float("temperature", temperature, low=0.0)
+    top_k = check_int("top_k", top_k, minimum=0, maximum=vocabulary_size, maximum_name="the vocabulary size")
+    top_p = check_float("top_p", top_p, low=0.0, high=1.0, low_open=True)
     return float(temperature), int(top_k), float(top_p)
 
 

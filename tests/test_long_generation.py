@@ -1,0 +1,162 @@
+"""Generation past the model's context (keras_tfm.generation.sliding_window).
+
+Greedy tokens of the sliding-window paths equal, token for token, naive
+references that recompute the full forward pass at every step:
+
+* learned / sinusoidal / RoPE (recompute path): the forward pass over the
+  row's window, which restarts from its last `W // 2` tokens when it would
+  pass `W = max_length` tokens;
+* ALiBi / T5 relative (shift path): the forward pass over the whole sequence
+  with a causal band of width `W` in every layer (with one layer: the
+  forward pass over the last `W` tokens).
+
+Tiny models (W = 8, d_model 16) run eagerly (`run_eagerly=True`, the same
+decoding code without `tf.function`); one test compiles the XLA loop.
+"""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from keras_tfm.generation import CausalLMGenerator, beam_search, generate, sliding_window  # noqa: E402
+from keras_tfm.models import gpt  # noqa: E402
+
+W = 8
+STEPS = 21  # three window restarts of the longest prompt
+PROMPTS = [[5, 6, 7, 8, 9], [3, 4], [10, 11, 12, 13, 14, 15, 16, 17]]
+
+
+def tiny(position, num_layers=2):
+    keras.utils.set_random_seed(0)
+    return gpt(
+        vocabulary_size=23, max_length=W, num_layers=num_layers, num_heads=2, d_model=16, position=position
+    )
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {}
+
+
+def model_of(models, position, num_layers=2):
+    key = (position, num_layers)
+    if key not in models:
+        models[key] = tiny(position, num_layers)
+    return models[key]
+
+
+def next_token(logits):
+    return int(np.argmax(np.asarray(logits)[0, -1]))
+
+
+def reference_recompute(model, prompt, steps):
+    """Full forward pass over the window at every step; the window restarts
+    from its last W // 2 tokens when it would hold more than W."""
+    context, out = list(prompt), []
+    for _ in range(steps):
+        out.append(next_token(model(np.array([context], np.int32), training=False)))
+        context.append(out[-1])
+        if len(context) > W:
+            context = context[-(W // 2) :]
+    return out
+
+
+def band_forward(model, sequence, width):
+    """Full forward pass of `sequence` where token i attends to j in (i - width, i]."""
+    t = len(sequence)
+    i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+    band = np.broadcast_to((j <= i) & (i - j < width), (1, t, t))
+    x = model.token_embedding(np.array([sequence], np.int32))  # relative schemes: no absolute positions
+    for block in model.blocks:
+        x = block(x, attention_mask=band, training=False)
+    return model.compute_logits(x)
+
+
+def reference_band(model, prompt, steps):
+    sequence, out = list(prompt), []
+    for _ in range(steps):
+        out.append(next_token(band_forward(model, sequence, W)))
+        sequence.append(out[-1])
+    return out
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope"])
+def test_recompute_path_matches_reference(models, position):
+    model = model_of(models, position)
+    assert not sliding_window.uses_shift(position)
+    got = CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS)
+    assert got.tolist() == [reference_recompute(model, p, STEPS) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("position", ["alibi", "relative"])
+def test_shift_path_matches_banded_forward(models, position):
+    model = model_of(models, position)
+    assert sliding_window.uses_shift(position)
+    got = CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS)
+    assert got.tolist() == [reference_band(model, p, STEPS) for p in PROMPTS]
+
+
+def test_one_layer_shift_is_the_last_window_forward(models):
+    """One layer: nothing but the window reaches the last token, so the shift
+    path is the plain forward pass over the last W tokens at every step."""
+    model = model_of(models, "alibi", num_layers=1)
+    got = CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS).tolist()
+    for row, prompt in zip(got, PROMPTS):
+        sequence = list(prompt)
+        for token in row:
+            assert token == next_token(model(np.array([sequence[-W:]], np.int32), training=False))
+            sequence.append(token)
+
+
+@pytest.mark.parametrize("position", ["learned", "alibi"])
+def test_xla_matches_eager_and_sampling_is_reproducible(models, position):
+    model = model_of(models, position)
+    xla = CausalLMGenerator(model)
+    np.testing.assert_array_equal(
+        xla.generate(PROMPTS, STEPS), CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS)
+    )
+    options = dict(sampler="sample", temperature=1.0, top_k=10)
+    a = xla.generate(PROMPTS, STEPS, seed=[1, 2], **options)
+    np.testing.assert_array_equal(a, xla.generate(PROMPTS, STEPS, seed=[1, 2], **options))
+    assert not np.array_equal(a, xla.generate(PROMPTS, STEPS, seed=[3, 4], **options))
+
+
+def test_rows_independent_and_first_window_unchanged(models):
+    model = model_of(models, "learned")
+    g = CausalLMGenerator(model, run_eagerly=True)
+    tokens = g.generate(PROMPTS, STEPS)
+    # The first tokens are those of a call that fits the context (no window).
+    np.testing.assert_array_equal(tokens[:, :2], g.generate(PROMPTS, 2))
+    # A row does not depend on the others in its batch (rows restart their windows at different steps).
+    np.testing.assert_array_equal(tokens[:2], g.generate(PROMPTS[:2], STEPS))
+    np.testing.assert_array_equal(tokens[2:], g.generate(PROMPTS[2:], STEPS))
+
+
+def test_eos_lengths_and_scores_past_the_context(models):
+    model = model_of(models, "learned")
+    g = CausalLMGenerator(model, run_eagerly=True)
+    free = g.generate(PROMPTS, STEPS)
+    eos = int(free[0, 12])  # emitted after the first window restart of row 0
+    tokens, lengths = g.generate(PROMPTS, STEPS, eos_id=eos, return_lengths=True)
+    for b in range(len(PROMPTS)):
+        hits = np.flatnonzero(free[b] == eos)
+        n = hits[0] + 1 if hits.size else STEPS
+        assert lengths[b] == n
+        np.testing.assert_array_equal(tokens[b, :n], free[b, :n])
+        assert (tokens[b, n:] == 0).all()
+    tokens, scores = g.generate(PROMPTS, STEPS, output_scores=True)
+    assert scores.shape == (len(PROMPTS), STEPS, 23)
+    np.testing.assert_array_equal(scores.argmax(-1), free)
+
+
+def test_limits_past_the_context(models):
+    model = model_of(models, "learned")
+    assert generate(model, [[1] * W], 3).shape == (1, 3)  # a full prompt slides at once
+    with pytest.raises(ValueError, match="exceeds the model's maximum length 8"):
+        generate(model, [[1] * (W + 1)], 3)
+    with pytest.raises(ValueError, match=r"`max_new_tokens`=20 .*maximum length 8"):
+        beam_search(model, PROMPTS, 20, num_beams=2)
