@@ -420,8 +420,10 @@ def test_missing_directory_and_files(tmp_path):
 
 
 def test_unsupported_model_type(tmp_path):
-    path = copy_checkpoint(TINY_BERT, tmp_path / "llama", config={"model_type": "llama"})
-    with pytest.raises(ValueError, match=r"config\.json: field 'model_type' = 'llama'.*\['bert', 'gpt2'\]"):
+    path = copy_checkpoint(TINY_BERT, tmp_path / "mistral", config={"model_type": "mistral"})
+    with pytest.raises(
+        ValueError, match=r"config\.json: field 'model_type' = 'mistral'.*\['bert', 'gpt2', 'llama'\]"
+    ):
         from_pretrained(path)
 
 

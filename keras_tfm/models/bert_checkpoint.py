@@ -197,17 +197,16 @@ def hf_config(model, task):
     p = parts(model)
     block = p.blocks[0]
     d_model = int(p.token_embeddings.shape[1])
-    problems = []
-    if block.norm_first or p.final_norm is not None:
-        problems.append("norm_first=True (BERT is post-norm)")
-    if block.position is not None or p.position_embeddings is None:
-        problems.append(f"position={block.position or 'sinusoidal'!r} (only learned positions)")
-    if not block.use_bias:
-        problems.append("use_bias=False")
-    if block.key_dim not in (None, d_model // block.num_heads):
-        problems.append(f"key_dim={block.key_dim}")
-    if problems:
-        raise ValueError(f"This model cannot be saved as a BERT checkpoint: it has {', '.join(problems)}.")
+    wm.check_layout(
+        "BERT",
+        block,
+        norm_first=False,
+        position=None,
+        use_bias=True,
+        has_final_norm=p.final_norm is not None,
+        positions_table=p.position_embeddings is not None,
+        d_model=d_model,
+    )
     config = {
         "architectures": [ARCHITECTURES[task]],
         "model_type": MODEL_TYPE,

@@ -148,19 +148,17 @@ def hf_config(model, task):
     p = parts(model)
     block = p.blocks[0]
     d_model = int(p.token_embeddings.shape[1])
-    problems = []
-    if not block.norm_first or p.final_norm is None:
-        problems.append("norm_first=False (GPT-2 is pre-norm)")
-    if block.position is not None or p.position_embeddings is None:
-        problems.append(f"position={block.position or 'sinusoidal'!r} (only learned positions)")
-    if not block.use_bias:
-        problems.append("use_bias=False")
-    if block.key_dim not in (None, d_model // block.num_heads):
-        problems.append(f"key_dim={block.key_dim}")
-    if p.lm_head is not None and p.lm_head.use_bias:
-        problems.append("an lm_head bias")
-    if problems:
-        raise ValueError(f"This model cannot be saved as a GPT-2 checkpoint: it has {', '.join(problems)}.")
+    wm.check_layout(
+        "GPT-2",
+        block,
+        norm_first=True,
+        position=None,
+        use_bias=True,
+        has_final_norm=p.final_norm is not None,
+        positions_table=p.position_embeddings is not None,
+        d_model=d_model,
+        extra=["an lm_head bias"] if p.lm_head is not None and p.lm_head.use_bias else [],
+    )
     return {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": MODEL_TYPE,

@@ -8,8 +8,9 @@ A checkpoint is a local directory in HuggingFace's layout:
     vocab.txt | vocab.json+merges.txt the tokenizer (see `pretrained_tokenizer`)
     modules.json, 1_Pooling/config.json   sentence-transformers pooling (optional)
 
-Families: "bert" → `bert_encoder` (+ heads), "gpt2" → `gpt`; the weight
-mappings are in `bert_checkpoint` and `gpt2_checkpoint`, the file reading and
+Families: "bert" → `bert_encoder` (+ heads), "gpt2" and "llama" → `gpt`; the
+weight mappings are in `bert_checkpoint`, `gpt2_checkpoint` and
+`llama_checkpoint`, the file reading and
 writing in `checkpoint_io`. Nothing is downloaded.
 """
 
@@ -17,7 +18,7 @@ import json
 import os
 import warnings
 
-from keras_tfm.models import bert_checkpoint, gpt2_checkpoint
+from keras_tfm.models import bert_checkpoint, gpt2_checkpoint, llama_checkpoint
 from keras_tfm.models import weight_mapping as wm
 from keras_tfm.models.checkpoint_io import (
     CONFIG_FILE,
@@ -31,7 +32,9 @@ from keras_tfm.models.checkpoint_io import (
     write_weights,
 )
 
-FAMILIES = {bert_checkpoint.MODEL_TYPE: bert_checkpoint, gpt2_checkpoint.MODEL_TYPE: gpt2_checkpoint}
+FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, gpt2_checkpoint, llama_checkpoint)}
+#: Decoder-only families: built with `gpt`, task "causal_lm".
+DECODERS = (gpt2_checkpoint, llama_checkpoint)
 
 #: Options of the task heads (the other keyword arguments go to the builder).
 HEAD_OPTIONS = {
@@ -66,7 +69,7 @@ def _family(config, config_path):
 def _task(family, task, config):
     if task is None:
         task = (config.get("keras_tfm") or {}).get("task")
-    if task is None and family is gpt2_checkpoint:
+    if task is None and family in DECODERS:
         task = "causal_lm"
     if task is not None and task not in family.TASKS:
         raise ValueError(
@@ -127,7 +130,7 @@ def _build(family, task, options, head, directory, config, config_path):
     from keras_tfm.models import bert_classifier, bert_encoder, bert_masked_lm, bert_token_classifier, gpt
     from keras_tfm.models.sentence_embedding import SentenceEncoder
 
-    if family is gpt2_checkpoint:
+    if family in DECODERS:
         return gpt(**options)
     encoder = bert_encoder(**options)
     saved = config.get("keras_tfm") or {}
@@ -170,7 +173,7 @@ def from_pretrained(path, task=None, **overrides):
     """Builds a keras_tfm model from a local HuggingFace-layout checkpoint.
 
     `config.json` picks the builder (`model_type` "bert" → `bert_encoder`,
-    "gpt2" → `gpt`) and its sizes; the weights come from `model.safetensors`
+    "gpt2" or "llama" → `gpt`) and its sizes; the weights come from `model.safetensors`
     (or the shards of `model.safetensors.index.json`), read with the
     safetensors NumPy API. Every weight is checked before any is assigned,
     so a failure never returns a half-loaded model.
@@ -268,6 +271,8 @@ def _identify(model):
     )
     for cls, family, task in tasks:
         if isinstance(model, cls):
+            if family is gpt2_checkpoint and llama_checkpoint.is_llama_layout(model):
+                family = llama_checkpoint
             return family, task
     raise TypeError(
         f"save_pretrained writes GPT, BERT (encoder, masked LM, classifiers) and SentenceEncoder models; "

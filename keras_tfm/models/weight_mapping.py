@@ -183,3 +183,47 @@ def to_tensors(entries):
         values = [np.asarray(v.numpy()) for v in entry.variables]
         tensors[entry.name] = np.ascontiguousarray(entry.to_checkpoint(values), dtype=np.float32)
     return tensors
+
+
+def check_layout(
+    family,
+    block,
+    *,
+    norm_first,
+    position,
+    use_bias,
+    has_final_norm,
+    positions_table=True,
+    d_model=None,
+    extra=(),
+):
+    """Raises a ValueError listing every option where a model departs from a
+    checkpoint family's fixed layout (e.g. a post-norm model saved as GPT-2).
+
+    Args:
+        family: the family's name for the message ("BERT", "GPT-2", "Llama").
+        block: the model's first `TransformerBlock`.
+        norm_first: the family's norm placement (pre-norm families also need
+            the final norm: `has_final_norm`).
+        position: the family's attention position scheme, or None for learned
+            absolute positions (`positions_table`: the model has that table).
+        use_bias: whether the family's projections have biases.
+        d_model: when given, `key_dim` must be `d_model / num_heads`.
+        extra: further problems found by the family module.
+    """
+    problems = []
+    if block.norm_first != norm_first or has_final_norm != norm_first:
+        problems.append(f"norm_first={block.norm_first} ({family} is {'pre' if norm_first else 'post'}-norm)")
+    if position is None and (block.position is not None or not positions_table):
+        problems.append(f"position={block.position or 'sinusoidal'!r} (only learned positions)")
+    elif position is not None and block.position != position:
+        problems.append(f"position={block.position!r} ({family} uses {position!r})")
+    if block.use_bias != use_bias:
+        problems.append(f"use_bias={block.use_bias}")
+    if d_model is not None and block.key_dim not in (None, d_model // block.num_heads):
+        problems.append(f"key_dim={block.key_dim}")
+    problems += list(extra)
+    if problems:
+        raise ValueError(
+            f"This model cannot be saved as a {family} checkpoint: it has {', '.join(problems)}."
+        )
