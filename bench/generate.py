@@ -15,7 +15,20 @@ extra steps in the same compiled function), and first-call (trace + compile)
 times. `serving_hook` is where the SavedModel-served vs in-process line plugs
 in (export work).
 
-Usage:  python bench/generate.py [--reps 5] [--no-hub] [--out bench/results_generate.txt]
+Decode cost against memory traffic (issue 14 section 3):
+  * the machine's streaming read bandwidth: an XLA `reduce_sum` over a 256 MiB
+    float32 buffer (bytes / median seconds);
+  * the attention-over-cache part of a decode step: one `MultiHeadSelfAttention`
+    layer (4 query heads, head size 32) decoding one token against `context`
+    cached positions in an XLA while loop (marginal seconds per step), with the
+    bytes of keys and values it must read, so read GB/s and % of the streaming
+    bandwidth; kv heads 4 / 2 / 1, float32 and bfloat16 caches;
+  * per-token time of the whole model at context 64 / 256 / 1024 / 4096, batch
+    1 / 8, kv heads 4 / 2 / 1 (`gpt(num_key_value_heads=...)`), float32 and
+    bfloat16 caches (`model.cache_dtype`), and the bfloat16 cache's largest
+    logit difference against float32.
+
+Usage:  python bench/generate.py [--reps 5] [--no-hub] [--decode-only] [--out bench/results_generate.txt]
 """
 
 import argparse
@@ -33,24 +46,102 @@ import tensorflow as tf  # noqa: E402
 
 from keras_tfm.generation import CausalLMGenerator  # noqa: E402
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
+from keras_tfm.layers import MultiHeadSelfAttention  # noqa: E402
 from keras_tfm.models import gpt  # noqa: E402
 
 VOCAB, LAYERS, HEADS, D_MODEL, D_FF = 65, 4, 4, 128, 512
 PROMPT, NEW = 16, 256
 MAX_LENGTH = 2048
+CONTEXTS = (64, 256, 1024, 4096)
+KV_HEADS = (4, 2, 1)
+CACHE_DTYPES = ("float32", "bfloat16")
 
 
-def build_model():
+def build_model(max_length=MAX_LENGTH, num_key_value_heads=None):
     keras.utils.set_random_seed(0)
+    kv = {} if num_key_value_heads is None else {"num_key_value_heads": num_key_value_heads}
     return gpt(
         vocabulary_size=VOCAB,
-        max_length=MAX_LENGTH,
+        max_length=max_length,
         num_layers=LAYERS,
         num_heads=HEADS,
         d_model=D_MODEL,
         d_ff=D_FF,
         dropout=0.0,
+        **kv,
     )
+
+
+# --------------------------------------------------------------------------- memory traffic
+def marginal_seconds(fn, n, reps):
+    """Median seconds per unit of `n`: (t(1 + n) - t(1)) / n, both calls of one
+    compiled function `fn(count)` (tracing and call overhead cancel)."""
+    fn(tf.constant(1 + n)), fn(tf.constant(1))
+    short, long = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(tf.constant(1)).numpy()
+        short.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fn(tf.constant(1 + n)).numpy()
+        long.append(time.perf_counter() - t0)
+    return max(float(np.median(long) - np.median(short)), 1e-12) / n
+
+
+def stream_bandwidth(mib=256, reps=5):
+    """Streaming read bandwidth in bytes/s: XLA `reduce_sum` over `mib` MiB of float32."""
+    buffer = tf.random.uniform((mib * 2**20 // 4,))
+
+    @tf.function(jit_compile=True)
+    def run(count):
+        return tf.while_loop(
+            lambda i, acc: i < count, lambda i, acc: (i + 1, acc + tf.reduce_sum(buffer)), (0, 0.0)
+        )[1]
+
+    return mib * 2**20 / marginal_seconds(run, 4, reps)
+
+
+def cache_read_bytes(batch, context, kv_heads, dtype):
+    """Bytes of keys and values one decoding step of one layer reads."""
+    return batch * 2 * context * kv_heads * (D_MODEL // HEADS) * np.dtype(dtype).itemsize
+
+
+def attention_over_cache(batch, context, kv_heads, dtype, steps=32, reps=5):
+    """Seconds per decoding step of one self-attention layer over `context` cached
+    positions (one token's projections, the cache write, attention over the cache)."""
+    keras.utils.set_random_seed(0)
+    layer = MultiHeadSelfAttention(HEADS, num_key_value_heads=kv_heads, causal=True)
+    layer.build((batch, 1, D_MODEL))
+    shape = (batch, 2, context, kv_heads, D_MODEL // HEADS)
+    cache = tf.random.normal(shape)
+    if dtype == "bfloat16":  # bfloat16 bits, as `GPT.init_caches` stores them
+        cache = tf.bitcast(tf.cast(cache, tf.bfloat16), tf.uint16)
+    x = tf.random.normal((batch, 1, D_MODEL))
+
+    @tf.function(jit_compile=True)
+    def run(count):
+        def body(i, cache, acc):
+            y, cache = layer(x + acc, cache=cache, cache_index=context - 1)
+            return i + 1, cache, acc + 1e-6 * y[:1, :1, :1]
+
+        return tf.while_loop(lambda i, c, a: i < count, body, (0, cache, tf.zeros((1, 1, 1))))[2]
+
+    return marginal_seconds(run, steps, reps)
+
+
+def bfloat16_cache_error(model, batch=2, context=256, new=32):
+    """Largest |logit difference| of greedy decoding with a bfloat16 vs float32
+    cache (same tokens fed: scores of the float32 run's steps), and the logit scale."""
+    ids = prompts(batch, context, seed=2)
+    model.cache_dtype = None
+    tokens, ref = CausalLMGenerator(model).generate(ids, new, output_scores=True)
+    model.cache_dtype = "bfloat16"
+    tokens_bf16, scores = CausalLMGenerator(model).generate(ids, new, output_scores=True)
+    model.cache_dtype = None
+    # Steps up to the first differing token (later ones see different inputs).
+    same = int(np.cumprod(np.all(tokens == tokens_bf16, axis=0)).sum())
+    steps = max(same, 1)
+    return float(np.abs(scores[:, :steps] - ref[:, :steps]).max()), float(np.abs(ref).max())
 
 
 def prompts(batch, length, seed=0):
@@ -147,11 +238,73 @@ def serving_hook(model, batch):
     return None
 
 
+def decode_cost_tables(emit, reps):
+    """Bandwidth, attention-over-cache and whole-model per-token tables."""
+    bandwidth = stream_bandwidth(reps=reps)
+    emit(f"streaming read bandwidth (XLA reduce_sum over 256 MiB float32): {bandwidth / 1e9:.1f} GB/s")
+    emit()
+    emit("attention over the cache, one layer, one decoding step (4 query heads, head size 32):")
+    emit(
+        f"{'context':>8} {'batch':>5} {'kv heads':>8} {'cache':>8} {'MiB read':>9} {'ms/step':>8} "
+        f"{'GB/s':>6} {'% of bw':>8}"
+    )
+    for context in (1024, 4096):
+        for batch in (1, 8):
+            for kv in KV_HEADS:
+                for dtype in CACHE_DTYPES:
+                    seconds = attention_over_cache(batch, context, kv, dtype, reps=reps)
+                    nbytes = cache_read_bytes(batch, context, kv, dtype)
+                    emit(
+                        f"{context:>8} {batch:>5} {kv:>8} {dtype:>8} {nbytes / 2**20:>9.2f} "
+                        f"{seconds * 1e3:>8.3f} {nbytes / seconds / 1e9:>6.1f} "
+                        f"{100 * nbytes / seconds / bandwidth:>7.0f}%"
+                    )
+    emit()
+    emit(
+        f"per-token decode time, whole model ({LAYERS} layers; ms, marginal over 32 steps, prompt = context):"
+    )
+    emit(f"{'kv heads':>8} {'cache':>8} " + " ".join(f"{f'{c} b{b}':>10}" for c in CONTEXTS for b in (1, 8)))
+    per_token = {}
+    for kv in KV_HEADS:
+        try:
+            model = build_model(
+                max_length=2 * max(CONTEXTS) + 64, num_key_value_heads=None if kv == HEADS else kv
+            )
+        except TypeError as e:
+            emit(f"{kv:>8} needs gpt(num_key_value_heads=...): {e}")
+            continue
+        for dtype in CACHE_DTYPES:
+            model.cache_dtype = dtype
+            generator = CausalLMGenerator(model)
+            row = []
+            for context in CONTEXTS:
+                for batch in (1, 8):
+                    t = per_token_time(generator, context, batch=batch, reps=reps)
+                    per_token[(kv, dtype, context, batch)] = t
+                    row.append(f"{t * 1e3:>10.3f}")
+            emit(f"{kv:>8} {dtype:>8} " + " ".join(row))
+        if kv == KV_HEADS[0]:
+            err, scale = bfloat16_cache_error(model)
+            emit(
+                f"# bfloat16 cache vs float32: max |logit diff| {err:.2e} (logits up to {scale:.2f}), context 256"
+            )
+    for kv in KV_HEADS[1:]:
+        if (kv, "float32", 1024, 8) in per_token and (KV_HEADS[0], "float32", 1024, 8) in per_token:
+            ratio = per_token[(KV_HEADS[0], "float32", 1024, 8)] / per_token[(kv, "float32", 1024, 8)]
+            emit(
+                f"kv heads {KV_HEADS[0]} / {kv} per-token time, context 1024 batch 8: {ratio:.2f}x (target >= 2.5x for 1)"
+            )
+    emit()
+
+
 # --------------------------------------------------------------------------- main
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-hub", action="store_true", help="skip KerasHub")
+    parser.add_argument(
+        "--decode-only", action="store_true", help="only the memory-traffic and per-token tables"
+    )
     parser.add_argument(
         "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_generate.txt")
     )
@@ -172,6 +325,12 @@ def main(argv=None):
         f"# tiny GPT: {LAYERS} layers, {HEADS} heads, d_model {D_MODEL}, d_ff {D_FF}, vocab {VOCAB}; "
         f"prompt {PROMPT} -> {NEW} new tokens, greedy; median of {args.reps} runs after the first call"
     )
+    decode_cost_tables(emit, args.reps)
+    if args.decode_only:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print(f"saved {args.out}")
+        return
     model = build_model()
 
     results = {}
