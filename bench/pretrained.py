@@ -5,8 +5,13 @@ Checkpoint: all-MiniLM-L6-v2 (BERT, 6 layers, 12 heads, d 384, 22.7M parameters)
 
 Rows:
   load            `keras_tfm.models.sentence_encoder(path)` after TensorFlow, Keras and keras_tfm
-                  are imported (first call, then the median of the repeats); the tokenizer
+                  are imported (first call, then the median of the repeats; wall and CPU seconds,
+                  CPU being steadier on a shared machine); the tokenizer
                   (`WordPieceTokenizer.from_pretrained`) separately. Target: <= 3 s.
+                  Then where one load's CPU time goes (cProfile): reading model.safetensors,
+                  building the Keras model (of which: layers' symbolic calls traced for their
+                  output shapes, variable creation with random initial values), assigning the
+                  checkpoint's weights.
   embedding       sentences/s of the forward pass + pooling, same token batches for every row:
                     keras_tfm SentenceEncoder       ids padded to the batch's longest, length-sorted
                     keras_hub BertBackbone          the same sizes (random weights: speed does not
@@ -20,12 +25,15 @@ Rows:
                   (bench/pretrained_tokenizers.py when present; run it for those rows).
 
 Usage:  python bench/pretrained.py [--checkpoint DIR] [--data-dir DIR] [--reps 3]
-                                  [--finetune-steps 20] [--no-hub] [--out bench/results_pretrained.txt]
+                                  [--finetune-steps 20] [--no-hub] [--load-only]
+                                  [--out bench/results_pretrained.txt]
 """
 
 import argparse
+import cProfile
 import os
 import platform
+import pstats
 import sys
 import time
 
@@ -55,26 +63,76 @@ def read_sst2(data_dir, split):
     return texts, labels
 
 
-def timed(fn, reps):
-    """(first call seconds, median of `reps` further calls)."""
-    start = time.perf_counter()
+def timed(fn, reps, clock=time.perf_counter):
+    """(first call seconds, median of `reps` further calls), measured with `clock`."""
+    start = clock()
     fn()
-    first = time.perf_counter() - start
+    first = clock() - start
     times = []
     for _ in range(reps):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return first, float(np.median(times))
 
 
+def timed_wall_and_cpu(fn, reps):
+    """(first wall s, median wall s, first CPU s, median CPU s); CPU time is the process's."""
+    marks = []
+
+    def run():
+        marks.append((time.perf_counter(), time.process_time()))
+        fn()
+        marks.append((time.perf_counter(), time.process_time()))
+
+    for _ in range(reps + 1):
+        run()
+    wall = [marks[i + 1][0] - marks[i][0] for i in range(0, len(marks), 2)]
+    cpu = [marks[i + 1][1] - marks[i][1] for i in range(0, len(marks), 2)]
+    return wall[0], float(np.median(wall[1:])), cpu[0], float(np.median(cpu[1:]))
+
+
 def bench_load(checkpoint, reps):
-    model_first, model_median = timed(lambda: sentence_encoder(checkpoint), reps)
-    tok_first, tok_median = timed(lambda: WordPieceTokenizer.from_pretrained(checkpoint), reps)
     return [
-        ("sentence_encoder(path)", model_first, model_median),
-        ("WordPieceTokenizer.from_pretrained", tok_first, tok_median),
+        ("sentence_encoder(path)", *timed_wall_and_cpu(lambda: sentence_encoder(checkpoint), reps)),
+        (
+            "WordPieceTokenizer.from_pretrained",
+            *timed_wall_and_cpu(lambda: WordPieceTokenizer.from_pretrained(checkpoint), reps),
+        ),
     ]
+
+
+# (label, file suffix, function name) of the profile rows; indented rows are part of the row above.
+LOAD_PHASES = (
+    ("total: sentence_encoder(path)", "keras_tfm/models/pretrained.py", "sentence_encoder"),
+    ("  read model.safetensors", "keras_tfm/models/checkpoint_io.py", "read_weights"),
+    ("  build the Keras model", "keras_tfm/models/pretrained.py", "_build"),
+    (
+        "    symbolic calls traced for output shapes",
+        "keras/src/backend/tensorflow/core.py",
+        "compute_output_spec",
+    ),
+    ("    variables created + random initial values", "keras/src/backend/tensorflow/core.py", "_initialize"),
+    ("  assign the checkpoint weights", "keras_tfm/models/weight_mapping.py", "assign"),
+)
+
+
+def load_profile(checkpoint):
+    """[(label, CPU seconds)] of one `sentence_encoder` call, from cProfile with a CPU clock."""
+    profile = cProfile.Profile(time.process_time)
+    profile.enable()
+    sentence_encoder(checkpoint)
+    profile.disable()
+    stats = pstats.Stats(profile).stats
+    rows = []
+    for label, suffix, function in LOAD_PHASES:
+        seconds = sum(
+            cumulative
+            for (path, _, name), (_, _, _, cumulative, _) in stats.items()
+            if name == function and path.replace(os.sep, "/").endswith(suffix)
+        )
+        rows.append((label, seconds))
+    return rows
 
 
 def keras_hub_backbone(config):
@@ -152,6 +210,7 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--finetune-steps", type=int, default=20, help="0 skips the fine-tuning rows")
     p.add_argument("--no-hub", dest="hub", action="store_false", help="skip the KerasHub row")
+    p.add_argument("--load-only", action="store_true", help="only the load rows and their profile")
     p.add_argument("--out", default=os.path.join(HERE, "results_pretrained.txt"))
     args = p.parse_args(argv)
     for flag, path in (("--checkpoint", args.checkpoint), ("--data-dir", args.data_dir)):
@@ -165,11 +224,16 @@ def main(argv=None):
         f"load average {os.getloadavg()[0]:.1f}",
         f"# checkpoint {os.path.basename(os.path.normpath(args.checkpoint))}; median of {args.reps} repeats",
         "",
-        f"{'load (after importing TF, Keras, keras_tfm)':44s} {'first s':>8s} {'median s':>9s}",
+        f"{'load (after importing TF, Keras, keras_tfm)':44s} {'first s':>8s} {'median s':>9s} "
+        f"{'first CPU s':>12s} {'median CPU s':>13s}",
     ]
-    for name, first, median in bench_load(args.checkpoint, args.reps):
-        lines.append(f"{name:44s} {first:8.2f} {median:9.2f}")
+    for name, first, median, first_cpu, median_cpu in bench_load(args.checkpoint, args.reps):
+        lines.append(f"{name:44s} {first:8.2f} {median:9.2f} {first_cpu:12.2f} {median_cpu:13.2f}")
+    lines += ["", f"{'where one load goes (cProfile, CPU clock)':50s} {'CPU s':>6s}"]
+    lines += [f"{label:50s} {seconds:6.2f}" for label, seconds in load_profile(args.checkpoint)]
     print("\n".join(lines), flush=True)
+    if args.load_only:
+        return _write(args.out, lines)
 
     texts, _ = read_sst2(args.data_dir, "dev")
     lines.append("")
@@ -193,12 +257,15 @@ def main(argv=None):
         print("\n".join(lines[-3:]), flush=True)
     lines.append("")
     lines.append("tokenizer throughput: see bench/pretrained_tokenizers.py (engineer D's bench)")
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        tmp = args.out + ".tmp"
+    return _write(args.out, lines)
+
+
+def _write(path, lines):
+    if path:
+        tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, args.out)
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
     return 0
 
 

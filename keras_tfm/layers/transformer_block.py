@@ -223,6 +223,23 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             self.dropout, dtype=self.dtype_policy, name="residual_dropout"
         )
 
+    def compute_output_spec(self, inputs, *args, **kwargs):
+        """A plain call (no cache, no attention scores) returns a tensor shaped like
+        `inputs`: functional models are then built without tracing the block's graph
+        (most of a model's construction time, e.g. `from_pretrained`). Other calls,
+        and calls whose arguments `call` would refuse, are traced."""
+        plain = (
+            not args
+            and kwargs.get("cache") is None
+            and kwargs.get("cross_cache") is None
+            and not kwargs.get("return_attention_scores")
+            and (kwargs.get("context") is not None) == self.cross_attention
+            and len(inputs.shape) == 3
+        )
+        if plain:
+            return keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        return super().compute_output_spec(inputs, *args, **kwargs)
+
     def _residual(self, x, norm, sublayer, training):
         """Add & norm around `sublayer` (post-norm or pre-norm).
 
