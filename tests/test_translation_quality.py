@@ -139,12 +139,12 @@ def test_recipe_on_a_folder_of_aligned_files(tmp_path, capsys):
         "--num-heads",
         "2",
     ]
-    argv += ["--d-model", "16", "--d-ff", "32", "--warmup-steps", "2", "--beams", "1", "--show", "1"]
+    argv += ["--d-model", "16", "--d-ff", "32", "--warmup-steps", "2", "--num-beams", "1", "--show", "1"]
     argv += ["--vocabulary-size", "300", "--verbose", "0"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "sacreBLEU" in out and "chrF" in out and "greedy" in out
     r = json.loads(results.read_text())
-    assert r["bleu_pairs"] == 4 and r["unknown_share"] == 0.0 and r["beams"] == 1
+    assert r["bleu_pairs"] == 4 and r["unknown_share"] == 0.0 and r["num_beams"] == 1
     assert 0.0 <= r["bleu"] <= 100.0 and 0.0 <= r["chrf"] <= 100.0
     assert r["examples"][0]["reference"] == "Ein Hund rennt."

@@ -4,7 +4,7 @@ Multi30k English→German).
 Text is tokenized by one cased byte-level BPE vocabulary learned from both sides of the training pairs
 (`--tokenizer bpe`, the default: nothing is unknown and detokenizing gives back normal text), or by the
 older lower-cased word vocabulary per language (`--tokenizer word`). Held-out translations are decoded
-by beam search (`--beams`, GNMT length penalty) and scored with sacreBLEU (cased BLEU and chrF of the
+by beam search (`--num-beams`, GNMT length penalty) and scored with sacreBLEU (cased BLEU and chrF of the
 detokenized text, `keras_tfm.bleu`).
 """
 
@@ -93,7 +93,7 @@ def add_seq2seq_arguments(parser):
         help=options.default_text("held-out pairs translated and scored (0 = all)"),
     )
     e.add_argument(
-        "--beams", type=positive_int_arg, default=4, help=options.default_text("beam width, 1 = greedy")
+        "--num-beams", type=positive_int_arg, default=4, help=options.default_text("beam width, 1 = greedy")
     )
     e.add_argument(
         "--length-penalty", type=float, default=0.6, help=options.default_text("GNMT length penalty alpha")
@@ -249,7 +249,7 @@ def run_seq2seq(args):
     result = runtime.train(args, build, data, valid_data, strategy)
     model = result.model
     scores = held_out_scores(
-        model, src_tok, tgt_tok, test_rows, L, args.bleu_pairs, test_data, args.beams, args.length_penalty
+        model, src_tok, tgt_tok, test_rows, L, args.bleu_pairs, test_data, args.num_beams, args.length_penalty
     )
     log_scores(scores)
     examples = [
@@ -282,7 +282,7 @@ def _pairs_dataset(source_tokenizer, target_tokenizer, rows, max_length):
 
 def log_scores(scores):
     runtime.log(f"held-out token accuracy {scores['token_accuracy']:.4f}, loss {scores['test_loss']:.4f}")
-    decoding = "greedy" if scores["beams"] == 1 else f"beam {scores['beams']}"
+    decoding = "greedy" if scores["num_beams"] == 1 else f"beam {scores['num_beams']}"
     runtime.log(
         f"sacreBLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on {scores['bleu_pairs']} held-out pairs "
         f"(precisions {' / '.join(f'{p:.1f}' for p in scores['bleu_precisions'])}, "
@@ -328,7 +328,7 @@ def held_out_scores(
         **scores,
         "unknown_share": unknown / max(n_bleu, 1),
         "bleu_pairs": n_bleu,
-        "beams": beams,
+        "num_beams": beams,
         "decode_seconds": decode_seconds,
         "translations": hyps,
     }
@@ -395,7 +395,7 @@ def evaluate_seq2seq(trained, args):
             raise UsageError("--data", f"no pair with both sides of at most {max_words} words")
     models.compile_for_lm(trained.model, "adam", jit_compile=False)
     max_new_tokens = int(trained.model.max_length) - 1
-    beams, alpha = int(arguments.get("beams") or 4), float(arguments.get("length_penalty", 0.6))
+    beams, alpha = int(arguments.get("num_beams") or 4), float(arguments.get("length_penalty", 0.6))
     scores = held_out_scores(
         trained.model, source, target, rows, max_new_tokens, len(rows), None, beams, alpha
     )
