@@ -25,7 +25,14 @@ XLA-compiled (`--no-jit-compile` to turn it off).
     python examples/gpt_shakespeare.py --data input.txt --steps 200 --log-dir logs/gpt --backup-dir ckpt/gpt
     python examples/gpt_shakespeare.py --data input.txt --schedule cosine    # nanoGPT exactly
     python examples/gpt_shakespeare.py --data input.txt --position rope      # rotary positions
+    python examples/gpt_shakespeare.py --data input.txt --preset llama_tiny  # Llama layout, same size
+    python examples/gpt_shakespeare.py --data input.txt --position rope --norm rms --activation swiglu --kv-heads 1
     python examples/gpt_shakespeare.py --data input.txt --output runs/gpt --export shakespeare
+
+`--preset llama_tiny` trains today's decoder layout (pre-RMSNorm, SwiGLU, RoPE, grouped-query
+attention with 2 key/value heads, no biases, untied head) at the lab model's parameter count
+(804,224 against 805,248); `--position`, `--norm`, `--activation` and `--kv-heads` change one
+piece at a time, with or without the preset.
 
 Same code as `keras-tfm train gpt` (see `keras_tfm.recipes`).
 """

@@ -12,7 +12,8 @@ attributes and whose operations are methods (see `keras_tfm.models.base`):
     compile_for_lm / compile_for_classification
     from_functional(model), load_model(path)     models saved before the classes existed
 
-Presets: `list_presets()`; see `keras_tfm.models.presets`.
+Presets: `list_presets()`; see `keras_tfm.models.presets`. Parameter counts
+without building: `gpt_num_params`, `seq2seq_num_params`.
 """
 
 from keras_tfm.models.base import TransformerModel
@@ -31,15 +32,10 @@ from keras_tfm.models.compile import compile_for_classification, compile_for_lm
 from keras_tfm.models.gpt import GPT, gpt
 from keras_tfm.models.heads import Bias, SequencePooling
 from keras_tfm.models.legacy import from_functional, load_model
+from keras_tfm.models.param_counts import gpt_num_params, seq2seq_num_params
 from keras_tfm.models.presets import PRESETS, get_preset, list_presets
-from keras_tfm.models.seq2seq import (
-    Seq2Seq,
-    seq2seq,
-    seq2seq_encoder,
-    seq2seq_greedy_decode,
-    seq2seq_layer_names,
-    seq2seq_num_params,
-)
+from keras_tfm.models.seq2seq import Seq2Seq, seq2seq
+from keras_tfm.models.seq2seq_helpers import seq2seq_encoder, seq2seq_greedy_decode, seq2seq_layer_names
 from keras_tfm.models.vit import ViT, vit_classifier
 
 __all__ = [
@@ -65,6 +61,7 @@ __all__ = [
     "from_functional",
     "get_preset",
     "gpt",
+    "gpt_num_params",
     "list_presets",
     "load_bert_weights",
     "load_model",

@@ -16,23 +16,24 @@
 
 import keras
 
-from keras_tfm.checks import check_bool
-from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
-    block_kwargs,
-    check_options,
+    builder_signature,
     initializer,
-    preset_sizes,
-    resolve_sizes,
-    split_position,
+    make_embedding,
+    make_final_norm,
+    make_norm,
+    preset_options,
+    resolve_architecture,
+    set_size_attributes,
     truncated_normal,
 )
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
+from keras_tfm.models.presets import BERT_SIZES, SIZES
 
-BERT_REQUIRED = ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model")
+BERT_REQUIRED = SIZES[:5]
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -47,9 +48,16 @@ class BertEncoder(TransformerModel):
         position: "learned" (BERT), "sinusoidal", "rope", "alibi",
             "relative" or None.
         norm_first: post-norm (False, BERT) or pre-norm (adds `final_norm`).
-        activation: "gelu" (exact erf, BERT), "gelu_tanh", "relu", "silu".
-        layer_norm_epsilon: ε of every LayerNorm (1e-12 in BERT).
-        use_bias, key_dim, attention_impl, attention_options: block options.
+        activation: "gelu" (exact erf, BERT), "gelu_tanh", "relu", "silu",
+            or the gated "swiglu" / "geglu".
+        layer_norm_epsilon: ε of every norm (1e-12 in BERT).
+        norm: "layer" (LayerNorm, BERT) or "rms" (RMSNorm, float32
+            statistics): every norm of the encoder (embedding, blocks, final).
+        use_bias: biases of the attention/FFN projections (the pooler keeps
+            its bias).
+        num_key_value_heads: grouped-query attention (see `GPT`).
+        rope_max_wavelength: RoPE base with `position="rope"`.
+        key_dim, attention_impl, attention_options: block options.
         embeddings_initializer, kernel_initializer: default truncated
             N(0, 0.02) (BERT).
         dtype: dtype policy of every layer.
@@ -60,12 +68,13 @@ class BertEncoder(TransformerModel):
         token_embedding: its `TokenEmbedding` (`embeddings` (V, d)).
         position_embedding: its position layer, or None.
         segment_embedding: `keras.layers.Embedding` (S, d).
-        embedding_norm, embedding_dropout: LayerNorm and Dropout of the embedding.
+        embedding_norm, embedding_dropout: norm and Dropout of the embedding.
         blocks: list of `TransformerBlock`s (`encoder_blocks` is the same).
-        final_norm: LayerNorm after the blocks (pre-norm only) or None.
+        final_norm: norm after the blocks (pre-norm only) or None.
         pooler: the tanh `Dense` on [CLS] (`pooled_output`).
         vocabulary_size, max_length, num_segments, num_layers, num_heads,
-        d_model, head_dim, dropout: sizes.
+        num_key_value_heads, d_model, head_dim, dropout: sizes.
+        activation, layer_norm_epsilon, norm: the options the heads reuse.
         config: the constructor arguments (dict).
     """
 
@@ -84,8 +93,11 @@ class BertEncoder(TransformerModel):
         norm_first=False,
         activation="gelu",
         layer_norm_epsilon=1e-12,
+        norm="layer",
         use_bias=True,
         key_dim=None,
+        num_key_value_heads=None,
+        rope_max_wavelength=10000.0,
         attention_impl="auto",
         attention_options=None,
         embeddings_initializer=None,
@@ -94,44 +106,15 @@ class BertEncoder(TransformerModel):
         name="bert",
         **kwargs,
     ):
-        sizes = dict(
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_segments=2 if num_segments is None else num_segments,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            dropout=dropout,
+        num_segments = 2 if num_segments is None else num_segments
+        o, embedding_position, blocks_kwargs = resolve_architecture(
+            "bert", locals(), BERT_REQUIRED, truncated_normal(0.02)
         )
-        o = resolve_sizes("bert", None, sizes, required=BERT_REQUIRED)
-        check_options(activation, attention_impl, layer_norm_epsilon, o["dropout"], attention_dropout)
-        embedding_position, attention_position = split_position(position)
-        o.update(
-            attention_dropout=attention_dropout,
-            norm_first=check_bool("norm_first", norm_first),
-            activation=activation,
-            layer_norm_epsilon=float(layer_norm_epsilon),
-            use_bias=check_bool("use_bias", use_bias),
-            key_dim=key_dim,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            kernel_initializer=initializer(kernel_initializer, truncated_normal(0.02), "blocks"),
-        )
-        blocks_kwargs = block_kwargs(o, attention_position, dtype)
-        d, eps = o["d_model"], o["layer_norm_epsilon"]
+        d, eps, dtype = o["d_model"], o["layer_norm_epsilon"], o["dtype"]
 
         # === Layers ===
-        embedding = TokenAndPositionEmbedding(
-            o["vocabulary_size"],
-            d,
-            max_length=o["max_length"],
-            position=embedding_position,
-            scale=False,
-            mask_zero=False,
-            embeddings_initializer=initializer(embeddings_initializer, truncated_normal(0.02), "embedding"),
-            dtype=dtype,
-            name="embedding",
+        embedding = make_embedding(
+            o, o["vocabulary_size"], embedding_position, truncated_normal(0.02), "embedding"
         )
         segment_embedding = keras.layers.Embedding(
             o["num_segments"],
@@ -143,7 +126,7 @@ class BertEncoder(TransformerModel):
             name="segment_embedding",
         )
         embedding_add = keras.layers.Add(dtype=dtype, name="embedding_add")
-        embedding_norm = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="embedding_norm")
+        embedding_norm = make_norm(o["norm"], eps, dtype, "embedding_norm")
         embedding_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="embedding_dropout")
         blocks = [
             TransformerBlock(
@@ -154,9 +137,7 @@ class BertEncoder(TransformerModel):
             )
             for i in range(o["num_layers"])
         ]
-        final_norm = None
-        if o["norm_first"]:
-            final_norm = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="final_norm")
+        final_norm = make_final_norm(o, "final_norm")
         cls_token = SequencePooling("cls", dtype=dtype, name="cls_token")
         pooler = keras.layers.Dense(
             d,
@@ -178,14 +159,7 @@ class BertEncoder(TransformerModel):
             x = final_norm(x)
         pooled = pooler(cls_token(x))
         inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        config = dict(
-            o,
-            position=position,
-            kernel_initializer=kernel_initializer,
-            embeddings_initializer=embeddings_initializer,
-            dtype=dtype,
-        )
-        self._init_model(inputs, {"sequence_output": x, "pooled_output": pooled}, name, config, **kwargs)
+        self._init_model(inputs, {"sequence_output": x, "pooled_output": pooled}, name, o, **kwargs)
 
         # === Parts ===
         self.embedding = embedding
@@ -199,16 +173,11 @@ class BertEncoder(TransformerModel):
         self.final_norm = final_norm
         self.cls_token = cls_token
         self.pooler = pooler
-        self.vocabulary_size = o["vocabulary_size"]
-        self.max_length = o["max_length"]
-        self.num_segments = o["num_segments"]
-        self.num_layers = o["num_layers"]
-        self.num_heads = o["num_heads"]
-        self.d_model = d
-        self.head_dim = key_dim or d // o["num_heads"]
-        self.dropout = o["dropout"]
-        self.activation = activation
+        set_size_attributes(
+            self, o, ("vocabulary_size", "max_length", "num_segments", "num_layers", "dropout", "activation")
+        )
         self.layer_norm_epsilon = eps
+        self.norm = o["norm"]
 
     @property
     def encoder_blocks(self):
@@ -223,73 +192,22 @@ class BertEncoder(TransformerModel):
         return self.embedding_norm(x)
 
 
-def bert_encoder(
-    preset=None,
-    *,
-    vocabulary_size=None,
-    max_length=None,
-    num_segments=None,
-    num_layers=None,
-    num_heads=None,
-    d_model=None,
-    d_ff=None,
-    dropout=None,
-    attention_dropout=None,
-    position="learned",
-    norm_first=False,
-    activation="gelu",
-    layer_norm_epsilon=1e-12,
-    use_bias=True,
-    key_dim=None,
-    attention_impl="auto",
-    attention_options=None,
-    embeddings_initializer=None,
-    kernel_initializer=None,
-    dtype=None,
-    name="bert",
-):
+def bert_encoder(preset=None, **options):
     """Builds the BERT encoder (published architecture by default).
 
     Args:
         preset: None or one of `list_presets("bert")` ("tiny", "bert_base",
-            "bert_large"); explicit sizes override the preset's.
-        vocabulary_size, max_length, num_layers, num_heads, d_model: sizes.
-        num_segments: number of segment (token type) ids (preset or 2).
-        Other options: see `BertEncoder` (dropout: preset or 0).
+            "bert_large"); explicit arguments override the preset's.
+        **options: the arguments of `BertEncoder` (sizes required unless the
+            preset gives them; `num_segments`: preset or 2; `dropout`:
+            preset or 0).
 
     Returns:
         A `BertEncoder` (functional `keras.Model`): dict inputs {"token_ids",
         "segment_ids", "padding_mask"} → dict outputs {"sequence_output",
         "pooled_output"}.
     """
-    sizes = preset_sizes(
-        "bert",
-        preset,
-        dict(
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_segments=num_segments,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            dropout=dropout,
-        ),
-        required=BERT_REQUIRED,
-    )
-    return BertEncoder(
-        **sizes,
-        attention_dropout=attention_dropout,
-        position=position,
-        norm_first=norm_first,
-        activation=activation,
-        layer_norm_epsilon=layer_norm_epsilon,
-        use_bias=use_bias,
-        key_dim=key_dim,
-        attention_impl=attention_impl,
-        attention_options=attention_options,
-        embeddings_initializer=embeddings_initializer,
-        kernel_initializer=kernel_initializer,
-        dtype=dtype,
-        name=name,
-    )
+    return BertEncoder(**preset_options(BertEncoder, "bert", preset, options, BERT_SIZES))
+
+
+bert_encoder.__signature__ = builder_signature(BertEncoder, BERT_SIZES)

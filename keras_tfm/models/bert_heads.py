@@ -16,7 +16,8 @@ round-trip. The builders `bert_masked_lm`, `bert_classifier` and
 import keras
 
 from keras_tfm.checks import check_choice, check_positive_int, check_rate
-from keras_tfm.models._common import check_vocabulary, tokenizer_vocabulary_size, truncated_normal
+from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
+from keras_tfm.models._common import check_vocabulary, make_norm, tokenizer_vocabulary_size, truncated_normal
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
@@ -35,6 +36,7 @@ ENCODER_PARTS = (
     "num_segments",
     "num_layers",
     "num_heads",
+    "num_key_value_heads",
     "d_model",
     "head_dim",
 )
@@ -90,6 +92,10 @@ class BertMaskedLM(BertTask):
         h      = LN(GELU(x W_t + b_t))     mlm_transform_dense, mlm_transform_norm
         logits = h E_tokᵀ + b              tied to the word embedding, mlm_output_bias
 
+    The transform uses the encoder's FFN activation and norm kind; for a
+    gated FFN the plain activation of its gate (SiLU for "swiglu", GELU for
+    "geglu"), and RMSNorm when the encoder has `norm="rms"`.
+
     Logits are produced for every position; train with labels = the original
     ids and `sample_weight` = 1 at the masked positions (0 elsewhere).
 
@@ -105,10 +111,10 @@ class BertMaskedLM(BertTask):
     def __init__(self, encoder, name="bert_masked_lm", **kwargs):
         encoder = as_encoder(encoder)
         dtype = encoder.blocks[0].dtype_policy
-        # BERT's transform uses the encoder's hidden activation (exact GELU).
-        activation = {"gelu": "gelu", "gelu_tanh": _gelu_tanh, "relu": "relu", "silu": "silu"}[
-            encoder.activation
-        ]
+        # BERT's transform uses the encoder's hidden activation (exact GELU);
+        # for a gated FFN ("swiglu", "geglu") the plain activation of its gate.
+        plain = GATED_ACTIVATIONS.get(encoder.activation, encoder.activation)
+        activation = {"gelu": "gelu", "gelu_tanh": _gelu_tanh, "relu": "relu", "silu": "silu"}[plain]
         transform_dense = keras.layers.Dense(
             encoder.d_model,
             activation=activation,
@@ -116,9 +122,7 @@ class BertMaskedLM(BertTask):
             dtype=dtype,
             name="mlm_transform_dense",
         )
-        transform_norm = keras.layers.LayerNormalization(
-            epsilon=encoder.layer_norm_epsilon, dtype=dtype, name="mlm_transform_norm"
-        )
+        transform_norm = make_norm(encoder.norm, encoder.layer_norm_epsilon, dtype, "mlm_transform_norm")
         output_bias = Bias(encoder.vocabulary_size, dtype="float32", name="mlm_output_bias")
         h = transform_norm(transform_dense(encoder.output["sequence_output"]))
         logits = output_bias(encoder.embedding(h, reverse=True))

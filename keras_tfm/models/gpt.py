@@ -2,7 +2,7 @@
 
     x_0   = Dropout(E[tokens] + P[positions])                  embedding, embedding_dropout
     x_i   = TransformerBlock_i(x_{i-1}), causal, pre-norm      blocks[i]
-    h     = LN(x_L)                       (pre-norm only)      final_norm
+    h     = LN(x_L)  or RMSNorm(x_L)      (pre-norm only)      final_norm
     logits = h Eᵀ  (tied)   or   h W (+ b)  (untied)           token_embedding reversed / head
 
 `gpt(...)` (the builder, with presets) returns a `GPT`, a functional
@@ -17,28 +17,25 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool
-from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.initializers import clone_initializers
-from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
-    block_kwargs,
-    check_options,
-    initializer,
+    builder_signature,
+    cache_positions,
+    make_embedding,
+    make_final_norm,
+    make_lm_head,
     normal,
-    preset_sizes,
-    resolve_sizes,
-    split_position,
+    preset_options,
+    resolve_architecture,
+    set_size_attributes,
+    zero_caches,
 )
 from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.presets import SIZES
 
-GPT_SIZES = ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model", "d_ff", "dropout")
-GPT_REQUIRED = ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model")
-
-
-def init_caches(batch_size, num_layers, length, num_heads, head_dim, dtype):
-    """`num_layers` zero key/value caches `(batch, 2, length, heads, head_dim)`."""
-    return [ops.zeros((batch_size, 2, length, num_heads, head_dim), dtype=dtype) for _ in range(num_layers)]
+GPT_SIZES = SIZES
+GPT_REQUIRED = SIZES[:5]
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -53,16 +50,25 @@ class GPT(TransformerModel):
         d_ff: FFN inner width; defaults to 4·d_model.
         dropout: embedding, residual and FFN dropout.
         attention_dropout: dropout on attention weights (defaults to `dropout`).
-        position: "learned" (GPT-2), "sinusoidal", "rope", "alibi", "relative"
-            or None.
+        position: "learned" (GPT-2), "sinusoidal", "rope" (Llama), "alibi",
+            "relative" or None.
         norm_first: pre-norm (GPT-2, adds `final_norm`) or post-norm.
-        activation: FFN activation: "gelu_tanh" (GPT-2), "gelu", "relu", "silu".
-        layer_norm_epsilon: LayerNorm ε.
+        activation: FFN activation: "gelu_tanh" (GPT-2), "gelu", "relu",
+            "silu", or the gated "swiglu" (Llama) / "geglu" (three FFN
+            matrices, `d_ff` as given).
+        layer_norm_epsilon: ε of every norm.
+        norm: "layer" (LayerNorm, GPT-2) or "rms" (RMSNorm, Llama; float32
+            statistics under mixed precision), in the blocks and `final_norm`.
         tie_embeddings: logits = h Eᵀ with the input embedding (GPT-2); else
             an `OutputHead` (`head`).
-        use_bias: biases in every attention/FFN projection.
+        use_bias: biases in every attention/FFN projection (False: Llama).
         lm_head_use_bias: bias of the untied head.
         key_dim: per-head size (defaults to d_model / num_heads).
+        num_key_value_heads: key/value heads (grouped-query attention, must
+            divide `num_heads`; 1 = multi-query); None = `num_heads`. The
+            generation cache has this many heads.
+        rope_max_wavelength: RoPE base θ with `position="rope"` (10000;
+            500000 in Llama 3).
         attention_impl, attention_options: attention core implementation.
         with_padding_mask: add an int `padding_mask` input (1 = real token);
             the inputs are then a dict {"token_ids", "padding_mask"}.
@@ -78,10 +84,11 @@ class GPT(TransformerModel):
             with `position_embeddings` (P, d), `PositionalEncoding`) or None.
         embedding_dropout: the `Dropout` after the embedding.
         blocks: list of the `TransformerBlock`s (`decoder_blocks` is the same).
-        final_norm: the final `LayerNormalization` (pre-norm) or None.
+        final_norm: the final `LayerNormalization` / `RMSNorm` (pre-norm) or None.
         head: the untied `OutputHead`, or None when tied.
         tie_embeddings: bool.
-        vocabulary_size, max_length, num_layers, num_heads, d_model, head_dim.
+        vocabulary_size, max_length, num_layers, num_heads,
+        num_key_value_heads, d_model, head_dim.
         cache_dtype: dtype of the decoding caches (None = compute dtype);
             a runtime setting, not saved.
         config: the constructor arguments (dict).
@@ -101,10 +108,13 @@ class GPT(TransformerModel):
         norm_first=True,
         activation="gelu_tanh",
         layer_norm_epsilon=1e-5,
+        norm="layer",
         tie_embeddings=True,
         use_bias=True,
         lm_head_use_bias=False,
         key_dim=None,
+        num_key_value_heads=None,
+        rope_max_wavelength=10000.0,
         attention_impl="auto",
         attention_options=None,
         with_padding_mask=False,
@@ -114,43 +124,14 @@ class GPT(TransformerModel):
         name="gpt",
         **kwargs,
     ):
-        sizes = dict(
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            dropout=dropout,
+        o, embedding_position, blocks_kwargs = resolve_architecture(
+            "gpt", locals(), GPT_REQUIRED, normal(0.02)
         )
-        o = resolve_sizes("gpt", None, sizes, required=GPT_REQUIRED)
-        check_options(activation, attention_impl, layer_norm_epsilon, o["dropout"], attention_dropout)
-        embedding_position, attention_position = split_position(position)
-        o.update(
-            attention_dropout=attention_dropout,
-            norm_first=check_bool("norm_first", norm_first),
-            activation=activation,
-            layer_norm_epsilon=float(layer_norm_epsilon),
-            use_bias=check_bool("use_bias", use_bias),
-            key_dim=key_dim,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            kernel_initializer=initializer(kernel_initializer, normal(0.02), "blocks"),
-        )
-        blocks_kwargs = block_kwargs(o, attention_position, dtype)
+
+        dtype = o["dtype"]
 
         # === Layers ===
-        embedding = TokenAndPositionEmbedding(
-            o["vocabulary_size"],
-            o["d_model"],
-            max_length=o["max_length"],
-            position=embedding_position,
-            scale=False,
-            mask_zero=False,
-            embeddings_initializer=initializer(embeddings_initializer, normal(0.02), "embedding"),
-            dtype=dtype,
-            name="embedding",
-        )
+        embedding = make_embedding(o, o["vocabulary_size"], embedding_position, normal(0.02), "embedding")
         embedding_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="embedding_dropout")
         blocks = [
             TransformerBlock(
@@ -161,26 +142,19 @@ class GPT(TransformerModel):
             )
             for i in range(o["num_layers"])
         ]
-        final_norm = None
-        if o["norm_first"]:
-            final_norm = keras.layers.LayerNormalization(
-                epsilon=o["layer_norm_epsilon"], dtype=dtype, name="final_norm"
-            )
-        head = None
-        if not tie_embeddings:
-            head = OutputHead(
-                o["vocabulary_size"],
-                use_bias=lm_head_use_bias,
-                kernel_initializer=initializer(kernel_initializer, normal(0.02), "lm_head"),
-                dtype=dtype,
-                name="lm_head",
-            )
+        final_norm = make_final_norm(o, "final_norm")
+        o.update(
+            tie_embeddings=check_bool("tie_embeddings", o["tie_embeddings"]),
+            lm_head_use_bias=check_bool("lm_head_use_bias", o["lm_head_use_bias"]),
+            with_padding_mask=check_bool("with_padding_mask", o["with_padding_mask"]),
+        )
+        head = make_lm_head(o, o["vocabulary_size"], normal(0.02))
 
         # === Functional graph ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         padding_mask = None
         inputs = token_ids
-        if with_padding_mask:
+        if o["with_padding_mask"]:
             padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
             inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
         x = embedding_dropout(embedding(token_ids))
@@ -190,17 +164,7 @@ class GPT(TransformerModel):
             x = final_norm(x)
         logits = embedding(x, reverse=True) if head is None else head(x)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
-        config = dict(
-            o,
-            position=position,
-            kernel_initializer=kernel_initializer,
-            tie_embeddings=check_bool("tie_embeddings", tie_embeddings),
-            lm_head_use_bias=check_bool("lm_head_use_bias", lm_head_use_bias),
-            with_padding_mask=check_bool("with_padding_mask", with_padding_mask),
-            embeddings_initializer=embeddings_initializer,
-            dtype=dtype,
-        )
-        self._init_model(inputs, logits, name, config, **kwargs)
+        self._init_model(inputs, logits, name, o, **kwargs)
 
         # === Parts ===
         self.embedding = embedding
@@ -210,13 +174,8 @@ class GPT(TransformerModel):
         self.blocks = blocks
         self.final_norm = final_norm
         self.head = head
-        self.tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
-        self.vocabulary_size = o["vocabulary_size"]
-        self.max_length = o["max_length"]
-        self.num_layers = o["num_layers"]
-        self.num_heads = o["num_heads"]
-        self.d_model = o["d_model"]
-        self.head_dim = key_dim or o["d_model"] // o["num_heads"]
+        self.tie_embeddings = o["tie_embeddings"]
+        set_size_attributes(self, o, ("vocabulary_size", "max_length", "num_layers"))
         # Key/value cache dtype of `init_caches` (None: the compute dtype); set
         # `model.cache_dtype = "bfloat16"` to decode with a half-size cache.
         self.cache_dtype = None
@@ -248,16 +207,13 @@ class GPT(TransformerModel):
         return ops.cast(logits, "float32")
 
     def init_caches(self, batch_size, length, dtype=None):
-        """One zero key/value cache `(batch, 2, length, heads, head_dim)` per block.
+        """One zero key/value cache `(batch, 2, length, num_key_value_heads, head_dim)` per block.
 
         `dtype` (default: the `cache_dtype` attribute, else the blocks' compute
         dtype): e.g. "bfloat16" halves the bytes a decoding step reads; keys
         and values are rounded when written, attention runs in the compute dtype.
         """
-        dtype = dtype or self.cache_dtype or self.blocks[0].compute_dtype
-        if dtype == "bfloat16" and self.blocks[0].compute_dtype != "bfloat16":
-            dtype = "uint16"  # bfloat16 bits: Keras would cast a bfloat16 cache to the compute dtype
-        return init_caches(batch_size, self.num_layers, length, self.num_heads, self.head_dim, dtype)
+        return zero_caches(self, self.blocks, batch_size, length, dtype)
 
     def call_with_cache(
         self, token_ids, caches, cache_index, positions=None, padding_mask=None, last_only=False
@@ -276,11 +232,7 @@ class GPT(TransformerModel):
         Returns:
             `(logits, caches)`: float32 `(batch, T or 1, V)` and the updated caches.
         """
-        if positions is None:
-            length = ops.shape(token_ids)[1]
-            positions = ops.cast(cache_index, "int32") + ops.arange(length, dtype="int32")[None, :]
-            positions = ops.broadcast_to(positions, ops.shape(token_ids))
-        x = self.embed(token_ids, positions)
+        x = self.embed(token_ids, cache_positions(token_ids, cache_index, positions))
         new_caches = []
         for block, cache in zip(self.blocks, caches):
             x, cache = block(
@@ -292,80 +244,29 @@ class GPT(TransformerModel):
         return self.compute_logits(x), new_caches
 
 
-def gpt(
-    preset=None,
-    *,
-    vocabulary_size=None,
-    max_length=None,
-    num_layers=None,
-    num_heads=None,
-    d_model=None,
-    d_ff=None,
-    dropout=None,
-    attention_dropout=None,
-    position="learned",
-    norm_first=True,
-    activation="gelu_tanh",
-    layer_norm_epsilon=1e-5,
-    tie_embeddings=True,
-    use_bias=True,
-    lm_head_use_bias=False,
-    key_dim=None,
-    attention_impl="auto",
-    attention_options=None,
-    with_padding_mask=False,
-    embeddings_initializer=None,
-    kernel_initializer=None,
-    dtype=None,
-    name="gpt",
-):
+def gpt(preset=None, **options):
     """Builds a decoder-only causal language model.
 
     Args:
-        preset: None or one of `list_presets("gpt")` ("tiny", "gpt2_small",
-            "gpt2_medium"); explicit sizes override the preset's.
-        vocabulary_size, max_length, num_layers, num_heads, d_model: sizes
-            (required unless a preset gives them).
-        d_ff, dropout, ...: see `GPT` (dropout: preset or 0).
+        preset: None or one of `list_presets("gpt")`: "tiny", the GPT-2
+            sizes "gpt2_small", "gpt2_medium", the Llama layout
+            "llama_tiny" (the lab model's size) and the published Llama
+            sizes "tinyllama_1_1b", "llama2_7b", "llama3_8b" (pre-RMSNorm,
+            SwiGLU, RoPE, grouped-query attention, no biases, untied head).
+            A preset sets sizes and, for the Llama ones, the layout options;
+            explicit arguments override it.
+        **options: the arguments of `GPT` (sizes required unless a preset
+            gives them; `dropout`: the preset's or 0).
 
     Returns:
         A `GPT` (functional `keras.Model`) mapping int32 `token_ids` (B, T) to
         float32 `logits` (B, T, V).
 
     Raises:
-        ValueError: unknown preset/position/activation, missing or inconsistent
-            sizes. TypeError: unknown keyword.
+        ValueError: unknown preset/position/activation/norm, missing or
+            inconsistent sizes. TypeError: unknown keyword.
     """
-    sizes = preset_sizes(
-        "gpt",
-        preset,
-        dict(
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            dropout=dropout,
-        ),
-        required=GPT_REQUIRED,
-    )
-    return GPT(
-        **sizes,
-        attention_dropout=attention_dropout,
-        position=position,
-        norm_first=norm_first,
-        activation=activation,
-        layer_norm_epsilon=layer_norm_epsilon,
-        tie_embeddings=tie_embeddings,
-        use_bias=use_bias,
-        lm_head_use_bias=lm_head_use_bias,
-        key_dim=key_dim,
-        attention_impl=attention_impl,
-        attention_options=attention_options,
-        with_padding_mask=with_padding_mask,
-        embeddings_initializer=embeddings_initializer,
-        kernel_initializer=kernel_initializer,
-        dtype=dtype,
-        name=name,
-    )
+    return GPT(**preset_options(GPT, "gpt", preset, options, GPT_SIZES))
+
+
+gpt.__signature__ = builder_signature(GPT, GPT_SIZES)

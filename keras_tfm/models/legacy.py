@@ -127,25 +127,28 @@ def _vit(model, layers):
     options = _block_options(blocks[0])
     patches = layers["patch_embedding"]
     _, height, width, channels = model.input.shape
+    vit_options = (
+        "num_heads",
+        "d_model",
+        "d_ff",
+        "dropout",
+        "attention_dropout",
+        "activation",
+        "layer_norm_epsilon",
+    )
     return ViT(
         image_size=(height, width),
         patch_size=tuple(patches.patch_size),
         num_classes=layers["classifier"].units,
         num_layers=len(blocks),
-        num_heads=options["num_heads"],
-        d_model=options["d_model"],
-        d_ff=options["d_ff"],
         num_channels=channels,
-        dropout=options["dropout"],
-        attention_dropout=options["attention_dropout"],
         position="learned"
         if isinstance(layers["position_encoding"], LearnedPositionalEmbedding)
         else "sinusoidal2d",
         pooling="mean" if "mean_pooling" in layers else "cls",
-        activation=options["activation"],
-        layer_norm_epsilon=options["layer_norm_epsilon"],
         dtype=_dtype(blocks[0]),
         name=model.name,
+        **{key: options[key] for key in vit_options},
     )
 
 

@@ -9,6 +9,9 @@ Published sizes:
     family   preset             layers  d_model  heads  d_ff   vocab   max_len  params
     gpt      gpt2_small         12      768      12     3072   50257   1024     124,439,808
     gpt      gpt2_medium        24      1024     16     4096   50257   1024     354,823,168
+    gpt      tinyllama_1_1b     22      2048     32/4   5632   32000   2048     1,100,048,384
+    gpt      llama2_7b          32      4096     32/32  11008  32000   4096     6,738,415,616
+    gpt      llama3_8b          32      4096     32/8   14336  128256  8192     8,030,261,248
     bert     bert_base          12      768      12     3072   30522   512      109,482,240
     bert     bert_large         24      1024     16     4096   30522   512      335,141,888
     seq2seq  transformer_base   6+6     512      8      2048   37000   256*     63,082,496
@@ -19,89 +22,69 @@ preset's `max_length` is only the enforced input limit. Their vocabulary is
 the shared 37000-token BPE of WMT'14 EN-DE. The seq2seq counts are with the
 shared, tied embedding of the paper (no output bias).
 
+The Llama presets (heads given as query/key-value heads) have the Llama
+layout: pre-RMSNorm (ε 1e-5), SwiGLU FFN, RoPE (base 10000; 500000 in Llama 3),
+grouped-query attention, no biases, an untied output head; their `max_length`
+is only the enforced input limit (RoPE has no weights). `llama_tiny` is that
+layout at the size of the lab GPT (`examples/gpt_shakespeare.py`: 4 layers,
+d_model 128, context 64, 65 characters): 804,224 parameters against the lab
+GPT-2 layout's 805,248 (d_ff 384 with three FFN matrices, 2 key/value heads).
+
 `tiny` is a small configuration for tests and smoke runs (every family).
 """
 
 import copy
 
+#: Columns of the size tables below (one row per preset).
+SIZES = ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model", "d_ff", "dropout")
+BERT_SIZES = SIZES[:2] + ("num_segments",) + SIZES[2:]
+LLAMA_SIZES = SIZES + ("num_key_value_heads", "rope_max_wavelength", "layer_norm_epsilon")
+#: The Llama layout: pre-RMSNorm, SwiGLU, RoPE, no biases, untied output head.
+LLAMA_LAYOUT = dict(position="rope", norm="rms", activation="swiglu", use_bias=False, tie_embeddings=False)
+
+
+def _rows(columns, rows, **common):
+    """{preset: {column: value, ..., **common}} from a table of value tuples."""
+    return {name: dict(zip(columns, values), **common) for name, values in rows.items()}
+
+
 PRESETS = {
     "gpt": {
-        "tiny": dict(
-            vocabulary_size=64, max_length=32, num_layers=2, num_heads=2, d_model=32, d_ff=64, dropout=0.0
+        **_rows(
+            SIZES,
+            {
+                "tiny": (64, 32, 2, 2, 32, 64, 0.0),
+                "gpt2_small": (50257, 1024, 12, 12, 768, 3072, 0.1),
+                "gpt2_medium": (50257, 1024, 24, 16, 1024, 4096, 0.1),
+            },
         ),
-        "gpt2_small": dict(
-            vocabulary_size=50257,
-            max_length=1024,
-            num_layers=12,
-            num_heads=12,
-            d_model=768,
-            d_ff=3072,
-            dropout=0.1,
-        ),
-        "gpt2_medium": dict(
-            vocabulary_size=50257,
-            max_length=1024,
-            num_layers=24,
-            num_heads=16,
-            d_model=1024,
-            d_ff=4096,
-            dropout=0.1,
+        **_rows(
+            LLAMA_SIZES,
+            {
+                "llama_tiny": (65, 64, 4, 4, 128, 384, 0.0, 2, 10000.0, 1e-5),
+                "tinyllama_1_1b": (32000, 2048, 22, 32, 2048, 5632, 0.0, 4, 10000.0, 1e-5),
+                "llama2_7b": (32000, 4096, 32, 32, 4096, 11008, 0.0, 32, 10000.0, 1e-5),
+                "llama3_8b": (128256, 8192, 32, 32, 4096, 14336, 0.0, 8, 500000.0, 1e-5),
+            },
+            **LLAMA_LAYOUT,
         ),
     },
-    "bert": {
-        "tiny": dict(
-            vocabulary_size=64,
-            max_length=32,
-            num_segments=2,
-            num_layers=2,
-            num_heads=2,
-            d_model=32,
-            d_ff=64,
-            dropout=0.0,
-        ),
-        "bert_base": dict(
-            vocabulary_size=30522,
-            max_length=512,
-            num_segments=2,
-            num_layers=12,
-            num_heads=12,
-            d_model=768,
-            d_ff=3072,
-            dropout=0.1,
-        ),
-        "bert_large": dict(
-            vocabulary_size=30522,
-            max_length=512,
-            num_segments=2,
-            num_layers=24,
-            num_heads=16,
-            d_model=1024,
-            d_ff=4096,
-            dropout=0.1,
-        ),
-    },
+    "bert": _rows(
+        BERT_SIZES,
+        {
+            "tiny": (64, 32, 2, 2, 2, 32, 64, 0.0),
+            "bert_base": (30522, 512, 2, 12, 12, 768, 3072, 0.1),
+            "bert_large": (30522, 512, 2, 24, 16, 1024, 4096, 0.1),
+        },
+    ),
     "seq2seq": {
-        "tiny": dict(
-            vocabulary_size=32, max_length=16, num_layers=2, num_heads=4, d_model=64, d_ff=128, dropout=0.0
-        ),
-        "transformer_base": dict(
-            vocabulary_size=37000,
-            max_length=256,
-            num_layers=6,
-            num_heads=8,
-            d_model=512,
-            d_ff=2048,
-            dropout=0.1,
-            label_smoothing=0.1,
-        ),
-        "transformer_big": dict(
-            vocabulary_size=37000,
-            max_length=256,
-            num_layers=6,
-            num_heads=16,
-            d_model=1024,
-            d_ff=4096,
-            dropout=0.3,
+        "tiny": dict(zip(SIZES, (32, 16, 2, 4, 64, 128, 0.0))),
+        **_rows(
+            SIZES,
+            {
+                "transformer_base": (37000, 256, 6, 8, 512, 2048, 0.1),
+                "transformer_big": (37000, 256, 6, 16, 1024, 4096, 0.3),
+            },
             label_smoothing=0.1,
         ),
     },

@@ -1,9 +1,5 @@
 """Encoder–decoder Transformer of "Attention Is All You Need" (Vaswani et al. 2017).
 
-One concept, one module: the `Seq2Seq` class (with the encode / cross-cache /
-cached-decoding methods that generation and export call), its builder and the
-small public helpers over it; past 600 lines only because of those methods.
-
     encoder:  x_0 = Dropout(√d·E[src] + PE),  x_i = EncoderBlock_i(x_{i-1})
     decoder:  y_0 = Dropout(√d·E[tgt_in] + PE),
               y_i = DecoderBlock_i(y_{i-1}, x_N)      (masked self-attn, cross-attn, FFN)
@@ -24,43 +20,31 @@ the inputs `encoder_token_ids`, `decoder_token_ids` and the layers
 `decoder_block_{i}`, `encoder_final_norm` / `decoder_final_norm` (pre-norm),
 `lm_head` (untied) and the float32 output `logits` (B, T_target, V_target),
 as before the class existed. Cached decoding (greedy, sampling, beam search)
-is `keras_tfm.generation`.
+is `keras_tfm.generation`; functions over a built model (its encoder half,
+layer names) are in `keras_tfm.models.seq2seq_helpers`, the analytic parameter
+count in `keras_tfm.models.param_counts`.
 """
 
 import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool
-from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.initializers import clone_initializers
-from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
-    block_kwargs,
-    check_options,
-    initializer,
+    builder_signature,
+    cache_positions,
+    make_embedding,
+    make_final_norm,
+    make_lm_head,
     normal,
-    preset_sizes,
-    resolve_sizes,
-    split_position,
+    preset_options,
+    resolve_architecture,
+    set_size_attributes,
+    zero_caches,
 )
 from keras_tfm.models.base import TransformerModel
-from keras_tfm.models.gpt import init_caches
-from keras_tfm.models.presets import get_preset
-
-SEQ2SEQ_SIZES = (
-    "vocabulary_size",
-    "source_vocabulary_size",
-    "target_vocabulary_size",
-    "max_length",
-    "num_layers",
-    "num_encoder_layers",
-    "num_decoder_layers",
-    "num_heads",
-    "d_model",
-    "d_ff",
-    "dropout",
-)
+from keras_tfm.models.presets import SIZES
 
 
 def resolve_vocabularies(vocabulary_size, source_vocabulary_size, target_vocabulary_size, share_embeddings):
@@ -95,17 +79,40 @@ class Seq2Seq(TransformerModel):
     """The encoder–decoder Transformer (see the module docstring).
 
     Args:
-        vocabulary_size: shared source/target vocabulary (one embedding for
-            both sides and the output projection).
-        source_vocabulary_size, target_vocabulary_size: separate vocabularies.
+        vocabulary_size: shared source/target vocabulary (one embedding
+            `embedding` for both sides and the output projection).
+        source_vocabulary_size, target_vocabulary_size: separate vocabularies
+            (`encoder_embedding` / `decoder_embedding`); each defaults to
+            `vocabulary_size`.
         share_embeddings: force (True) or forbid (False) one shared embedding;
-            default: shared iff the vocabulary is given as `vocabulary_size`.
-        max_length, num_layers (or num_encoder_layers / num_decoder_layers),
-        num_heads, d_model, d_ff, dropout, attention_dropout, position,
-        norm_first, activation, layer_norm_epsilon, tie_embeddings,
-        scale_embeddings, use_bias, lm_head_use_bias, key_dim,
-        attention_impl, attention_options, embeddings_initializer,
-        kernel_initializer, dtype, name: see `seq2seq`.
+            default: shared iff the vocabulary is given as `vocabulary_size`
+            (or both sizes are equal and come from it). True with different
+            source/target sizes is a ValueError.
+        max_length: maximum source and target length.
+        num_layers: encoder and decoder depth; `num_encoder_layers` /
+            `num_decoder_layers` override each side.
+        num_heads, d_model, d_ff (default 4·d_model), dropout,
+        attention_dropout: sizes and rates.
+        position: "sinusoidal" (paper), "learned", "rope", "alibi",
+            "relative" or None. Attention-side schemes act in the encoder and
+            decoder self-attention (never in cross-attention).
+        norm_first: pre-norm (adds `encoder_final_norm`/`decoder_final_norm`)
+            or post-norm (paper).
+        activation: FFN activation ("relu" in the paper; also "gelu",
+            "gelu_tanh", "silu" and the gated "swiglu" / "geglu").
+        layer_norm_epsilon: ε of every norm (1e-6 as in tensor2tensor).
+        norm: "layer" (LayerNorm, paper) or "rms" (RMSNorm, float32 statistics).
+        tie_embeddings: logits = h Eᵀ with the decoder-side embedding; else an
+            `OutputHead` "lm_head".
+        scale_embeddings: multiply embeddings by √d_model (paper).
+        use_bias, lm_head_use_bias, key_dim, num_key_value_heads (the
+            self-attention cache and the cross-attention keys/values have
+            that many heads), rope_max_wavelength, attention_impl,
+            attention_options: as in `GPT`.
+        embeddings_initializer: default N(0, d_model^-0.5) (so √d-scaled
+            embeddings have unit variance). kernel_initializer: default Glorot.
+        dtype: dtype policy of every layer; logits are float32.
+        name: model name.
 
     Attributes:
         encoder_embedding, decoder_embedding: the `TokenAndPositionEmbedding`s
@@ -114,11 +121,11 @@ class Seq2Seq(TransformerModel):
         encoder_embedding_dropout, decoder_embedding_dropout: `Dropout`s.
         encoder_blocks, decoder_blocks: lists of `TransformerBlock`s (the
             decoder blocks have cross-attention).
-        encoder_final_norm, decoder_final_norm: LayerNorms (pre-norm) or None.
+        encoder_final_norm, decoder_final_norm: norms (pre-norm) or None.
         head: the untied `OutputHead`, or None when tied.
         shared_embeddings, tie_embeddings, mask_zero: bools.
         source_vocabulary_size, target_vocabulary_size (= vocabulary_size),
-        max_length, num_heads, d_model, head_dim.
+        max_length, num_heads, num_key_value_heads, d_model, head_dim.
         encoder_output: the symbolic encoder output of the graph.
         config: the constructor arguments (dict).
     """
@@ -142,11 +149,14 @@ class Seq2Seq(TransformerModel):
         norm_first=False,
         activation="relu",
         layer_norm_epsilon=1e-6,
+        norm="layer",
         tie_embeddings=True,
         scale_embeddings=True,
         use_bias=True,
         lm_head_use_bias=False,
         key_dim=None,
+        num_key_value_heads=None,
+        rope_max_wavelength=10000.0,
         attention_impl="auto",
         attention_options=None,
         embeddings_initializer=None,
@@ -155,23 +165,8 @@ class Seq2Seq(TransformerModel):
         name="seq2seq",
         **kwargs,
     ):
-        o = resolve_sizes(
-            "seq2seq",
-            None,
-            dict(
-                vocabulary_size=vocabulary_size,
-                source_vocabulary_size=source_vocabulary_size,
-                target_vocabulary_size=target_vocabulary_size,
-                max_length=max_length,
-                num_layers=num_layers,
-                num_encoder_layers=num_encoder_layers,
-                num_decoder_layers=num_decoder_layers,
-                num_heads=num_heads,
-                d_model=d_model,
-                d_ff=d_ff,
-                dropout=dropout,
-            ),
-            required=("max_length", "num_heads", "d_model"),
+        o, embedding_position, blocks_kwargs = resolve_architecture(
+            "seq2seq", locals(), ("max_length", "num_heads", "d_model"), "glorot_uniform"
         )
         src, tgt, share = resolve_vocabularies(
             o["vocabulary_size"], o["source_vocabulary_size"], o["target_vocabulary_size"], share_embeddings
@@ -182,87 +177,47 @@ class Seq2Seq(TransformerModel):
             raise ValueError(
                 "Give `num_layers` (or `num_encoder_layers` and `num_decoder_layers`), or a `preset`."
             )
-        check_options(activation, attention_impl, layer_norm_epsilon, o["dropout"], attention_dropout)
-        embedding_position, attention_position = split_position(position)
-        config = dict(
-            o,
-            share_embeddings=share_embeddings,
-            attention_dropout=attention_dropout,
-            position=position,
-            norm_first=check_bool("norm_first", norm_first),
-            activation=activation,
-            layer_norm_epsilon=float(layer_norm_epsilon),
+        o.update(
             tie_embeddings=check_bool("tie_embeddings", tie_embeddings),
             scale_embeddings=check_bool("scale_embeddings", scale_embeddings),
-            use_bias=check_bool("use_bias", use_bias),
             lm_head_use_bias=check_bool("lm_head_use_bias", lm_head_use_bias),
-            key_dim=key_dim,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            embeddings_initializer=embeddings_initializer,
-            kernel_initializer=kernel_initializer,
-            dtype=dtype,
         )
-        o.update(config, kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "blocks"))
-        blocks_kwargs = block_kwargs(o, attention_position, dtype)
-        d = o["d_model"]
+        dtype = o["dtype"]
 
         # === Layers ===
-        def make_embedding(vocab, layer_name):
-            return TokenAndPositionEmbedding(
-                vocab,
-                d,
-                max_length=o["max_length"],
-                position=embedding_position,
-                scale=bool(scale_embeddings),
+        def embedding_for(vocabulary, layer_name):
+            return make_embedding(
+                o,
+                vocabulary,
+                embedding_position,
+                normal(o["d_model"] ** -0.5),
+                layer_name,
+                scale=o["scale_embeddings"],
                 mask_zero=True,
-                embeddings_initializer=initializer(embeddings_initializer, normal(d**-0.5), layer_name),
-                dtype=dtype,
-                name=layer_name,
             )
 
         if share:
-            encoder_embedding = decoder_embedding = make_embedding(src, "embedding")
+            encoder_embedding = decoder_embedding = embedding_for(src, "embedding")
         else:
-            encoder_embedding = make_embedding(src, "encoder_embedding")
-            decoder_embedding = make_embedding(tgt, "decoder_embedding")
+            encoder_embedding = embedding_for(src, "encoder_embedding")
+            decoder_embedding = embedding_for(tgt, "decoder_embedding")
         encoder_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="encoder_embedding_dropout")
         decoder_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="decoder_embedding_dropout")
-        encoder_blocks = [
-            TransformerBlock(
-                causal=False,
-                cross_attention=False,
-                name=f"encoder_block_{i}",
-                **clone_initializers(blocks_kwargs, f"encoder_{i}"),
-            )
-            for i in range(n_enc)
-        ]
-        decoder_blocks = [
-            TransformerBlock(
-                causal=True,
-                cross_attention=True,
-                name=f"decoder_block_{i}",
-                **clone_initializers(blocks_kwargs, f"decoder_{i}"),
-            )
-            for i in range(n_dec)
-        ]
-        encoder_final_norm = decoder_final_norm = None
-        if o["norm_first"]:
-            encoder_final_norm = keras.layers.LayerNormalization(
-                epsilon=o["layer_norm_epsilon"], dtype=dtype, name="encoder_final_norm"
-            )
-            decoder_final_norm = keras.layers.LayerNormalization(
-                epsilon=o["layer_norm_epsilon"], dtype=dtype, name="decoder_final_norm"
-            )
-        head = None
-        if not tie_embeddings:
-            head = OutputHead(
-                tgt,
-                use_bias=lm_head_use_bias,
-                kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "lm_head"),
-                dtype=dtype,
-                name="lm_head",
-            )
+        encoder_blocks, decoder_blocks = (
+            [
+                TransformerBlock(
+                    causal=side == "decoder",
+                    cross_attention=side == "decoder",
+                    name=f"{side}_block_{i}",
+                    **clone_initializers(blocks_kwargs, f"{side}_{i}"),
+                )
+                for i in range(count)
+            ]
+            for side, count in (("encoder", n_enc), ("decoder", n_dec))
+        )
+        encoder_final_norm = make_final_norm(o, "encoder_final_norm")
+        decoder_final_norm = make_final_norm(o, "decoder_final_norm")
+        head = make_lm_head(o, tgt, "glorot_uniform")
 
         # === Functional graph ===
         encoder_ids = keras.Input(shape=(None,), dtype="int32", name="encoder_token_ids")
@@ -282,7 +237,7 @@ class Seq2Seq(TransformerModel):
         logits = decoder_embedding(y, reverse=True) if head is None else head(y)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
         inputs = {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids}
-        self._init_model(inputs, logits, name, config, **kwargs)
+        self._init_model(inputs, logits, name, o, **kwargs)
 
         # === Parts ===
         self.encoder_embedding = encoder_embedding
@@ -297,15 +252,12 @@ class Seq2Seq(TransformerModel):
         self.decoder_final_norm = decoder_final_norm
         self.head = head
         self.shared_embeddings = share
-        self.tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
+        self.tie_embeddings = o["tie_embeddings"]
         self.mask_zero = True
         self.source_vocabulary_size = src
         self.target_vocabulary_size = tgt
         self.vocabulary_size = tgt
-        self.max_length = o["max_length"]
-        self.num_heads = o["num_heads"]
-        self.d_model = d
-        self.head_dim = key_dim or d // o["num_heads"]
+        set_size_attributes(self, o, ("max_length",))
         object.__setattr__(self, "encoder_output", x)
 
     # ------------------------------------------------------------ operations
@@ -344,15 +296,9 @@ class Seq2Seq(TransformerModel):
         return ops.cast(logits, "float32")
 
     def init_caches(self, batch_size, length):
-        """One zero self-attention cache `(batch, 2, length, heads, head_dim)` per decoder block."""
-        return init_caches(
-            batch_size,
-            len(self.decoder_blocks),
-            length,
-            self.num_heads,
-            self.head_dim,
-            self.decoder_blocks[0].compute_dtype,
-        )
+        """One zero self-attention cache `(batch, 2, length, num_key_value_heads,
+        head_dim)` per decoder block."""
+        return zero_caches(self, self.decoder_blocks, batch_size, length)
 
     def call_with_cache(
         self,
@@ -380,11 +326,7 @@ class Seq2Seq(TransformerModel):
         Returns:
             `(logits, caches)`.
         """
-        if positions is None:
-            length = ops.shape(token_ids)[1]
-            positions = ops.cast(cache_index, "int32") + ops.arange(length, dtype="int32")[None, :]
-            positions = ops.broadcast_to(positions, ops.shape(token_ids))
-        x = self.embed(token_ids, positions)
+        x = self.embed(token_ids, cache_positions(token_ids, cache_index, positions))
         new_caches = []
         for block, cache, cross in zip(self.decoder_blocks, caches, cross_caches):
             x, cache = block(
@@ -402,228 +344,41 @@ class Seq2Seq(TransformerModel):
         return self.compute_logits(x), new_caches
 
 
-def seq2seq(
-    preset=None,
-    *,
-    vocabulary_size=None,
-    source_vocabulary_size=None,
-    target_vocabulary_size=None,
-    share_embeddings=None,
-    max_length=None,
-    num_layers=None,
-    num_encoder_layers=None,
-    num_decoder_layers=None,
-    num_heads=None,
-    d_model=None,
-    d_ff=None,
-    dropout=None,
-    attention_dropout=None,
-    position="sinusoidal",
-    norm_first=False,
-    activation="relu",
-    layer_norm_epsilon=1e-6,
-    tie_embeddings=True,
-    scale_embeddings=True,
-    use_bias=True,
-    lm_head_use_bias=False,
-    key_dim=None,
-    attention_impl="auto",
-    attention_options=None,
-    embeddings_initializer=None,
-    kernel_initializer="glorot_uniform",
-    dtype=None,
-    name="seq2seq",
-):
+SEQ2SEQ_SIZES = SIZES + (
+    "source_vocabulary_size",
+    "target_vocabulary_size",
+    "num_encoder_layers",
+    "num_decoder_layers",
+)
+
+
+def seq2seq_options(preset, options):
+    """The `Seq2Seq` arguments of `seq2seq(preset, **options)`: with separate
+    vocabularies given, the preset's shared size only fills a missing side."""
+    merged = preset_options(Seq2Seq, "seq2seq", preset, options, SEQ2SEQ_SIZES)
+    separate = any(options.get(k) is not None for k in ("source_vocabulary_size", "target_vocabulary_size"))
+    if options.get("vocabulary_size") is None and separate:
+        preset_vocabulary = merged.pop("vocabulary_size", None)
+        for key in ("source_vocabulary_size", "target_vocabulary_size"):
+            merged[key] = merged.get(key) or preset_vocabulary
+    return merged
+
+
+def seq2seq(preset=None, **options):
     """Builds the encoder–decoder Transformer.
 
     Args:
         preset: None or one of `list_presets("seq2seq")` ("tiny",
-            "transformer_base", "transformer_big").
-        vocabulary_size: shared source/target vocabulary (one embedding
-            `embedding` for both sides and the output projection).
-        source_vocabulary_size, target_vocabulary_size: separate vocabularies
-            (`encoder_embedding` / `decoder_embedding`); each defaults to
-            `vocabulary_size`.
-        share_embeddings: force (True) or forbid (False) one shared embedding;
-            default: shared iff the vocabulary is given as `vocabulary_size`
-            (or both sizes are equal and come from it). True with different
-            source/target sizes is a ValueError.
-        max_length: maximum source and target length.
-        num_layers: encoder and decoder depth; `num_encoder_layers` /
-            `num_decoder_layers` override each side.
-        num_heads, d_model, d_ff (default 4·d_model), dropout (preset or 0),
-        attention_dropout: sizes and rates.
-        position: "sinusoidal" (paper), "learned", "rope", "alibi",
-            "relative" or None. Attention-side schemes act in the encoder and
-            decoder self-attention (never in cross-attention).
-        norm_first: pre-norm (adds `encoder_final_norm`/`decoder_final_norm`)
-            or post-norm (paper).
-        activation: FFN activation ("relu" in the paper).
-        layer_norm_epsilon: LayerNorm ε (1e-6 as in tensor2tensor).
-        tie_embeddings: logits = h Eᵀ with the decoder-side embedding; else an
-            `OutputHead` "lm_head".
-        scale_embeddings: multiply embeddings by √d_model (paper).
-        use_bias, lm_head_use_bias, key_dim, attention_impl, attention_options:
-            as in `gpt`.
-        embeddings_initializer: default N(0, d_model^-0.5) (so √d-scaled
-            embeddings have unit variance). kernel_initializer: default Glorot.
-        dtype: dtype policy of every layer; logits are float32.
-        name: model name.
+            "transformer_base", "transformer_big"); explicit arguments
+            override the preset's. With separate vocabularies given, the
+            preset's shared `vocabulary_size` only fills a missing side.
+        **options: the arguments of `Seq2Seq`.
 
     Returns:
         A `Seq2Seq` (functional `keras.Model`) with dict inputs {"encoder_token_ids",
         "decoder_token_ids"} and float32 `logits` (B, T_target, V_target).
     """
-    sizes = preset_sizes(
-        "seq2seq",
-        preset,
-        dict(
-            vocabulary_size=vocabulary_size,
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_encoder_layers=num_encoder_layers,
-            num_decoder_layers=num_decoder_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            dropout=dropout,
-        ),
-    )
-    if vocabulary_size is None and (source_vocabulary_size is not None or target_vocabulary_size is not None):
-        # Separate vocabularies given: the preset's shared size only fills the missing side.
-        preset_vocabulary = sizes.pop("vocabulary_size")
-        sizes["source_vocabulary_size"] = sizes["source_vocabulary_size"] or preset_vocabulary
-        sizes["target_vocabulary_size"] = sizes["target_vocabulary_size"] or preset_vocabulary
-    return Seq2Seq(
-        **sizes,
-        share_embeddings=share_embeddings,
-        attention_dropout=attention_dropout,
-        position=position,
-        norm_first=norm_first,
-        activation=activation,
-        layer_norm_epsilon=layer_norm_epsilon,
-        tie_embeddings=tie_embeddings,
-        scale_embeddings=scale_embeddings,
-        use_bias=use_bias,
-        lm_head_use_bias=lm_head_use_bias,
-        key_dim=key_dim,
-        attention_impl=attention_impl,
-        attention_options=attention_options,
-        embeddings_initializer=embeddings_initializer,
-        kernel_initializer=kernel_initializer,
-        dtype=dtype,
-        name=name,
-    )
+    return Seq2Seq(**seq2seq_options(preset, options))
 
 
-def seq2seq_layer_names(model):
-    """Names of the structural layers of a `Seq2Seq` model.
-
-    Returns:
-        dict with "encoder_embedding", "decoder_embedding" (both "embedding"
-        when shared), "encoder_blocks", "decoder_blocks" (lists),
-        "encoder_final_norm", "decoder_final_norm" (None for post-norm),
-        "lm_head" (None when tied), "tied" (bool).
-    """
-    check_seq2seq(model)
-
-    def name(layer):
-        return None if layer is None else layer.name
-
-    return {
-        "encoder_embedding": model.encoder_embedding.name,
-        "decoder_embedding": model.decoder_embedding.name,
-        "encoder_blocks": [b.name for b in model.encoder_blocks],
-        "decoder_blocks": [b.name for b in model.decoder_blocks],
-        "encoder_final_norm": name(model.encoder_final_norm),
-        "decoder_final_norm": name(model.decoder_final_norm),
-        "lm_head": name(model.head),
-        "tied": model.head is None,
-    }
-
-
-def check_seq2seq(model):
-    if not isinstance(model, Seq2Seq):
-        raise TypeError(
-            f"`model` must be a keras_tfm Seq2Seq (from `seq2seq`); received {type(model).__name__}. A model "
-            "saved before the model classes existed: convert it with `keras_tfm.models.from_functional(model)`."
-        )
-    return model
-
-
-def seq2seq_encoder(model):
-    """The encoder half of a `Seq2Seq` as a functional model sharing its
-    weights: `encoder_token_ids` (B, S) → encoder output (B, S, d_model)
-    (the memory the decoder blocks cross-attend to; it carries the source
-    padding mask as a Keras mask)."""
-    check_seq2seq(model)
-    return keras.Model(model.input["encoder_token_ids"], model.encoder_output, name=f"{model.name}_encoder")
-
-
-def seq2seq_greedy_decode(model, encoder_token_ids, bos_id, max_length, eos_id=None, batch_size=256):
-    """Greedy decoding: `keras_tfm.generation.generate(model, encoder_token_ids,
-    max_length, bos_id=bos_id, eos_id=eos_id)` (kept for old callers).
-
-    Returns:
-        int32 NumPy array (B, max_length) of generated ids (BOS excluded,
-        0 after EOS).
-    """
-    import numpy as np
-
-    from keras_tfm.generation import generate  # generation builds on models
-
-    check_seq2seq(model)
-    if not bos_id:
-        raise ValueError(f"`bos_id` must be a non-zero id (0 is padding); received {bos_id!r}.")
-    ids = np.asarray(encoder_token_ids, dtype="int32")
-    if ids.ndim != 2:
-        raise ValueError(f"`encoder_token_ids` must have shape (batch, length); received {ids.shape}.")
-    parts = [
-        generate(model, ids[i : i + batch_size], max_length, bos_id=bos_id, eos_id=eos_id)
-        for i in range(0, len(ids), batch_size)
-    ]
-    return np.concatenate(parts, axis=0).astype("int32")
-
-
-def seq2seq_num_params(preset=None, **options):
-    """Analytic parameter count of `seq2seq(preset, **options)` for the default
-    layout options (biases, shared tied or untied embeddings; sinusoidal or
-    attention-side positions without weights; learned positions add
-    max_length·d per embedding), without building the model."""
-    o = get_preset("seq2seq", preset) if preset else {}
-    o.update({k: v for k, v in options.items() if v is not None})
-    d, ff = o["d_model"], o.get("d_ff") or 4 * o["d_model"]
-    n_enc = o.get("num_encoder_layers") or o["num_layers"]
-    n_dec = o.get("num_decoder_layers") or o["num_layers"]
-    src = o.get("source_vocabulary_size") or o.get("vocabulary_size")
-    tgt = o.get("target_vocabulary_size") or o.get("vocabulary_size")
-    shared = options.get("share_embeddings")
-    if shared is None:  # same rule as `seq2seq`
-        separate = options.get("source_vocabulary_size") or options.get("target_vocabulary_size")
-        shared = src == tgt and not (separate and options.get("vocabulary_size") is None)
-    attention = 4 * (d * d + d)
-    norm = 2 * d
-    ffn = 2 * d * ff + ff + d
-    enc_layer = attention + norm + ffn + norm
-    dec_layer = enc_layer + attention + norm
-    embeddings = src * d if shared else (src + tgt) * d
-    if o.get("position") == "learned":
-        embeddings += o["max_length"] * d * (1 if shared else 2)
-    total = embeddings + n_enc * enc_layer + n_dec * dec_layer
-    if o.get("norm_first"):
-        total += 2 * norm
-    if o.get("tie_embeddings") is False:
-        total += tgt * d
-    return int(total)
-
-
-__all__ = [
-    "Seq2Seq",
-    "seq2seq",
-    "seq2seq_layer_names",
-    "seq2seq_encoder",
-    "seq2seq_greedy_decode",
-    "seq2seq_num_params",
-]
+seq2seq.__signature__ = builder_signature(Seq2Seq, SEQ2SEQ_SIZES)

@@ -17,11 +17,12 @@ or `mean_pooling` (`MeanPatchPooling`, mean of the patch tokens), `head_dropout`
 
 import keras
 
-from keras_tfm.checks import check_positive_int
+from keras_tfm.checks import check_choice, check_positive_int
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
+from keras_tfm.models._common import builder_signature, check_known_options, constructor_arguments
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
 
@@ -33,7 +34,7 @@ VIT_POOLINGS = ("cls", "mean")
 class ViT(TransformerModel):
     """Vision Transformer image classifier (see the module docstring).
 
-    Args: see `vit_classifier`.
+    Args: see `vit_classifier` (the same arguments).
 
     Attributes:
         patch_embedding: the `PatchEmbedding` (patches → d_model).
@@ -69,26 +70,23 @@ class ViT(TransformerModel):
         name="vit",
         **kwargs,
     ):
+        config = constructor_arguments(locals())
         height, width = _pair("image_size", image_size)
         ph, pw = _pair("patch_size", patch_size)
         if height % ph or width % pw:
             raise ValueError(
                 f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
             )
-        num_classes = check_positive_int("num_classes", num_classes)
-        num_layers = check_positive_int("num_layers", num_layers)
-        num_heads = check_positive_int("num_heads", num_heads)
-        d_model = check_positive_int("d_model", d_model)
+        for key in ("num_classes", "num_layers", "num_heads", "d_model", "num_channels"):
+            check_positive_int(key, config[key])
         d_ff = check_positive_int("d_ff", d_ff if d_ff is not None else 4 * d_model)
-        num_channels = check_positive_int("num_channels", num_channels)
         if d_model % num_heads:
             raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
-        if position not in VIT_POSITIONS:
-            raise ValueError(f"Unknown `position` {position!r}; expected one of {list(VIT_POSITIONS)}.")
+        check_choice("position", position, VIT_POSITIONS)
         if position == "sinusoidal2d" and d_model % 2:
             raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
-        if pooling not in VIT_POOLINGS:
-            raise ValueError(f"Unknown `pooling` {pooling!r}; expected one of {list(VIT_POOLINGS)}.")
+        check_choice("pooling", pooling, VIT_POOLINGS)
+        config.update(image_size=(height, width), patch_size=(ph, pw), d_ff=d_ff)
         rows, cols = height // ph, width // pw
 
         # === Layers ===
@@ -138,23 +136,6 @@ class ViT(TransformerModel):
             x = block(x)
         x = final_norm(x)
         logits = head(head_dropout(pooling_layer(x)))
-        config = dict(
-            image_size=(height, width),
-            patch_size=(ph, pw),
-            num_classes=num_classes,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            num_channels=num_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            position=position,
-            pooling=pooling,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=dtype,
-        )
         self._init_model(images, logits, name, config, **kwargs)
 
         # === Parts ===
@@ -180,33 +161,16 @@ class ViT(TransformerModel):
         return self.blocks
 
 
-def vit_classifier(
-    image_size,
-    patch_size,
-    num_classes,
-    num_layers=4,
-    num_heads=4,
-    d_model=64,
-    d_ff=None,
-    num_channels=3,
-    dropout=0.0,
-    attention_dropout=None,
-    position="sinusoidal2d",
-    pooling="cls",
-    activation="gelu",
-    layer_norm_epsilon=1e-6,
-    dtype=None,
-    name="vit",
-):
+def vit_classifier(*args, **options):
     """Builds a ViT image classifier.
 
     Args:
         image_size: int or (height, width); multiples of `patch_size`.
         patch_size: int or (height, width) of the patches.
         num_classes: number of classes (logits width).
-        num_layers, num_heads, d_model: encoder sizes.
+        num_layers, num_heads, d_model: encoder sizes (4, 4, 64).
         d_ff: FFN width (default 4·d_model).
-        num_channels: image channels (1 for grayscale).
+        num_channels: image channels (3; 1 for grayscale).
         dropout: embedding, residual, FFN and head dropout.
         attention_dropout: dropout on attention weights (default `dropout`).
         position: "sinusoidal2d" (fixed, `PositionalEncoding2D`; needs an even
@@ -224,26 +188,12 @@ def vit_classifier(
     Raises:
         ValueError: bad sizes (image not divisible by patch, d_model not
             divisible by num_heads, odd d_model with sinusoidal2d), unknown
-            position/pooling.
+            position/pooling. TypeError: unknown keyword.
     """
-    return ViT(
-        image_size,
-        patch_size,
-        num_classes,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        d_model=d_model,
-        d_ff=d_ff,
-        num_channels=num_channels,
-        dropout=dropout,
-        attention_dropout=attention_dropout,
-        position=position,
-        pooling=pooling,
-        activation=activation,
-        layer_norm_epsilon=layer_norm_epsilon,
-        dtype=dtype,
-        name=name,
-    )
+    return ViT(*args, **check_known_options(ViT, options))
+
+
+vit_classifier.__signature__ = builder_signature(ViT, size_keys=(), leading=(), keyword_only=False)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -76,6 +76,55 @@ def model_sizes(args):
     return {name: getattr(args, name) for name in ("num_layers", "num_heads", "d_model", "d_ff", "dropout")}
 
 
+#: Model layout options: flag → (builder keyword, choices or argument type, help).
+LAYOUT_FLAGS = {
+    "--position": (
+        "position",
+        ("learned", "sinusoidal", "rope", "alibi", "relative"),
+        "position scheme (learned: GPT-2; rope: Llama)",
+    ),
+    "--norm": ("norm", ("layer", "rms"), "LayerNorm (GPT-2) or RMSNorm (Llama)"),
+    "--activation": (
+        "activation",
+        ("gelu", "gelu_tanh", "relu", "silu", "swiglu", "geglu"),
+        "feed-forward activation; swiglu/geglu are gated (three matrices, Llama: swiglu)",
+    ),
+    "--kv-heads": (
+        "num_key_value_heads",
+        positive_int_arg,
+        "key/value heads: grouped-query attention, 1 = multi-query (must divide --num-heads)",
+    ),
+}
+
+
+def add_layout_arguments(group, defaults):
+    """`--position --norm --activation --kv-heads` (`LAYOUT_FLAGS`) in `group`.
+
+    Args:
+        defaults: {builder keyword: the recipe's value}, shown in the help;
+            a flag that is not given stays None, so a `--preset` keeps its own.
+    """
+    for flag_name, (keyword, kind, help_text) in LAYOUT_FLAGS.items():
+        typed = {"type": kind} if callable(kind) else {"choices": kind}
+        default = defaults.get(keyword, "--num-heads" if keyword == "num_key_value_heads" else None)
+        shown = f"{help_text} (default: the preset's, else {default})"
+        metavar = "N" if callable(kind) else None
+        group.add_argument(flag_name, dest=keyword, default=None, metavar=metavar, help=shown, **typed)
+
+
+def layout_options(args, defaults):
+    """Builder keywords of the layout flags: the given ones, and `defaults` for
+    the others when no `--preset` is given (a preset keeps its own layout)."""
+    given = {keyword: getattr(args, keyword) for keyword, _, _ in LAYOUT_FLAGS.values()}
+    given = {k: v for k, v in given.items() if v is not None}
+    kv_heads, heads = given.get("num_key_value_heads"), getattr(args, "num_heads", None)
+    if kv_heads is not None and heads is not None and heads % kv_heads:
+        raise UsageError("--kv-heads", f"must divide --num-heads ({heads}); received {kv_heads}")
+    if getattr(args, "preset", None) is None:
+        given = {**defaults, **given}
+    return given
+
+
 def add_training_arguments(
     parser, steps, batch_size, steps_per_epoch, learning_rate=None, steps_per_execution=1, steps_help=None
 ):

@@ -9,6 +9,10 @@ from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes._options import UsageError
 
 HELP = "character GPT on Tiny Shakespeare (nanoGPT lab)"
+#: nanoGPT's layout: learned positions, exact GELU (torch nn.GELU), LayerNorm, no biases (bias=False).
+NANOGPT_LAYOUT = dict(position="learned", activation="gelu", norm="layer", use_bias=False)
+#: `--preset` choices: layouts sized for the lab (`keras_tfm.models.presets`).
+LAB_PRESETS = ("llama_tiny",)
 
 
 def add_gpt_arguments(parser):
@@ -29,11 +33,13 @@ def add_gpt_arguments(parser):
         "--block-size", type=positive_int_arg, default=64, help=options.default_text("context length")
     )
     m.add_argument(
-        "--position",
-        choices=("learned", "sinusoidal", "rope", "alibi", "relative"),
-        default="learned",
-        help=options.default_text("position scheme (learned: as nanoGPT/GPT-2)"),
+        "--preset",
+        choices=LAB_PRESETS,
+        default=None,
+        help="a model layout of `keras_tfm.models.gpt`: llama_tiny = pre-RMSNorm, SwiGLU, RoPE, 2 key/value "
+        "heads, no biases, untied head, at the lab model's parameter count (default: nanoGPT's GPT-2 layout)",
     )
+    options.add_layout_arguments(m, NANOGPT_LAYOUT)
     options.add_alias(parser, "--n-layer", "--num-layers", "num_layers", int)
     options.add_alias(parser, "--n-head", "--num-heads", "num_heads", int)
     options.add_alias(parser, "--n-embd", "--d-model", "d_model", int)
@@ -221,12 +227,11 @@ def run_gpt(args):
 
     def build():
         model = models.gpt(
+            args.preset,
             vocabulary_size=vocab,
             max_length=T,
             **options.model_sizes(args),
-            position=args.position,
-            use_bias=False,  # nanoGPT bias=False
-            activation="gelu",  # torch nn.GELU (exact)
+            **options.layout_options(args, NANOGPT_LAYOUT),
         )
         nanogpt_init(model, args.num_layers, seed=args.seed)
         optimizer = optimizers.adamw(
