@@ -277,11 +277,12 @@ def test_gpt_sample_text_runs_past_the_context():
     model = models.gpt(vocabulary_size=11, max_length=8, num_layers=1, num_heads=2, d_model=16)
     ids = recipes.sample_text(model, [3, 4, 5], 21, block_size=8, temperature=0.0)
     assert len(ids) == 21 and all(0 <= t < 11 for t in ids)
-    # Greedy: the first 5 tokens fill the context; then generation goes on from the last 4 ids.
     assert ids == recipes.sample_text(model, [3, 4, 5], 21, block_size=8, temperature=0.0)
-    head = recipes.sample_text(model, [3, 4, 5], 5, block_size=8, temperature=0.0)
-    assert ids[:5] == head
-    assert ids[5:9] == recipes.sample_text(model, ([3, 4, 5] + head)[-4:], 4, block_size=8, temperature=0.0)
+    # Greedy: 5 tokens fill the context, the 6th is chosen from all 8; then the window restarts from
+    # the last 4 ids (generation.sliding_window).
+    head = recipes.sample_text(model, [3, 4, 5], 6, block_size=8, temperature=0.0)
+    assert ids[:6] == head
+    assert ids[6:10] == recipes.sample_text(model, ([3, 4, 5] + head)[-4:], 4, block_size=8, temperature=0.0)
 
 
 def test_nanogpt_init_scales_residual_projections_and_freezes_norm_offsets():

@@ -113,37 +113,23 @@ def load_shakespeare_text(args):
 
 
 def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_k=200, seed=0):
-    """Samples `num_tokens` ids after `prompt_ids`, past the model's context if need be.
-
-    Cached generation (`keras_tfm.generation.generate`); when the context of
-    `block_size` ids is full, generation goes on from the last `block_size // 2`
-    ids (the cache is recomputed from them), so any length can be sampled.
+    """Samples `num_tokens` ids after the last `block_size` ids of `prompt_ids`, past the model's context
+    if need be: `keras_tfm.generation.generate`, whose window restarts from its last `max_length // 2`
+    ids when it is full (`keras_tfm.generation.sliding_window`).
 
     Returns:
         list of int ids (the new tokens).
     """
     from keras_tfm.generation import generate
 
-    context = list(prompt_ids)[-block_size:]
+    context = list(prompt_ids)[-min(block_size, model.max_length) :]
     if not context:
         raise ValueError("`prompt_ids` must contain at least one id.")
-    top_k = min(int(top_k), int(model.output_shape[-1])) if top_k else 0
-    new, chunk = [], 0
-    while len(new) < num_tokens:
-        count = min(num_tokens - len(new), block_size - len(context))
-        ids = generate(
-            model,
-            [context],
-            count,
-            sampler="sample" if temperature > 0 else "greedy",
-            temperature=temperature,
-            top_k=top_k,
-            seed=[seed, chunk],
-        )[0].tolist()
-        new += ids
-        context = (context + ids)[-(block_size // 2) :] if len(new) < num_tokens else context
-        chunk += 1
-    return new
+    top_k = min(int(top_k), model.vocabulary_size) if top_k else 0
+    sampler = "sample" if temperature > 0 else "greedy"
+    return generate(
+        model, [context], num_tokens, sampler=sampler, temperature=temperature, top_k=top_k, seed=seed
+    )[0].tolist()
 
 
 def nanogpt_init(model, num_layers, seed=0, layer_norm_bias=False):
