@@ -100,18 +100,17 @@ def test_example_help(name, monkeypatch, capsys):
     assert out.startswith("usage:") and "--steps" in out
 
 
+def _run_with_results(name, argv, tmp_path, monkeypatch, capsys):
+    """Runs example `name` with `--results`; returns its printed output and the results JSON."""
+    results = tmp_path / "results.json"
+    assert _run_example(name, [*argv, "--results", str(results)], monkeypatch) == 0
+    return capsys.readouterr().out, json.loads(results.read_text())
+
+
 def test_gpt_example_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
-    results = tmp_path / "gpt.json"
-    log_dir = tmp_path / "logs"
-    code = _run_example(
-        "gpt_shakespeare.py",
-        ["--data", shakespeare, "--results", str(results), "--log-dir", str(log_dir)] + TINY_GPT,
-        monkeypatch,
-    )
-    assert code == 0
-    out = capsys.readouterr().out
+    argv = ["--data", shakespeare, "--log-dir", str(tmp_path / "logs")] + TINY_GPT
+    out, r = _run_with_results("gpt_shakespeare.py", argv, tmp_path, monkeypatch, capsys)
     assert "validation loss" in out and "wall time" in out and "sample" in out
-    r = json.loads(results.read_text())
     assert r["steps"] == 4 and len(r["history"]["val_loss"]) == 2 and r["val_loss"] > 0
     assert r["val_loss"] == r["val_loss_whole_split"] and r["val_loss_eval_batches"] > 0
     assert len(r["sample"]) == 5
@@ -135,34 +134,26 @@ def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, pos
         assert isinstance(lr, WarmupStableDecay) and lr.total_steps == 4 and lr.decay_steps == 1
     else:
         assert type(lr).__name__ == "CosineDecay"
-    assert model.get_layer("decoder_block_0").position == (None if position == "learned" else position)
+    assert model.blocks[0].position == (None if position == "learned" else position)
     assert model.jit_compile is True  # the recipe's default for fixed-shape LM windows
     with pytest.raises(recipes.UsageError, match="--decay-fraction"):
         recipes.run_gpt(parser.parse_args(["--data", shakespeare, "--decay-fraction", "0"] + TINY_GPT))
 
 
 def test_bert_example_end_to_end(sst2_dir, tmp_path, monkeypatch, capsys):
-    results = tmp_path / "bert.json"
-    code = _run_example(
-        "bert_sst2.py", ["--data", sst2_dir, "--results", str(results)] + TINY_BERT, monkeypatch
+    out, r = _run_with_results(
+        "bert_sst2.py", ["--data", sst2_dir] + TINY_BERT, tmp_path, monkeypatch, capsys
     )
-    assert code == 0
-    out = capsys.readouterr().out
     assert "SST-2 dev accuracy" in out
-    r = json.loads(results.read_text())
     assert 0.0 <= r["dev_accuracy"] <= 1.0 and "test_accuracy" in r
     assert r["mlm_steps"] == 3 and r["finetune_steps"] == 3
 
 
 def test_translate_example_end_to_end(spa_file, tmp_path, monkeypatch, capsys):
-    results = tmp_path / "mt.json"
-    code = _run_example(
-        "translate.py", ["--data", spa_file, "--results", str(results)] + TINY_SEQ2SEQ, monkeypatch
+    out, r = _run_with_results(
+        "translate.py", ["--data", spa_file] + TINY_SEQ2SEQ, tmp_path, monkeypatch, capsys
     )
-    assert code == 0
-    out = capsys.readouterr().out
     assert "sacreBLEU" in out and "chrF" in out and "beam 4" in out and "translation:" in out
-    r = json.loads(results.read_text())
     assert 0.0 <= r["bleu"] <= 100.0 and 0.0 <= r["chrf"] <= 100.0 and 0.0 <= r["token_accuracy"] <= 1.0
     assert len(r["examples"]) == 2 and r["unknown_share"] == 0.0  # byte-level BPE: nothing is unknown
     assert "case:mixed" in r["bleu_signature"]
