@@ -495,3 +495,32 @@ def test_sentence_encoder_exports_an_embed_signature(tmp_path):
     served = tf.saved_model.load(path).signatures["embed"](inputs=tf.constant(texts))
     np.testing.assert_allclose(served["embeddings"].numpy(), embed_texts(model, tokenizer, texts), atol=1e-5)
     assert served["truncated"].numpy().tolist() == [False, False]
+
+
+TINY_LLAMA = os.path.join(FIXTURES, "tiny_llama")  # LlamaForCausalLM, 4 heads / 2 kv heads, untied
+TINY_LLAMA_TIED = os.path.join(FIXTURES, "tiny_llama_tied")  # 1 kv head, tied lm_head
+
+
+@pytest.mark.parametrize("checkpoint, kv_heads", [(TINY_LLAMA, 2), (TINY_LLAMA_TIED, 1)])
+def test_llama_logits(checkpoint, kv_heads, tmp_path):
+    """A random LlamaForCausalLM: GQA, RMSNorm, SwiGLU, rotate_half RoPE with
+    rope_theta 20000, rms_norm_eps 1e-6; logits to 1e-4, and save_pretrained
+    writes the same layout back."""
+    ref = reference(checkpoint)
+    model, messages = load(checkpoint)
+    assert messages == []
+    block = model.blocks[0]
+    assert block.num_key_value_heads == kv_heads and block.norm == "rms" and block.activation == "swiglu"
+    assert (model.head is None) == (checkpoint == TINY_LLAMA_TIED)
+    assert max_diff(model(ref["token_ids"]), ref["logits"]) < ATOL
+    assert max_diff(model.final_norm(_last_hidden(model, ref["token_ids"])), ref["hidden_states"]) < ATOL
+    saved = save_pretrained(model, str(tmp_path / "saved"))
+    again, messages = load(saved)
+    assert messages == [] and max_diff(again(ref["token_ids"]), ref["logits"]) < ATOL
+
+
+def _last_hidden(model, ids):
+    x = model.embed(ids)
+    for block in model.blocks:
+        x = block(x)
+    return x
