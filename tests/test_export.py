@@ -27,6 +27,7 @@ from keras_tfm.export import (
     read_warmup_requests,
 )
 from keras_tfm.export import warmup as warmup_lib
+from keras_tfm.export.cli import default_max_new_tokens, export_info
 from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator
 from keras_tfm.models import bert_classifier, bert_masked_lm, gpt, seq2seq
 
@@ -42,6 +43,7 @@ BERT_TEXTS = ["the cat sat on the mat", "a dog ran", "cat"]
 BERT_WORDS = "the cat sat on a mat dog ran far good bad movie".split()
 MAX_NEW = 10
 LONG_NEW = 60
+SLIDE_NEW = 70  # + the 14-token prompt > max_length 80: a sliding window
 
 
 def sampling(max_new_tokens=MAX_NEW, temperature=0.0, top_k=0, top_p=1.0, seed=0):
@@ -80,6 +82,7 @@ def exports(tmp_path_factory):
     gen = CausalLMGenerator(gpt_model)
     prompt_ids = ids_of(char_tok, GPT_PROMPTS)
     out["gpt_long_ids"] = gen.generate(prompt_ids, LONG_NEW).tolist()  # cache length 128 (64 for MAX_NEW)
+    out["gpt_slide_ids"] = gen.generate(prompt_ids, SLIDE_NEW).tolist()
     tokens, lengths = gen.generate(prompt_ids, MAX_NEW, return_lengths=True)
     out["gpt_greedy"] = detok(char_tok, tokens, lengths)
     out["gpt_greedy_ids"] = tokens.tolist()
@@ -92,17 +95,20 @@ def exports(tmp_path_factory):
     out["gpt_logits"] = np.asarray(gpt_model(padded[:1, : len(prompt_ids[0])])).tolist()
     out["gpt_model"], out["char_tok"] = gpt_model, char_tok
 
-    # ---- seq2seq (shared WordTokenizer), beam widths 1 and 2.
+    # ---- seq2seq (shared WordTokenizer), num_beams 1..3 (greedy + one 3-beam loop).
     keras.utils.set_random_seed(2)
     word_tok = WordTokenizer(S2S_WORDS)
     s2s = seq2seq(preset="tiny", vocabulary_size=word_tok.vocabulary_size)
-    out["s2s_path"] = export_for_serving(s2s, root / "s2s", tokenizer=word_tok, beam_widths=(1, 2))
+    out["s2s_path"] = export_for_serving(s2s, root / "s2s", tokenizer=word_tok, max_beams=3)
     sgen = Seq2SeqGenerator(s2s)
     src = ids_of(word_tok, S2S_SOURCES)
     tokens, lengths = sgen.generate(src, MAX_NEW, bos_id=5, eos_id=6, return_lengths=True)
     out["s2s_greedy"] = detok(word_tok, tokens, np.minimum(lengths, MAX_NEW))
-    seqs, _, blens = sgen.beam_search(src, MAX_NEW, num_beams=2, length_penalty=0.6, bos_id=5, eos_id=6)
-    out["s2s_beam"] = detok(word_tok, seqs[:, 0], np.minimum(blens[:, 0], MAX_NEW))
+    for width in (2, 3):
+        seqs, _, blens = sgen.beam_search(
+            src, MAX_NEW, num_beams=width, length_penalty=0.6, bos_id=5, eos_id=6
+        )
+        out[f"s2s_beam{width}"] = detok(word_tok, seqs[:, 0], np.minimum(blens[:, 0], MAX_NEW))
 
     # ---- BERT classifier and masked LM (WordTokenizer).
     keras.utils.set_random_seed(3)
@@ -145,11 +151,6 @@ def bad_gpt_requests():
         ("temperature < 0", dict(base, temperature=-1.0), "`temperature` must be a finite float >= 0"),
         ("empty prompt", dict(base, prompts=["hello", ""]), "needs at least one token"),
         ("prompt too long", dict(base, prompts=["h" * 20]), "maximum prompt length 16"),
-        (
-            "prompt + max_new_tokens too long",
-            dict(base, prompts=["h" * 15], max_new_tokens=70),
-            "maximum length 80",
-        ),
     ]
     requests = [{"signature": "generate", "inputs": inputs} for _, inputs, _ in cases]
     expected = [(name, "InvalidArgumentError", text) for name, _, text in cases]
@@ -198,6 +199,14 @@ def served(exports, tmp_path_factory):
                 **sampling(max_new_tokens=LONG_NEW),
             ),
         },
+        {
+            "signature": "generate_ids",
+            "inputs": dict(
+                token_ids=exports["gpt_padded"],
+                lengths=exports["gpt_lengths"],
+                **sampling(max_new_tokens=SLIDE_NEW),
+            ),
+        },
     ]
     bad, _ = bad_gpt_requests()
     s2s_calls = [
@@ -209,11 +218,15 @@ def served(exports, tmp_path_factory):
             "signature": "translate",
             "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=2, length_penalty=0.6),
         },
+        {
+            "signature": "translate",
+            "inputs": dict(inputs=S2S_SOURCES, max_new_tokens=MAX_NEW, num_beams=3, length_penalty=0.6),
+        },
     ]
     s2s_bad = [
         {
             "signature": "translate",
-            "inputs": dict(inputs=["a"], max_new_tokens=MAX_NEW, num_beams=3, length_penalty=0.6),
+            "inputs": dict(inputs=["a"], max_new_tokens=MAX_NEW, num_beams=4, length_penalty=0.6),
         },
         {
             "signature": "translate",
@@ -264,7 +277,7 @@ def test_gpt_signatures_match_in_process(exports, served):
     gpt_result = served["models"][0]
     assert set(gpt_result["signatures"]) == {"serving_default", "generate", "generate_ids"}
     for loader in ("tf2", "tf1"):
-        generate, ids, sampled, logits, long = gpt_result[loader]
+        generate, ids, sampled, logits, long, slide = gpt_result[loader]
         assert generate["completions"] == exports["gpt_greedy"], loader
         assert generate["num_tokens"] == [MAX_NEW] * len(GPT_PROMPTS)
         assert ids["token_ids"] == exports["gpt_greedy_ids"], loader
@@ -272,6 +285,8 @@ def test_gpt_signatures_match_in_process(exports, served):
         assert sampled["token_ids"] == exports["gpt_sampled_ids"], loader
         np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
         assert long["token_ids"] == exports["gpt_long_ids"], loader
+        # Past the model's 80 positions: the sliding-window loop, as in process.
+        assert slide["token_ids"] == exports["gpt_slide_ids"], loader
     assert gpt_result["tf1_signatures"]["generate"] == {
         "inputs": ["max_new_tokens", "prompts", "seed", "temperature", "top_k", "top_p"],
         "outputs": ["completions", "num_tokens"],
@@ -282,11 +297,13 @@ def test_seq2seq_translate_matches_in_process(exports, served):
     s2s = served["models"][1]
     assert "translate" in s2s["signatures"]
     for loader in ("tf2", "tf1"):
-        greedy, beam = s2s[loader]
+        greedy, beam2, beam3 = s2s[loader]
         assert greedy["translations"] == exports["s2s_greedy"], loader
-        assert beam["translations"] == exports["s2s_beam"], loader
+        # Any width up to max_beams=3 from one 3-beam loop: the in-process search of that width.
+        assert beam2["translations"] == exports["s2s_beam2"], loader
+        assert beam3["translations"] == exports["s2s_beam3"], loader
     widths, empty, too_many = s2s["bad"]
-    assert widths["error"] == "InvalidArgumentError" and "`num_beams` must be one of" in widths["message"]
+    assert widths["error"] == "InvalidArgumentError" and "`num_beams` must be in [1, 3]" in widths["message"]
     assert empty["error"] == "InvalidArgumentError" and "empty batch" in empty["message"]
     assert (
         too_many["error"] == "InvalidArgumentError" and "`max_new_tokens` must be <=" in too_many["message"]
@@ -464,6 +481,12 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
     )
     assert args.func(args) == 0
     assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_greedy"][:2]
+    # The default --max-new-tokens (64) fits every export whose `generate` slides past the context.
+    info = export_info(exports["gpt_path"])
+    assert info["sliding_window"] and default_max_new_tokens(info, ["h" * 16]) == 64
+    assert (
+        default_max_new_tokens({"max_length": 64, "max_new_tokens_limit": 63}, ["h" * 60]) == 4
+    )  # older export
     args = parser.parse_args(["generate", "--model", gpt_base, "--prompt", "x", "--max-new-tokens", "-3"])
     assert args.func(args) == 2
     assert "invalid request" in capsys.readouterr().err

@@ -330,6 +330,21 @@ def test_long_generation_crosses_segments():
     np.testing.assert_array_equal(out["tokens"].numpy()[0, :100], (np.arange(100) + 4) % 7)
 
 
+def test_beam_width_as_an_input_is_the_narrower_search(gpt_learned):
+    """A loop compiled for K beams with `active_beams=n` returns the width-n search (served `translate`)."""
+    g = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    ids, lengths = generation.base.pad_prompts("prompt_ids", PROMPTS, vocabulary_size=64)
+    cache_length = cache_lib.cache_bucket(ids.shape[1] + 6)
+    for n in (1, 3):
+        want, want_scores, _ = g.beam_search(PROMPTS, 6, num_beams=n, eos_id=7)
+        out = g.beam_search_fn(
+            ids, lengths, 6, 0.6, 7, num_beams=4, cache_length=cache_length, active_beams=tf.constant(n)
+        )
+        np.testing.assert_array_equal(out["sequences"].numpy()[:, :n, :6], want)
+        np.testing.assert_allclose(out["scores"].numpy()[:, :n], want_scores, rtol=1e-5)
+        assert (out["scores"].numpy()[:, n:] < -1e6).all()  # the spare beams stay dead
+
+
 # --------------------------------------------------------------------------- argument checks
 def test_malformed_arguments(gpt_learned):
     g = CausalLMGenerator(gpt_learned, run_eagerly=True)

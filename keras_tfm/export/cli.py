@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from keras_tfm.checks import positive_int_arg
+
 #: `keras-tfm generate`'s number of new tokens when --max-new-tokens is not given (capped by the export).
 DEFAULT_MAX_NEW_TOKENS = 64
 
@@ -23,10 +25,11 @@ def export_info(version_dir):
 
 
 def default_max_new_tokens(info, prompts):
-    """`DEFAULT_MAX_NEW_TOKENS`, capped by the export's limit and, for a GPT, by the room its context leaves
-    after the longest prompt (a prompt has at most as many tokens as UTF-8 bytes)."""
+    """`DEFAULT_MAX_NEW_TOKENS`, capped by the export's limit. A GPT export whose `generate` slides a
+    window past the model's context (`sliding_window` in its info) takes any count; an older one is also
+    capped by the room its context leaves after the longest prompt (at most one token per UTF-8 byte)."""
     count = min(DEFAULT_MAX_NEW_TOKENS, info.get("max_new_tokens_limit") or DEFAULT_MAX_NEW_TOKENS)
-    if info.get("max_length"):
+    if info.get("max_length") and not info.get("sliding_window"):
         count = min(count, info["max_length"] - max(len(p.encode("utf-8")) for p in prompts))
     return max(count, 1)
 
@@ -56,7 +59,14 @@ def add_export_subcommand(subparsers):
     p.add_argument("--labels", default=None, help="Classifier label names, comma-separated.")
     p.add_argument("--max-new-tokens-limit", dest="max_new_tokens_limit", type=int, default=None)
     p.add_argument(
-        "--beam-widths", dest="beam_widths", default="1,2,4", help="seq2seq beam widths (default 1,2,4)."
+        "--max-beams",
+        dest="max_beams",
+        type=positive_int_arg,
+        default=4,
+        help="seq2seq: widest beam search a request may ask for (num_beams 1..max; default 4).",
+    )
+    p.add_argument(
+        "--beam-widths", dest="beam_widths", default=None, help="Deprecated: --max-beams = the largest."
     )
     p.add_argument("--eos-id", dest="eos_id", type=int, default=None, help="Stop id (GPT default none).")
     p.add_argument(
@@ -114,7 +124,14 @@ def run_export(args):
             + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
         )
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else trained.labels
-    widths = tuple(int(w) for w in args.beam_widths.split(","))
+    max_beams = args.max_beams
+    if args.beam_widths:
+        try:
+            max_beams = max(int(w) for w in args.beam_widths.split(","))
+        except ValueError:
+            raise UsageError(
+                "--beam-widths", f"expected comma-separated ints; received {args.beam_widths!r}"
+            ) from None
     try:
         path = export_for_serving(
             trained.model,
@@ -125,7 +142,7 @@ def run_export(args):
             label_names=labels,
             max_new_tokens_limit=args.max_new_tokens_limit,
             warmup=args.warmup,
-            beam_widths=widths,
+            max_beams=max_beams,
             eos_id=args.eos_id,
             jit_compile=args.jit_compile,
         )

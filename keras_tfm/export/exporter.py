@@ -120,7 +120,8 @@ def build_serving(
     kind="auto",
     label_names=None,
     max_new_tokens_limit=None,
-    beam_widths=(1, 2, 4),
+    max_beams=4,
+    beam_widths=None,
     eos_id=None,
     jit_compile=True,
     max_prompt_length=None,
@@ -158,7 +159,7 @@ def build_serving(
             source,
             target,
             max_new_tokens_limit=max_new_tokens_limit,
-            beam_widths=beam_widths,
+            max_beams=max_beams if beam_widths is None else max(int(w) for w in beam_widths),
             eos_id=EOS if eos_id is None else eos_id,
             jit_compile=jit_compile,
         )
@@ -187,8 +188,9 @@ def _write_export_info(version_dir, kind, serving):
     info = {"kind": kind}
     if getattr(serving, "max_new_tokens_limit", None) is not None:
         info["max_new_tokens_limit"] = int(serving.max_new_tokens_limit)
-    if kind == "gpt" and serving.max_length is not None:  # prompt + new tokens must fit it
+    if kind == "gpt" and serving.max_length is not None:  # prompts must fit it
         info["max_length"] = int(serving.max_length)
+        info["sliding_window"] = True  # `generate` goes past max_length (generation.sliding_window)
     folder = os.path.join(version_dir, "assets.extra")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, EXPORT_INFO), "w", encoding="utf-8") as f:
@@ -204,7 +206,8 @@ def export_for_serving(
     label_names=None,
     max_new_tokens_limit=None,
     warmup=True,
-    beam_widths=(1, 2, 4),
+    max_beams=4,
+    beam_widths=None,
     eos_id=None,
     jit_compile=True,
     max_prompt_length=None,
@@ -230,7 +233,7 @@ def export_for_serving(
       right-padded + `lengths` int32 [B] + the same scalars → `token_ids`
       int32 [B, max_new_tokens], `lengths` int32 [B]).
     * seq2seq: `translate` (`inputs` string [B], `max_new_tokens` int32,
-      `num_beams` int32 (one of `beam_widths`, 1 = greedy), `length_penalty`
+      `num_beams` int32 (any width in [1, max_beams], 1 = greedy), `length_penalty`
       float32 → `translations` string [B], `num_tokens` int32 [B]).
     * BERT classifier: `classify` (`inputs` string [B] → `probabilities`
       float32 [B, C], `labels` string [B], `truncated` bool [B]: the input
@@ -249,10 +252,16 @@ def export_for_serving(
         version: positive int; None = one more than the largest existing.
         kind: "auto" or one of "gpt", "seq2seq", "bert_classifier", "bert_mlm".
         label_names: class names of a classifier (default LABEL_i).
-        max_new_tokens_limit: largest `max_new_tokens` a request may ask for
-            (default and cap: the model's max_length - 1). Sizes the caches.
+        max_new_tokens_limit: largest `max_new_tokens` a request may ask for.
+            GPT: default max(max_length - 1, 256), any value (past the
+            model's context `generate` slides a window, see
+            `keras_tfm.generation.sliding_window`); seq2seq: default and cap
+            the model's max_length - 1. Sizes the caches.
         warmup: write `assets.extra/tf_serving_warmup_requests`.
-        beam_widths: seq2seq beam widths compiled into `translate`.
+        max_beams: seq2seq: the widest beam search a `translate` request may
+            ask for (`num_beams` in [1, max_beams]; one loop is compiled for
+            it, a narrower request keeps the spare beams dead).
+        beam_widths: deprecated: `max_beams` = max(beam_widths).
         eos_id: GPT: stop id (default none); seq2seq: default EOS.
         jit_compile: compile the decoding loops with XLA.
         max_prompt_length: GPT: longest prompt accepted (default the model's
@@ -279,6 +288,7 @@ def export_for_serving(
         kind=kind,
         label_names=label_names,
         max_new_tokens_limit=max_new_tokens_limit,
+        max_beams=max_beams,
         beam_widths=beam_widths,
         eos_id=eos_id,
         jit_compile=jit_compile,

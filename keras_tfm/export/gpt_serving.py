@@ -1,4 +1,9 @@
-"""Serving endpoints of a GPT model: `serving_default`, `generate`, `generate_ids`."""
+"""Serving endpoints of a GPT model: `serving_default`, `generate`, `generate_ids`.
+
+`max_new_tokens` may take a prompt past the model's maximum length: such a
+request runs the sliding-window loop of `keras_tfm.generation.sliding_window`
+(as `generate` in process), one compiled loop per prompt width.
+"""
 
 import numpy as np
 import tensorflow as tf
@@ -20,8 +25,11 @@ from keras_tfm.export.common import (
     sample_text,
     string_vector,
 )
-from keras_tfm.generation import decoding
+from keras_tfm.generation import decoding, sliding_window
 from keras_tfm.generation.causal_lm import CausalLMGenerator
+
+#: Default `max_new_tokens_limit` of a GPT export (or the model's max_length - 1 if larger).
+DEFAULT_MAX_NEW_TOKENS_LIMIT = 256
 
 
 # --------------------------------------------------------------------------- GPT
@@ -60,18 +68,28 @@ class GPTServing:
         if max_new_tokens_limit is None:
             if self.max_length is None:
                 raise ValueError("The model has no maximum length; pass `max_new_tokens_limit`.")
-            max_new_tokens_limit = self.max_length - 1
-        if self.max_length is not None:
-            max_new_tokens_limit = min(int(max_new_tokens_limit), self.max_length - 1)
-        if max_new_tokens_limit < 1:
-            raise ValueError(f"`max_new_tokens_limit` must be >= 1; received {max_new_tokens_limit}.")
-        self.max_new_tokens_limit = int(max_new_tokens_limit)
+            max_new_tokens_limit = max(self.max_length - 1, DEFAULT_MAX_NEW_TOKENS_LIMIT)
+        self.max_new_tokens_limit = check_positive_int("max_new_tokens_limit", max_new_tokens_limit)
         self.eos_id = -1 if eos_id is None else int(eos_id)
         self.pad_id = int(pad_id)
         self.jit_compile = bool(jit_compile)
-        self.prompt_widths, self.configs, self.width_of_length, self.config_of = generator_shapes(
-            self.max_prompt_length, self.max_new_tokens_limit
+        # Requests that fit the context: the in-process generator's (prompt width, cache length) loops.
+        self.fitting_limit = min(self.max_new_tokens_limit, self.max_length or self.max_new_tokens_limit)
+        self.prompt_widths, configs, self.width_of_length, self.config_of = generator_shapes(
+            self.max_prompt_length, self.fitting_limit
         )
+        self.configs = [(p, c, False) for p, c in configs]
+        # Past the context (prompt + max_new_tokens > max_length): one sliding-window loop per prompt
+        # width (generation.sliding_window; its caches do not depend on max_new_tokens, its token buffer
+        # holds the limit), which returns the tokens of the in-process generator's sliding loop.
+        self.sliding_of = []
+        if (
+            self.max_length is not None
+            and self.max_prompt_length + self.max_new_tokens_limit > self.max_length
+        ):
+            for p in self.prompt_widths:
+                self.sliding_of.append(len(self.configs))
+                self.configs.append((p, p + self.max_new_tokens_limit, True))
         self._decoders = {}
         if tokenizer is not None and tokenizer.vocabulary_size > self.vocabulary_size:
             raise ValueError(
@@ -79,14 +97,16 @@ class GPTServing:
             )
 
     # ---- compiled pieces
-    def decoder(self, p, cache_length):
-        """The XLA-compiled decoding loop of prompt width `p` and cache length."""
-        if (p, cache_length) not in self._decoders:
+    def decoder(self, p, cache_length, sliding=False):
+        """The XLA-compiled decoding loop of prompt width `p` and cache length
+        (with `sliding`: the sliding-window loop, `cache_length - p` tokens)."""
+        if (p, cache_length, sliding) not in self._decoders:
             adapter, eos, pad = self.generator.adapter, self.eos_id, self.pad_id
+            loop = sliding_window.decode_sliding if sliding else decoding.decode
 
             def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
                 select = make_selector(seed, temperature, top_k, top_p)
-                out = decoding.decode(
+                out = loop(
                     adapter,
                     ids,
                     lengths,
@@ -99,7 +119,7 @@ class GPTServing:
                 return out["tokens"], out["lengths"]
 
             with tf.init_scope():  # trace once, eagerly: a ConcreteFunction is shared by every endpoint
-                self._decoders[p, cache_length] = tf.function(
+                self._decoders[p, cache_length, sliding] = tf.function(
                     run,
                     jit_compile=self.jit_compile,
                     autograph=False,
@@ -113,7 +133,7 @@ class GPTServing:
                         tf.TensorSpec([], tf.float32),
                     ],
                 ).get_concrete_function()
-        return self._decoders[p, cache_length]
+        return self._decoders[p, cache_length, sliding]
 
     def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
         """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
@@ -140,30 +160,23 @@ class GPTServing:
             ),
         ]
         checks += check_sampling(max_new_tokens, temperature, top_k, top_p, self.max_new_tokens_limit)
-        if self.max_length is not None:
-            checks.append(
-                require(
-                    long + max_new_tokens <= self.max_length,
-                    f"`max_new_tokens` plus the longest prompt must fit the model's maximum length "
-                    f"{self.max_length}; longest prompt and max_new_tokens:",
-                    long,
-                    max_new_tokens,
-                )
-            )
         with tf.control_dependencies(checks):
             max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
-            index = lookup(self.config_of, lookup(self.width_of_length, long), max_new)
+            width = lookup(self.width_of_length, long)
+            index = lookup(self.config_of, width, tf.minimum(max_new, self.fitting_limit))
+            if self.sliding_of:
+                index = tf.where(long + max_new > self.max_length, lookup(self.sliding_of, width), index)
 
-        def branch(p, cache_length):
+        def branch(p, cache_length, sliding):
             def fn():
                 ids = left_pad(ragged, p, self.pad_id)
-                decoder = self.decoder(p, cache_length)
+                decoder = self.decoder(p, cache_length, sliding)
                 tokens, out_lengths = decoder(ids, lengths, max_new, seed, temperature, top_k, top_p)
                 return tokens[:, :max_new], out_lengths
 
             return fn
 
-        tokens, out_lengths = tf.switch_case(index, [branch(p, c) for p, c in self.configs])
+        tokens, out_lengths = tf.switch_case(index, [branch(*config) for config in self.configs])
         return tf.ensure_shape(tokens, [None, None]), tf.ensure_shape(out_lengths, [None])
 
     # ---- endpoints

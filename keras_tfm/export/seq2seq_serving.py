@@ -1,8 +1,15 @@
-"""Serving endpoint of a seq2seq model: `translate` (greedy and beam search)."""
+"""Serving endpoint of a seq2seq model: `translate` (greedy and beam search).
+
+`num_beams` is a request input, any width in [1, max_beams]: width 1 runs the
+greedy loop, a wider request runs the beam search compiled for `max_beams`
+beams with the spare ones kept dead (`beam.beam_search_loop(active_beams=)`),
+which is exactly a search of the requested width.
+"""
 
 import numpy as np
 import tensorflow as tf
 
+from keras_tfm.checks import check_int
 from keras_tfm.data.special_tokens import BOS, EOS, PAD
 from keras_tfm.export.common import (
     check_nonempty_batch,
@@ -28,7 +35,7 @@ class Seq2SeqServing:
         source_tokenizer,
         target_tokenizer,
         max_new_tokens_limit=None,
-        beam_widths=(1, 2, 4),
+        max_beams=4,
         bos_id=BOS,
         eos_id=EOS,
         jit_compile=True,
@@ -61,11 +68,8 @@ class Seq2SeqServing:
         if limit < 1:
             raise ValueError(f"`max_new_tokens_limit` must be >= 1; received {max_new_tokens_limit}.")
         self.max_new_tokens_limit = limit
-        widths = sorted({int(w) for w in beam_widths})
-        if not widths or widths[0] < 1:
-            raise ValueError(f"`beam_widths` must be positive ints; received {beam_widths!r}.")
-        beam_lib.check_num_beams(widths[-1], a.vocabulary_size)
-        self.beam_widths = widths
+        self.max_beams = check_int("max_beams", max_beams, minimum=1)
+        beam_lib.check_num_beams(self.max_beams, a.vocabulary_size)
         self.bos_id = int(bos_id)
         self.eos_id = -1 if eos_id is None else int(eos_id)
         self.jit_compile = bool(jit_compile)
@@ -77,6 +81,8 @@ class Seq2SeqServing:
         ]
         # Decoder: the prompt is [BOS] (width 1); cache length by max_new_tokens.
         caches = [cache_lib.cache_bucket(1 + max(m, 1)) for m in range(limit + 1)]
+        # Loops: greedy (width 1) and, with max_beams > 1, beam search of max_beams beams.
+        widths = [1] + ([self.max_beams] if self.max_beams > 1 else [])
         self.configs = [(w, c) for w in widths for c in sorted(set(caches))]
         self.config_of = [[self.configs.index((w, c)) for c in caches] for w in widths]
         self._decoders = {}
@@ -86,7 +92,7 @@ class Seq2SeqServing:
         if (width, cache_length) not in self._decoders:
             gen, bos, eos = self.generator, self.bos_id, self.eos_id
 
-            def run(source, source_lengths, max_new_tokens, length_penalty):
+            def run(source, source_lengths, max_new_tokens, length_penalty, num_beams):
                 batch = tf.shape(source)[0]
                 dec = tf.fill([batch, 1], tf.constant(bos, tf.int32))
                 dec_lengths = tf.ones([batch], tf.int32)
@@ -116,6 +122,7 @@ class Seq2SeqServing:
                     eos,
                     num_beams=width,
                     cache_length=cache_length,
+                    active_beams=num_beams,
                 )
                 return out["sequences"][:, 0], out["lengths"][:, 0]
 
@@ -129,6 +136,7 @@ class Seq2SeqServing:
                         tf.TensorSpec([None], tf.int32),
                         tf.TensorSpec([], tf.int32),
                         tf.TensorSpec([], tf.float32),
+                        tf.TensorSpec([], tf.int32),
                     ],
                 ).get_concrete_function()
         return self._decoders[width, cache_length]
@@ -141,7 +149,6 @@ class Seq2SeqServing:
             ragged = src_tok.tokenize(string_vector("inputs", inputs))
             lengths = tf.cast(ragged.row_lengths(), tf.int32)
             long = longest(lengths)
-            widths = tf.constant(self.beam_widths, tf.int32)
             checks = [
                 check_nonempty_batch("inputs", tf.shape(lengths)[0]),
                 require(
@@ -163,8 +170,9 @@ class Seq2SeqServing:
                     max_new_tokens,
                 ),
                 require(
-                    tf.reduce_any(tf.equal(widths, num_beams)),
-                    f"`num_beams` must be one of the exported beam widths {self.beam_widths} (1 = greedy); received:",
+                    tf.logical_and(num_beams >= 1, num_beams <= self.max_beams),
+                    f"`num_beams` must be in [1, {self.max_beams}] (1 = greedy; max_beams of the export); "
+                    "received:",
                     num_beams,
                 ),
                 require(
@@ -179,13 +187,13 @@ class Seq2SeqServing:
                 source = ragged.to_tensor(default_value=PAD)
                 source = tf.pad(source, [[0, 0], [0, width - tf.shape(source)[1]]])
                 max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
-                beam_index = tf.argmax(tf.cast(tf.equal(widths, num_beams), tf.int32), output_type=tf.int32)
-                index = lookup(self.config_of, beam_index, max_new)
+                beams = tf.clip_by_value(num_beams, 1, self.max_beams)
+                index = lookup(self.config_of, tf.cast(beams > 1, tf.int32), max_new)
 
             def branch(w, cache_length):
                 def fn():
                     tokens, out_lengths = self.decoder(w, cache_length)(
-                        source, lengths, max_new, length_penalty
+                        source, lengths, max_new, length_penalty, beams
                     )
                     return tokens[:, :max_new], out_lengths
 

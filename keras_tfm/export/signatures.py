@@ -17,10 +17,15 @@ Every endpoint is built from three parts:
      (P = `prompt_bucket(longest prompt)`, L = `cache_bucket(P +
      max_new_tokens)`); the request picks its function in the graph (a table
      lookup and `tf.switch_case`), so it runs exactly the in-process shapes
-     and cache segments and returns the same tokens.
-   * seq2seq: one function per (beam width, cache length); `num_beams` is a
-     request input and must be one of the exported `beam_widths` (width 1 =
-     greedy decoding). Source lengths stay dynamic (XLA compiles each padded
+     and cache segments and returns the same tokens. A request whose prompt +
+     `max_new_tokens` passes the model's maximum length runs the
+     sliding-window loop of its prompt width
+     (`keras_tfm.generation.sliding_window`), as in process.
+   * seq2seq: `num_beams` is a request input, any width in [1, max_beams]
+     (fixed at export): width 1 runs the greedy loop, a wider request the
+     beam search compiled for `max_beams` beams with the spare beams kept
+     dead (exactly a search of the requested width); one function per cache
+     length each. Source lengths stay dynamic (XLA compiles each padded
      length once, as in process).
 
 Sampling parameters are request tensors: temperature 0 selects greedy

@@ -243,10 +243,11 @@ class BaseGenerator(tf.Module):
             )
         return decoding.decode(self.adapter, ids, lengths, max_new_tokens, select, context=context, **options)
 
-    def beam_search_fn(self, *args, num_beams, cache_length):
+    def beam_search_fn(self, *args, num_beams, cache_length, active_beams=None):
         """Traceable beam search: the model's inputs (as in `generate_fn`),
-        then `max_new_tokens`, `length_penalty`, `eos_id`; see
-        `beam.beam_search_loop`."""
+        then `max_new_tokens`, `length_penalty`, `eos_id`; `num_beams` (K)
+        is static, `active_beams` an optional int32 scalar in [1, K] (the
+        width actually searched); see `beam.beam_search_loop`."""
         *inputs, max_new_tokens, length_penalty, eos_id = args
         ids, lengths, context = self.decoder_inputs(*inputs)
         return beam_lib.beam_search_loop(
@@ -260,6 +261,7 @@ class BaseGenerator(tf.Module):
             eos_id=eos_id,
             pad_id=self.pad_id,
             context=context,
+            active_beams=active_beams,
         )
 
     # ------------------------------------------------------------- eager API

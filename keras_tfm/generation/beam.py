@@ -54,6 +54,7 @@ def beam_search_loop(
     eos_id=-1,
     pad_id=0,
     context=None,
+    active_beams=None,
 ):
     """Traceable beam search (use inside `tf.function(jit_compile=True)`).
 
@@ -68,6 +69,10 @@ def beam_search_loop(
         eos_id: int32 scalar (-1: never finishes early).
         pad_id: Python int.
         context: adapter context of the `batch` rows (tiled here).
+        active_beams: optional int32 scalar `n` in [1, K] (a request input):
+            beams `n .. K-1` are kept dead (finished, score -1e9), so the
+            search is exactly a width-`n` search in a loop compiled for K;
+            its results are the first `n` of the K returned.
 
     Returns:
         dict: `sequences` int32 `(batch, K, cache_length - P)` sorted best
@@ -99,6 +104,13 @@ def beam_search_loop(
         "lengths": ops.zeros((batch, k), "int32"),
         "valid": valid,
     }
+    spare = None
+    if active_beams is not None:  # beams >= n: dead from the start, and after every step
+        spare = ops.broadcast_to(
+            ops.arange(k, dtype="int32")[None, :] >= ops.cast(active_beams, "int32"), (batch, k)
+        )
+        state["log_probs"] = ops.where(spare, NEG, state["log_probs"])
+        state["finished"] = spare
     mask_id = getattr(adapter, "mask_token_id", None)
     frozen = ops.where(ops.arange(vocab) == pad_id, 0.0, NEG)  # (V,)
     beam_offsets = (ops.arange(batch, dtype="int32") * k)[:, None]
@@ -126,6 +138,9 @@ def beam_search_loop(
             parent_finished, ops.logical_and(eos_id >= 0, ops.equal(token, eos_id))
         )
         token = ops.where(parent_finished, pad_id, token)
+        if spare is not None:
+            new["log_probs"] = ops.where(spare, NEG, new["log_probs"])
+            new["finished"] = ops.logical_or(new["finished"], spare)
         sequences = ops.take_along_axis(s["sequences"], parent[:, :, None], axis=1)
         zero = ops.zeros((), "int32")
         new["sequences"] = ops.slice_update(sequences, (zero, zero, i), token[:, :, None])
