@@ -3,6 +3,11 @@ TypeError or FileNotFoundError that names the argument, the value received and
 what was expected. Check an option once, where it is stored.
 
 Only `check_file` and `as_string_tensor` use TensorFlow, and import it lazily.
+
+Why one module of ~600 lines: the guide asks for one public home for checks, so
+every package imports its checks from here and none writes its own; the module
+is a flat list of small independent functions (numbers, choices, tensors,
+files, command-line types) and reads top to bottom.
 """
 
 import argparse

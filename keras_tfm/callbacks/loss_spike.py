@@ -4,6 +4,7 @@ import math
 import warnings
 from collections import deque
 
+import keras
 import numpy as np
 
 from keras_tfm.callbacks.diagnostic import DiagnosticCallback
@@ -106,7 +107,13 @@ class LossSpikeDetector(DiagnosticCallback):
     _epoch_spikes = 0
 
     def _tracker(self):
-        """The compiled model's loss tracker (`model.metrics`' running-mean "loss"), or None."""
+        """The compiled model's loss tracker (`model.metrics`' running-mean "loss"), or None.
+
+        None on JAX: its trainer keeps metric values inside the compiled state during `fit`
+        (the variables hold no value until the epoch ends), so the logs' running mean is used.
+        """
+        if keras.backend.backend() == "jax":
+            return None
         for metric in getattr(self.model, "metrics", None) or ():
             if metric.name == "loss" and hasattr(metric, "total") and hasattr(metric, "count"):
                 return metric
@@ -125,7 +132,7 @@ class LossSpikeDetector(DiagnosticCallback):
         tracker = self._loss_metric
         loss = None
         if tracker is not None:
-            total, count = float(tracker.total.numpy()), float(tracker.count.numpy())
+            total, count = (float(keras.ops.convert_to_numpy(v)) for v in (tracker.total, tracker.count))
             if count > self._prev[1]:
                 loss = (total - self._prev[0]) / (count - self._prev[1])
             self._prev = (total, count)

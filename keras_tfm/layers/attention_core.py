@@ -43,6 +43,11 @@ and PyTorch, and in TensorFlow graphs traced for fixed-length batches, as
 (a TensorFlow graph traced with a `None` length) the choice is made at run time
 inside the graph with `keras.ops.cond`. A single query (a cached decoding
 step) always takes the standard path, whose score matrix is then `(1, Tk)`.
+
+Why ~500 lines in one module: it is the lecture's one formula, its input
+contract (`AttentionInputs`) and the dispatch among implementations; the
+implementations that are ideas of their own live in chunked_attention.py,
+local_attention.py and linear_attention.py.
 """
 
 import math

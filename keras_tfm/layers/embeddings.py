@@ -21,6 +21,16 @@ from keras_tfm.layers.positional_encoding import PositionalEncoding
 EMBEDDING_POSITIONS = (None, "learned", "sinusoidal")
 
 
+def _store_token_options(layer, vocabulary_size, d_model, scale, mask_zero, embeddings_initializer):
+    """Checks and stores the token-embedding options (TokenEmbedding and the composite that builds one)."""
+    layer.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
+    layer.d_model = check_positive_int("d_model", d_model)
+    layer.scale = check_bool("scale", scale)
+    layer.mask_zero = check_bool("mask_zero", mask_zero)
+    layer.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+    layer.supports_masking = layer.mask_zero
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class TokenEmbedding(keras.layers.Layer):
     """Token lookup, optionally scaled, usable in reverse as a tied output layer.
@@ -56,12 +66,7 @@ class TokenEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
-        self.d_model = check_positive_int("d_model", d_model)
-        self.scale = check_bool("scale", scale)
-        self.mask_zero = check_bool("mask_zero", mask_zero)
-        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-        self.supports_masking = self.mask_zero
+        _store_token_options(self, vocabulary_size, d_model, scale, mask_zero, embeddings_initializer)
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -167,18 +172,13 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
-        self.d_model = check_positive_int("d_model", d_model)
+        _store_token_options(self, vocabulary_size, d_model, scale, mask_zero, embeddings_initializer)
         self.max_length = check_positive_int("max_length", max_length, allow_none=True)
         if position == "none":
             position = None
         self.position = check_choice("position", position, EMBEDDING_POSITIONS)
         if self.position == "learned" and self.max_length is None:
             raise ValueError("position='learned' needs `max_length`.")
-        self.scale = check_bool("scale", scale)
-        self.mask_zero = check_bool("mask_zero", mask_zero)
-        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-        self.supports_masking = self.mask_zero
 
     def build(self, input_shape):
         self.token_embedding = TokenEmbedding(

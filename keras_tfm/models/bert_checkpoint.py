@@ -39,6 +39,9 @@ import types
 
 from keras_tfm.models import weight_mapping as wm
 
+#: Name prefix of a `BertFor*` state dict (BertModel names have none).
+STATE_DICT_PREFIX = "bert."
+
 MODEL_TYPE = "bert"
 
 TASKS = ("masked_lm", "classifier", "token_classifier", "sentence_embedding")
@@ -172,13 +175,8 @@ def entries(model, prefix="", pooler=True):
     return out
 
 
-def load_prefix(names):
-    """ "bert." when the checkpoint is a `BertFor*` state dict, else ""."""
-    return "bert." if any(n.startswith("bert.") for n in names) else ""
-
-
 def save_prefix(task):
-    return "" if task in (None, "sentence_embedding") else "bert."
+    return "" if task in (None, "sentence_embedding") else STATE_DICT_PREFIX
 
 
 def save_entries(model, task):

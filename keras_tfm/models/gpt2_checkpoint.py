@@ -31,6 +31,9 @@ import types
 
 from keras_tfm.models import weight_mapping as wm
 
+#: Name prefix of a `GPT2LMHeadModel` state dict (GPT2Model names have none).
+STATE_DICT_PREFIX = "transformer."
+
 MODEL_TYPE = "gpt2"
 
 TASKS = ("causal_lm",)
@@ -129,14 +132,9 @@ def entries(model, prefix="transformer."):
     return out
 
 
-def load_prefix(names):
-    """ "transformer." for a `GPT2LMHeadModel` state dict, "" for `GPT2Model`."""
-    return "transformer." if any(n.startswith("transformer.") for n in names) else ""
-
-
 def save_entries(model, task):
     """The mapping `save_pretrained` writes (GPT2LMHeadModel's layout)."""
-    return entries(model, "transformer.")
+    return entries(model, STATE_DICT_PREFIX)
 
 
 def unneeded(model, prefix):

@@ -37,6 +37,9 @@ import types
 
 from keras_tfm.models import weight_mapping as wm
 
+#: Name prefix of a `LlamaForCausalLM` state dict (LlamaModel names have none).
+STATE_DICT_PREFIX = "model."
+
 MODEL_TYPE = "llama"
 
 TASKS = ("causal_lm",)
@@ -132,14 +135,9 @@ def entries(model, prefix="model."):
     return out
 
 
-def load_prefix(names):
-    """ "model." for a `LlamaForCausalLM` state dict, "" for `LlamaModel`."""
-    return "model." if any(n.startswith("model.") for n in names) else ""
-
-
 def save_entries(model, task):
     """The mapping `save_pretrained` writes (LlamaForCausalLM's layout)."""
-    return entries(model, "model.")
+    return entries(model, STATE_DICT_PREFIX)
 
 
 def unneeded(model, prefix):

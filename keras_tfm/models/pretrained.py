@@ -218,7 +218,7 @@ def from_pretrained(path, task=None, **overrides):
     sources = {n: os.path.join(directory, f) for n, f in sources.items()}
 
     model = _build(family, task, options, head, directory, config, config_path)
-    prefix = family.load_prefix(tensors)
+    prefix = wm.state_dict_prefix(tensors, family.STATE_DICT_PREFIX)
     entries = family.entries(model, prefix)
     pairs, missing = wm.collect(entries, tensors, sources, config, config_path)
     mapped = {e.name for e in entries}

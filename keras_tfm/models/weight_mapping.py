@@ -227,3 +227,8 @@ def check_layout(
         raise ValueError(
             f"This model cannot be saved as a {family} checkpoint: it has {', '.join(problems)}."
         )
+
+
+def state_dict_prefix(names, prefix):
+    """`prefix` when a checkpoint's weight names carry it (a model with a head), else "" (the bare model)."""
+    return prefix if any(name.startswith(prefix) for name in names) else ""
