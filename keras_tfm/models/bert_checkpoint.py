@@ -97,11 +97,9 @@ def parts(model):
     from keras_tfm.models.bert import BertEncoder
     from keras_tfm.models.bert_heads import BertTask
 
-    if not isinstance(model, (BertEncoder, BertTask)):
-        raise TypeError(
-            f"Expected a keras_tfm BERT model (BertEncoder or a task model on one); received "
-            f"{type(model).__name__}."
-        )
+    wm.check_model_class(
+        model, (BertEncoder, BertTask), "a keras_tfm BERT model (BertEncoder or a task model on one)"
+    )
     mlm_bias = getattr(model, "mlm_output_bias", None)
     return types.SimpleNamespace(
         token_embeddings=model.token_embedding.embeddings,

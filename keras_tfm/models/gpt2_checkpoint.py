@@ -84,10 +84,7 @@ def parts(model):
     """The layers of a keras_tfm GPT model that hold checkpoint weights."""
     from keras_tfm.models.gpt import GPT
 
-    if not isinstance(model, GPT):
-        raise TypeError(
-            f"Expected a keras_tfm GPT model (`keras_tfm.models.gpt`); received {type(model).__name__}."
-        )
+    wm.check_model_class(model, GPT, "a keras_tfm GPT model (`keras_tfm.models.gpt`)")
     return types.SimpleNamespace(
         token_embeddings=model.token_embedding.embeddings,
         position_embeddings=getattr(model.position_embedding, "position_embeddings", None),

@@ -33,9 +33,8 @@ projections are copied without a permutation (Meta's original interleaved
 checkpoints are permuted by HuggingFace's conversion script, not here).
 """
 
-import types
-
 from keras_tfm.models import weight_mapping as wm
+from keras_tfm.models.gpt2_checkpoint import parts  # the same GPT attributes hold the weights
 
 #: Name prefix of a `LlamaForCausalLM` state dict (LlamaModel names have none).
 STATE_DICT_PREFIX = "model."
@@ -90,22 +89,6 @@ def builder_options(config, read):
         dropout=0.0,
         attention_dropout=read.rate("attention_dropout", default=0.0),
         tie_embeddings=read.boolean("tie_word_embeddings", default=False),
-    )
-
-
-def parts(model):
-    """The layers of a keras_tfm GPT model that hold Llama checkpoint weights."""
-    from keras_tfm.models.gpt import GPT
-
-    if not isinstance(model, GPT):
-        raise TypeError(
-            f"Expected a keras_tfm GPT model (`keras_tfm.models.gpt`); received {type(model).__name__}."
-        )
-    return types.SimpleNamespace(
-        token_embeddings=model.token_embedding.embeddings,
-        blocks=list(model.blocks),
-        final_norm=model.final_norm,
-        lm_head=None if model.head is None else model.head.dense,
     )
 
 

@@ -232,3 +232,9 @@ def check_layout(
 def state_dict_prefix(names, prefix):
     """`prefix` when a checkpoint's weight names carry it (a model with a head), else "" (the bare model)."""
     return prefix if any(name.startswith(prefix) for name in names) else ""
+
+
+def check_model_class(model, classes, expected):
+    """A TypeError naming `expected` and the class received unless `model` is one of `classes`."""
+    if not isinstance(model, classes):
+        raise TypeError(f"Expected {expected}; received {type(model).__name__}.")
