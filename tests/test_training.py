@@ -411,3 +411,22 @@ def test_train_with_clipnorm_label_smoothing_and_steps_per_execution():
     )
     assert result.epochs == [0, 1] and set(result.history) >= {"loss", "val_loss", "accuracy"}
     assert np.isfinite(result.history["loss"]).all()
+
+
+def test_time_budget_stops_training_and_reports_the_steps_reached():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+
+    class Slow(keras.callbacks.Callback):  # 50 ms per batch: the budget of 0.3 s ends near step 6
+        def on_train_batch_end(self, batch, logs=None):
+            time.sleep(0.05)
+
+    ds = tf.data.Dataset.from_tensors((np.ones((2, 4), "float32"), np.ones((2, 1), "float32"))).repeat()
+    result = training.train(
+        model, ds, steps=1000, steps_per_epoch=4, callbacks=[Slow()], time_budget=0.3, verbose=0
+    )
+    assert 2 <= result.steps < 100
+    assert result.steps == int(model.optimizer.iterations.numpy())
+    assert result.seconds < 5
+    with pytest.raises(ValueError, match="seconds"):
+        training.train(model, ds, steps=10, time_budget=0, verbose=0)

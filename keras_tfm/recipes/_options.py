@@ -137,6 +137,14 @@ def add_training_arguments(
         help=default_text(steps_help or "optimizer steps of the run"),
     )
     g.add_argument(
+        "--time-budget",
+        type=positive_float_arg,
+        default=None,
+        metavar="SECONDS",
+        help="stop training after this much wall time (each training stage), even before --steps; "
+        "compare set-ups at equal wall time (default: none)",
+    )
+    g.add_argument(
         "--batch-size", type=positive_int_arg, default=batch_size, help=default_text("global batch size")
     )
     g.add_argument(

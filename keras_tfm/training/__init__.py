@@ -30,6 +30,7 @@ from keras_tfm.training.data import indexed_batches
 from keras_tfm.training.loop import TrainResult, _segments, num_epochs, train
 from keras_tfm.training.standard_callbacks import (
     StepTimer,
+    TimeBudget,
     default_callbacks,
     tensorboard_available,
     tensorboard_callback,
@@ -45,6 +46,7 @@ from keras_tfm.training.strategies import (
 __all__ = [
     "AtomicBackupAndRestore",
     "StepTimer",
+    "TimeBudget",
     "TrainResult",
     "default_callbacks",
     "distribution_strategy",

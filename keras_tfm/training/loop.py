@@ -8,7 +8,7 @@ import tensorflow as tf
 from keras_tfm.training.backup import AtomicBackupAndRestore
 from keras_tfm.training.data import _data_at
 from keras_tfm.training.keras_patches import multi_worker_workarounds
-from keras_tfm.training.standard_callbacks import StepTimer, tensorboard_callback
+from keras_tfm.training.standard_callbacks import StepTimer, TimeBudget, tensorboard_callback
 from keras_tfm.training.strategies import distribution_strategy, is_chief
 
 
@@ -73,6 +73,7 @@ def train(
     backup_dir=None,
     save_freq=None,
     verbose="auto",
+    time_budget=None,
 ):
     """Trains with `model.fit` for `steps` batches, resumably.
 
@@ -102,6 +103,10 @@ def train(
             backup exists, training resumes from its step.
         save_freq: backup every this many batches (default: each epoch).
         verbose: passed to `fit` (the Keras progress bar by default).
+        time_budget: seconds of wall time after which training stops early
+            (`TimeBudget`; None: train all `steps`). `steps` still sets the
+            epochs and the step count of the returned result is the one
+            reached.
 
     Returns:
         A `TrainResult`.
@@ -139,6 +144,10 @@ def train(
         callbacks.append(keras.callbacks.TerminateOnNaN())
     timer = StepTimer()
     callbacks.append(timer)
+    budget = None
+    if time_budget is not None:
+        budget = TimeBudget(time_budget)
+        callbacks.append(budget)
 
     start = 0
     if backup is not None:
@@ -172,7 +181,13 @@ def train(
             for key, values in h.history.items():
                 history.setdefault(key, []).extend(float(v) for v in values)
             epochs.extend(h.epoch)
-    return TrainResult(model, history, epochs, start, steps, timer.seconds)
+            if budget is not None and budget.reached:
+                break
+    reached = steps
+    if budget is not None and budget.reached:
+        # optimizer updates x batches per update = the batches trained (the last partial update not counted)
+        reached = int(model.optimizer.iterations.numpy()) * (model.optimizer.gradient_accumulation_steps or 1)
+    return TrainResult(model, history, epochs, start, reached, timer.seconds)
 
 
 def num_epochs(steps, steps_per_epoch):

@@ -30,6 +30,39 @@ class StepTimer(keras.callbacks.Callback):
         self.seconds += time.perf_counter() - self._t0
 
 
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training once `seconds` of wall time have passed since the first `fit` began.
+
+    Checked after every training batch (every compiled call with
+    `steps_per_execution`), so the run ends within one step of the budget;
+    the epoch in progress still gets its validation. Comparing two set-ups
+    "at equal wall time" is one budget given to both.
+
+    Args:
+        seconds: positive wall-time budget.
+
+    Attributes:
+        reached: whether the budget stopped training.
+    """
+
+    def __init__(self, seconds):
+        super().__init__()
+        from keras_tfm.checks import check_float
+
+        self.seconds = check_float("seconds", seconds, low=0, low_open=True)
+        self.reached = False
+        self._t0 = None
+
+    def on_train_begin(self, logs=None):
+        if self._t0 is None:  # `train` calls fit once per segment: one budget for all of them
+            self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.perf_counter() - self._t0 >= self.seconds:
+            self.reached = True
+            self.model.stop_training = True
+
+
 def tensorboard_available():
     """Whether the `tensorboard` package (needed by `keras.callbacks.TensorBoard`) is installed."""
     import importlib.util
