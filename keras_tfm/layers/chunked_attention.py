@@ -98,15 +98,72 @@ def _block(x4, i0, j0, cq, ck):
     )
 
 
-def _rows(x, i0, size):
-    """`x[:, :, i0:i0+size]` of a rank-3 or rank-4 tensor."""
-    starts = (0, 0, i0) + (0,) * (len(x.shape) - 3)
-    return ops.slice(x, starts, (-1, -1, size) + (-1,) * (len(x.shape) - 3))
+def _blocks_of(x, batch, block, pad, heads, dim):
+    """`(B, T, H, D)` -> float32 `(n, B, H, block, D)`: row block `i` is `[i]`."""
+    x = _pad_axis(ops.cast(x, "float32"), 1, pad)
+    x = ops.reshape(x, (batch, -1, block, heads, dim))
+    return ops.transpose(x, (1, 0, 3, 2, 4))
 
 
-def _add_rows(x, i0, size, update):
-    """`x[:, :, i0:i0+size] += update` (functional)."""
-    return ops.slice_update(x, (0, 0, i0, 0), _rows(x, i0, size) + update)
+def _from_blocks(x, batch, length, dtype):
+    """Inverse of `_blocks_of`: `(n, B, H, block, D)` -> `(B, length, H, D)` in `dtype`."""
+    x = ops.reshape(ops.transpose(x, (1, 0, 3, 2, 4)), (batch, -1, x.shape[2], x.shape[4]))
+    return ops.cast(ops.slice(x, (0, 0, 0, 0), (-1, length, -1, -1)), dtype)
+
+
+class _BlockList:
+    """`n` equally shaped float32 blocks, read and written one at a time in a loop.
+
+    On TensorFlow a `TensorList` (the storage of `tf.TensorArray`): a read
+    aliases the block and a write replaces it, so an access costs O(block).
+    A `(n, ...)` tensor would be copied whole by every `slice_update` outside
+    XLA (the per-block copy of a T × d buffer was ~15 % of the step). Other
+    backends keep the `(n, ...)` tensor (`jax.jit` updates it in place).
+    The loops carry the handle that `from_tensor`/`zeros`/`write` return.
+    """
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)  # ints, or a scalar tensor for a dynamic batch size
+        self.tf = keras.backend.backend() == "tensorflow"
+
+    def _shape_arg(self):
+        return [s if _is_int(s) else -1 for s in self.shape]
+
+    def from_tensor(self, x):
+        """The list of the `n` blocks of an `(n, *shape)` tensor."""
+        if not self.tf:
+            return x
+        import tensorflow as tf  # the backend in use
+
+        return tf.raw_ops.TensorListFromTensor(tensor=x, element_shape=self._shape_arg())
+
+    def zeros(self, n):
+        return self.from_tensor(ops.zeros((n,) + self.shape, "float32"))
+
+    def read(self, handle, i):
+        if not self.tf:
+            return ops.take(handle, i, axis=0)
+        import tensorflow as tf  # the backend in use
+
+        return tf.raw_ops.TensorListGetItem(
+            input_handle=handle, index=i, element_shape=self._shape_arg(), element_dtype=tf.float32
+        )
+
+    def write(self, handle, i, block):
+        if not self.tf:
+            return ops.slice_update(handle, (i,) + (0,) * len(self.shape), block[None])
+        import tensorflow as tf  # the backend in use
+
+        return tf.raw_ops.TensorListSetItem(input_handle=handle, index=i, item=block)
+
+    def stack(self, handle):
+        if not self.tf:
+            return handle
+        import tensorflow as tf  # the backend in use
+
+        return tf.raw_ops.TensorListStack(
+            input_handle=handle, element_shape=self._shape_arg(), element_dtype=tf.float32
+        )
 
 
 def _fori_loop(lower, upper, body, carry):
@@ -156,6 +213,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     # Unless T is statically a multiple of the chunk, the last key block is masked.
     ragged_k = not (_is_int(pad_k) and pad_k == 0)
     heads, d, dv = query.shape[2], query.shape[3], value.shape[3]
+    batch = static_or_dynamic_length(query, 0)
 
     mask4 = None
     if mask is not None:
@@ -181,10 +239,10 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     need_bias_grad = bias is not None and (not toeplitz or bias.trainable)
 
     q_dtype, k_dtype, v_dtype = query.dtype, key.dtype, value.dtype
-
-    def to_heads(x, pad):
-        # (B, T, H, D) -> float32 (B, H, T + pad, D)
-        return _pad_axis(ops.transpose(ops.cast(x, "float32"), (0, 2, 1, 3)), 2, pad)
+    # Row blocks (block index first): query-side ones of `cq` rows, key-side ones of `ck`.
+    q_list, k_list = _BlockList((batch, heads, cq, d)), _BlockList((batch, heads, ck, d))
+    o_list, v_list = _BlockList((batch, heads, cq, dv)), _BlockList((batch, heads, ck, dv))
+    stat_list = _BlockList((batch, heads, cq))  # one float per query row
 
     def edge_mask(i0, j0):
         """Causal / padded-key validity of the block at (i0, j0), rank 4."""
@@ -198,10 +256,9 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
         return m[None, None]
 
     def attend(q_in, k_in, v_in, *bias_args):
-        qh = to_heads(q_in, pad_q) * scale
-        kh = to_heads(k_in, pad_k)
-        vh = to_heads(v_in, pad_k)
-        batch = static_or_dynamic_length(qh, 0)
+        qb = q_list.from_tensor(_blocks_of(q_in, batch, cq, pad_q, heads, d) * scale)
+        kb = k_list.from_tensor(_blocks_of(k_in, batch, ck, pad_k, heads, d))
+        vb = v_list.from_tensor(_blocks_of(v_in, batch, ck, pad_k, heads, dv))
         if toeplitz:
             table = _pad_axis(ops.flip(_pad_axis(ops.flip(bias_args[0], 1), 1, pad_q), 1), 1, pad_k)
         elif bias is not None:
@@ -211,8 +268,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             if bias_dims[3] != 1:
                 bias4 = _pad_axis(bias4, 3, pad_k)
 
-        def scores(qc, i0, j0, edge):
-            kc = _rows(kh, j0, ck)
+        def scores(qc, kc, i0, j0, edge):
             s = ops.einsum("bhqd,bhkd->bhqk", qc, kc)
             if toeplitz:
                 s = s + ops.take(table, diag0 + (j0 - i0), axis=1)[None]
@@ -224,7 +280,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 m = e if m is None else ops.logical_and(m, e)
             if m is not None:
                 s = ops.where(m, s, _NEG)
-            return s, kc
+            return s
 
         # ------------------------------------------------------ forward
         def forward_range(i):
@@ -238,20 +294,19 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             return plain, end
 
         def q_step(i, carry):
-            out_buf, lse_buf = carry
+            out_blocks, lse_blocks = carry
             i0 = i * cq
-            qc = _rows(qh, i0, cq)
+            qc = q_list.read(qb, i)
 
             def k_step(edge):
                 def body(j, c):
                     m_run, l_run, acc = c
-                    j0 = j * ck
-                    s, _ = scores(qc, i0, j0, edge)
+                    s = scores(qc, k_list.read(kb, j), i0, j * ck, edge)
                     m_new = ops.maximum(m_run, ops.max(s, axis=-1))
                     p = ops.exp(s - m_new[..., None])
                     alpha = ops.exp(m_run - m_new)
                     l_run = l_run * alpha + ops.sum(p, axis=-1)
-                    acc = acc * alpha[..., None] + ops.einsum("bhqk,bhkd->bhqd", p, _rows(vh, j0, ck))
+                    acc = acc * alpha[..., None] + ops.einsum("bhqk,bhkd->bhqd", p, v_list.read(vb, j))
                     return m_new, l_run, acc
 
                 return body
@@ -271,24 +326,18 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             safe_l = ops.where(has_keys, l_run, 1.0)
             out = ops.where(has_keys[..., None], acc / safe_l[..., None], 0.0)
             lse = ops.where(has_keys, m_run + ops.log(safe_l), 0.0)
-            return ops.slice_update(out_buf, (0, 0, i0, 0), out), ops.slice_update(lse_buf, (0, 0, i0), lse)
+            return o_list.write(out_blocks, i, out), stat_list.write(lse_blocks, i, lse)
 
-        out_h, lse = _fori_loop(
-            0,
-            nq,
-            q_step,
-            (
-                ops.zeros((batch, heads, nq * cq, dv), "float32"),
-                ops.zeros((batch, heads, nq * cq), "float32"),
-            ),
-        )
-        output = ops.transpose(ops.slice(out_h, (0, 0, 0, 0), (-1, -1, tq, -1)), (0, 2, 1, 3))
+        out_blocks, lse_blocks = _fori_loop(0, nq, q_step, (o_list.zeros(nq), stat_list.zeros(nq)))
+        out_b = o_list.stack(out_blocks)  # (nq, B, H, cq, dv)
+        output = _from_blocks(out_b, batch, tq, "float32")
 
         # ----------------------------------------------------- backward
         def grad(*args, upstream=None):
             d_out = args[0] if upstream is None else upstream
-            do_h = to_heads(d_out, pad_q)  # padded query rows get zero gradient
-            delta = ops.sum(do_h * out_h, axis=-1)  # rowsum(dO ⊙ O)
+            do_b = _blocks_of(d_out, batch, cq, pad_q, heads, dv)  # padded query rows get zero gradient
+            dob = o_list.from_tensor(do_b)
+            delta = stat_list.from_tensor(ops.sum(do_b * out_b, axis=-1))  # rowsum(dO ⊙ O)
 
             def backward_range(j):
                 """Query blocks [first, plain) need the causal/padding mask, [plain, nq) don't."""
@@ -301,26 +350,27 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 return first, plain
 
             def k_step(j, carry):
-                dq_buf, dk_buf, dv_buf, db_buf = carry
+                dq_blocks, dk_blocks, dv_blocks, db_buf = carry
                 j0 = j * ck
-                vc = _rows(vh, j0, ck)
+                kc, vc = k_list.read(kb, j), v_list.read(vb, j)
 
                 def q_step(edge):
                     def body(i, c):
-                        dk, dv_acc, dq_buf, db_buf = c
+                        dk, dv_acc, dq_blocks, db_buf = c
                         i0 = i * cq
-                        qc = _rows(qh, i0, cq)
-                        s, kc = scores(qc, i0, j0, edge)
-                        p = ops.exp(s - _rows(lse, i0, cq)[..., None])
-                        doc = _rows(do_h, i0, cq)
+                        qc = q_list.read(qb, i)
+                        s = scores(qc, kc, i0, j0, edge)
+                        p = ops.exp(s - stat_list.read(lse_blocks, i)[..., None])
+                        doc = o_list.read(dob, i)
                         dv_acc = dv_acc + ops.einsum("bhqk,bhqd->bhkd", p, doc)
                         dp = ops.einsum("bhqd,bhkd->bhqk", doc, vc)
-                        ds = p * (dp - _rows(delta, i0, cq)[..., None])
+                        ds = p * (dp - stat_list.read(delta, i)[..., None])
                         dk = dk + ops.einsum("bhqk,bhqd->bhkd", ds, qc)
-                        dq_buf = _add_rows(dq_buf, i0, cq, ops.einsum("bhqk,bhkd->bhqd", ds, kc))
+                        dq = q_list.read(dq_blocks, i) + ops.einsum("bhqk,bhkd->bhqd", ds, kc)
+                        dq_blocks = q_list.write(dq_blocks, i, dq)
                         if need_bias_grad:
                             db_buf = add_bias_grad(db_buf, ds, i0, j0)
-                        return dk, dv_acc, dq_buf, db_buf
+                        return dk, dv_acc, dq_blocks, db_buf
 
                     return body
 
@@ -328,15 +378,13 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 carry = (
                     ops.zeros((batch, heads, ck, d), "float32"),
                     ops.zeros((batch, heads, ck, dv), "float32"),
-                    dq_buf,
+                    dq_blocks,
                     db_buf,
                 )
                 if causal or ragged_k:
                     carry = _fori_loop(first, plain, q_step(True), carry)
-                dk, dv_acc, dq_buf, db_buf = _fori_loop(plain, nq, q_step(False), carry)
-                dk_buf = ops.slice_update(dk_buf, (0, 0, j0, 0), dk)
-                dv_buf = ops.slice_update(dv_buf, (0, 0, j0, 0), dv_acc)
-                return dq_buf, dk_buf, dv_buf, db_buf
+                dk, dv_acc, dq_blocks, db_buf = _fori_loop(plain, nq, q_step(False), carry)
+                return dq_blocks, k_list.write(dk_blocks, j, dk), v_list.write(dv_blocks, j, dv_acc), db_buf
 
             def add_bias_grad(db_buf, ds, i0, j0):
                 if toeplitz:
@@ -360,26 +408,13 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 db_buf = ops.zeros((bias_heads, nq * cq + nk * ck - 1), "float32")
             else:
                 db_buf = ops.zeros_like(bias4)
-            dq_buf, dk_buf, dv_buf, db_buf = _fori_loop(
-                0,
-                nk,
-                k_step,
-                (
-                    ops.zeros((batch, heads, nq * cq, d), "float32"),
-                    ops.zeros((batch, heads, nk * ck, d), "float32"),
-                    ops.zeros((batch, heads, nk * ck, dv), "float32"),
-                    db_buf,
-                ),
+            dq_blocks, dk_blocks, dv_blocks, db_buf = _fori_loop(
+                0, nk, k_step, (q_list.zeros(nq), k_list.zeros(nk), v_list.zeros(nk), db_buf)
             )
-
-            def from_heads(x, length, dtype):
-                x = ops.slice(x, (0, 0, 0, 0), (-1, -1, length, -1))
-                return ops.cast(ops.transpose(x, (0, 2, 1, 3)), dtype)
-
             grads = (
-                from_heads(dq_buf, tq, q_dtype) * ops.cast(scale, q_dtype),
-                from_heads(dk_buf, tk, k_dtype),
-                from_heads(dv_buf, tk, v_dtype),
+                _from_blocks(q_list.stack(dq_blocks), batch, tq, q_dtype) * ops.cast(scale, q_dtype),
+                _from_blocks(k_list.stack(dk_blocks), batch, tk, k_dtype),
+                _from_blocks(v_list.stack(dv_blocks), batch, tk, v_dtype),
             )
             if bias is None:
                 return grads
