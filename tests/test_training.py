@@ -430,3 +430,24 @@ def test_time_budget_stops_training_and_reports_the_steps_reached():
     assert result.seconds < 5
     with pytest.raises(ValueError, match="seconds"):
         training.train(model, ds, steps=10, time_budget=0, verbose=0)
+
+
+def test_process_time_budget_counts_cpu_seconds_not_sleep():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+
+    class Busy(keras.callbacks.Callback):  # 30 ms of sleep (no CPU) and ~30 ms of CPU per batch
+        def on_train_batch_end(self, batch, logs=None):
+            time.sleep(0.03)
+            end = time.process_time() + 0.03
+            while time.process_time() < end:
+                pass
+
+    ds = tf.data.Dataset.from_tensors((np.ones((2, 4), "float32"), np.ones((2, 1), "float32"))).repeat()
+    budget = training.TimeBudget(0.3, clock="process")
+    start = time.perf_counter()
+    result = training.train(model, ds, steps=1000, steps_per_epoch=4, callbacks=[Busy(), budget], verbose=0)
+    assert budget.reached and result.steps < 100
+    assert time.perf_counter() - start >= 0.3  # the sleeps were not counted against the budget
+    with pytest.raises(ValueError, match="clock"):
+        training.TimeBudget(1.0, clock="gpu")

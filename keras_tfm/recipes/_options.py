@@ -141,8 +141,17 @@ def add_training_arguments(
         type=positive_float_arg,
         default=None,
         metavar="SECONDS",
-        help="stop training after this much wall time (each training stage), even before --steps; "
+        help="stop training after this much time (each training stage), even before --steps; "
         "compare set-ups at equal wall time (default: none)",
+    )
+    g.add_argument(
+        "--budget-clock",
+        choices=("wall", "process"),
+        default="wall",
+        help=default_text(
+            "what --time-budget counts: wall time, or this process's CPU seconds (fair on a shared machine "
+            "when each run is pinned to its own core)"
+        ),
     )
     g.add_argument(
         "--batch-size", type=positive_int_arg, default=batch_size, help=default_text("global batch size")

@@ -105,6 +105,7 @@ def train(args, model_fn, data, validation_data, strategy, validation_steps=None
         save_freq=args.save_freq,
         verbose=default_verbose() if args.verbose is None else args.verbose,
         time_budget=getattr(args, "time_budget", None),
+        time_budget_clock=getattr(args, "budget_clock", "wall"),
     )
 
 

@@ -158,11 +158,12 @@ def run_bert(args):
 
     def mlm_data(start_step):
         ds = train_ids.repeat().shuffle(10_000, seed=args.seed).batch(args.batch_size, drop_remainder=True)
-        ds = mlm_mask(ds, vocab, mask_rate=args.mask_rate, seed=args.seed)
+        ds = mlm_mask(ds, mask_rate=args.mask_rate, seed=args.seed, tokenizer=tokenizer)
         return runtime.skip(ds.map(with_inputs, num_parallel_calls=tf.data.AUTOTUNE), start_step)
 
     dev_ids = tf.data.Dataset.from_tensor_slices(x["dev"]).batch(256)
-    mlm_val = mlm_mask(dev_ids, vocab, mask_rate=args.mask_rate, seed=args.seed + 1).map(with_inputs).cache()
+    mlm_val = mlm_mask(dev_ids, mask_rate=args.mask_rate, seed=args.seed + 1, tokenizer=tokenizer)
+    mlm_val = mlm_val.map(with_inputs).cache()
     holder = {}
 
     def build_mlm():

@@ -74,6 +74,7 @@ def train(
     save_freq=None,
     verbose="auto",
     time_budget=None,
+    time_budget_clock="wall",
 ):
     """Trains with `model.fit` for `steps` batches, resumably.
 
@@ -104,9 +105,11 @@ def train(
         save_freq: backup every this many batches (default: each epoch).
         verbose: passed to `fit` (the Keras progress bar by default).
         time_budget: seconds of wall time after which training stops early
-            (`TimeBudget`; None: train all `steps`). `steps` still sets the
+            (`TimeBudget`, also taken from `callbacks`; None: train all `steps`). `steps` still sets the
             epochs and the step count of the returned result is the one
             reached.
+        time_budget_clock: "wall" or "process" (CPU seconds of this process;
+            see `TimeBudget`).
 
     Returns:
         A `TrainResult`.
@@ -144,9 +147,9 @@ def train(
         callbacks.append(keras.callbacks.TerminateOnNaN())
     timer = StepTimer()
     callbacks.append(timer)
-    budget = None
-    if time_budget is not None:
-        budget = TimeBudget(time_budget)
+    budget = next((c for c in callbacks if isinstance(c, TimeBudget)), None)
+    if time_budget is not None and budget is None:
+        budget = TimeBudget(time_budget, clock=time_budget_clock)
         callbacks.append(budget)
 
     start = 0

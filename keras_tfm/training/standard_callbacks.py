@@ -38,27 +38,37 @@ class TimeBudget(keras.callbacks.Callback):
     the epoch in progress still gets its validation. Comparing two set-ups
     "at equal wall time" is one budget given to both.
 
+    `clock="process"` counts the CPU seconds of this process (all its
+    threads) instead: on a shared machine, two runs pinned to one core each
+    and given the same process budget get the same compute, which is what
+    "equal wall time" means on a quiet machine.
+
     Args:
-        seconds: positive wall-time budget.
+        seconds: positive budget.
+        clock: "wall" (`time.perf_counter`) or "process" (`time.process_time`).
 
     Attributes:
         reached: whether the budget stopped training.
     """
 
-    def __init__(self, seconds):
+    CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
+
+    def __init__(self, seconds, clock="wall"):
         super().__init__()
-        from keras_tfm.checks import check_float
+        from keras_tfm.checks import check_choice, check_float
 
         self.seconds = check_float("seconds", seconds, low=0, low_open=True)
+        self.clock = check_choice("clock", clock, tuple(self.CLOCKS))
+        self._now = self.CLOCKS[clock]
         self.reached = False
         self._t0 = None
 
     def on_train_begin(self, logs=None):
         if self._t0 is None:  # `train` calls fit once per segment: one budget for all of them
-            self._t0 = time.perf_counter()
+            self._t0 = self._now()
 
     def on_train_batch_end(self, batch, logs=None):
-        if time.perf_counter() - self._t0 >= self.seconds:
+        if self._now() - self._t0 >= self.seconds:
             self.reached = True
             self.model.stop_training = True
 
