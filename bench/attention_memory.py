@@ -39,7 +39,7 @@ Usage:
     python bench/attention_memory.py --lengths 1024 --long-lengths   # a quick look
     python bench/attention_memory.py --threshold
     python bench/attention_memory.py --gpt [--gpt-context 4096]
-    python bench/attention_memory.py --core --lengths 8192 --long-lengths   # causal/non-causal core
+    python bench/attention_memory.py --core --lengths 8192 --long-lengths   # causal/non-causal, core and layer
 """
 
 import argparse
@@ -134,21 +134,25 @@ def child(impl, length, repeats, d_model, heads, query_chunk, key_chunk):
 
 
 def core_child(length, repeats, d_model, heads, query_chunk, key_chunk):
-    """Causal and non-causal `chunked` attention core, forward + backward, interleaved."""
+    """Causal vs non-causal `chunked` attention, forward + backward, interleaved in one process:
+    the attention core alone (per-head q, k, v in, gradients w.r.t. them) and the whole layer
+    (`MultiHeadSelfAttention`, gradients w.r.t. its input and weights, as `child` times it)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import keras
     import tensorflow as tf
 
-    import keras_tfm.layers  # noqa: F401  (registers the implementations)
+    import keras_tfm.layers as L
     from keras_tfm.layers import attention_core
 
-    tf.random.set_seed(0)
+    keras.utils.set_random_seed(0)
     shape = (1, length, heads, d_model // heads)
     q, k, v = (tf.random.normal(shape) for _ in range(3))
+    x = tf.random.normal((1, length, d_model))
     options = _chunk_options(query_chunk, key_chunk)
 
-    def make(causal):
+    def core_step(causal):
         @tf.function
-        def step(q, k, v):
+        def step():
             with tf.GradientTape() as tape:
                 tape.watch([q, k, v])
                 out, _ = attention_core.dot_product_attention(
@@ -159,32 +163,55 @@ def core_child(length, repeats, d_model, heads, query_chunk, key_chunk):
 
         return step
 
-    steps = {"full": make(False), "causal": make(True)}
+    def layer_step(causal):
+        layer = L.MultiHeadSelfAttention(
+            heads, causal=causal, attention_impl="chunked", attention_options=options
+        )
+        layer(x[:, :8])  # build
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(tf.square(layer(x)))
+            return tape.gradient(loss, [x] + layer.trainable_weights)
+
+        return step
+
+    steps = {
+        ("core", "full"): core_step(False),
+        ("core", "causal"): core_step(True),
+        ("layer", "full"): layer_step(False),
+        ("layer", "causal"): layer_step(True),
+    }
     for step in steps.values():
-        step(q, k, v)  # trace
+        step()  # trace and warm up
     cpu = {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():
             start = time.process_time()
-            _ = [g.numpy() for g in step(q, k, v)]
+            _ = [g.numpy() for g in step()]
             cpu[name].append(time.process_time() - start)
-    return {"T": length, "full": min(cpu["full"]), "causal": min(cpu["causal"])}
+    return {"T": length, **{f"{part}_{kind}": min(cpu[(part, kind)]) for part, kind in steps}}
 
 
 def core(args):
     print(
-        "Chunked attention core alone (no projections), forward + backward, batch 1, "
-        f"{args.heads} heads x {args.d_model // args.heads}; process CPU time, fastest of {args.repeats} "
-        "interleaved steps; chunk sizes: the defaults unless given.\n"
+        "Causal vs non-causal chunked attention, forward + backward, batch 1, "
+        f"d_model {args.d_model}, {args.heads} heads: the attention core alone (no projections) and the "
+        f"whole MultiHeadSelfAttention layer; process CPU time, fastest of {args.repeats} interleaved "
+        "steps in one process; chunk sizes: the defaults unless given.\n"
     )
     for length in args.lengths + args.long_lengths:
         r = _run_child(args, "core", "chunked", length)
         if r:
-            print(
-                f"T={length:>6}: non-causal {r['full'] * 1e3:9.1f} ms   causal {r['causal'] * 1e3:9.1f} ms   "
-                f"causal / non-causal {r['causal'] / r['full']:.3f}",
-                flush=True,
-            )
+            for part in ("core", "layer"):
+                full, causal = r[f"{part}_full"], r[f"{part}_causal"]
+                print(
+                    f"T={length:>6} {part:<5}: non-causal {full * 1e3:9.1f} ms   causal {causal * 1e3:9.1f} ms"
+                    f"   causal / non-causal {causal / full:.3f}",
+                    flush=True,
+                )
 
 
 def _keras_mha_gpt(c, context):
@@ -358,7 +385,7 @@ def main():
     parser.add_argument("--query-chunk", type=int, default=None, help="default: the layer's")
     parser.add_argument("--key-chunk", type=int, default=None, help="default: the layer's")
     parser.add_argument(
-        "--core", action="store_true", help="causal vs non-causal chunked attention core alone instead"
+        "--core", action="store_true", help="causal vs non-causal chunked attention (core and layer) instead"
     )
     parser.add_argument("--threshold", action="store_true", help="measure the auto threshold instead")
     parser.add_argument("--threshold-lengths", type=int, nargs="+", default=[256, 512, 1024, 2048])

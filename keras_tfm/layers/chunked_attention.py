@@ -22,6 +22,18 @@ more than one `(B, H, query_chunk, key_chunk)` block of scores. Both loops are
 `tf.function`, under XLA and under `jax.jit`, keep the graph size independent
 of T, and run on the TensorFlow, JAX and PyTorch backends.
 
+What a block costs beyond its matmuls is kept small, because the causal path
+has as many blocks as the non-causal one, each half the size:
+  * Q, K, V, dO, the outputs and the gradients are held as lists of row blocks
+    (`_BlockList`; a `TensorList` on TensorFlow), so reading a block or
+    accumulating into dQ touches that block only, never a T-long buffer.
+  * The row terms ride along in the matmuls through one extra feature column:
+    [Q | 0]·[K | 1]ᵀ = S, P·[V | 1] = [P·V | rowsum P] in the forward;
+    [Q | -L]·[K | 1]ᵀ = S - L and [dO | -δ]·[V | 1]ᵀ = dP - δ in the backward
+    (δ = rowsum(dO ⊙ O)), which saves three elementwise passes per block.
+  * Masks are additive (0 / -1e30); the diagonal blocks of the default square
+    causal blocks share one precomputed fill.
+
 Causal attention (`causal=True`, the flag the layers pass) skips the blocks
 above the diagonal in the forward AND the backward pass (about half the work)
 and builds the causal mask per block from indices; only the blocks that cross
@@ -105,10 +117,16 @@ def _blocks_of(x, batch, block, pad, heads, dim):
     return ops.transpose(x, (1, 0, 3, 2, 4))
 
 
-def _from_blocks(x, batch, length, dtype):
-    """Inverse of `_blocks_of`: `(n, B, H, block, D)` -> `(B, length, H, D)` in `dtype`."""
+def _from_blocks(x, batch, length, dtype, dim=None):
+    """Inverse of `_blocks_of`: `(n, B, H, block, D)` -> `(B, length, H, D)` in `dtype`,
+    keeping the first `dim` features (None: all)."""
     x = ops.reshape(ops.transpose(x, (1, 0, 3, 2, 4)), (batch, -1, x.shape[2], x.shape[4]))
-    return ops.cast(ops.slice(x, (0, 0, 0, 0), (-1, length, -1, -1)), dtype)
+    return ops.cast(ops.slice(x, (0, 0, 0, 0), (-1, length, -1, -1 if dim is None else dim)), dtype)
+
+
+def _augment(x, value):
+    """`x` with one more feature column, equal to `value`."""
+    return ops.concatenate([x, ops.full(ops.shape(x)[:-1] + (1,), value, x.dtype)], axis=-1)
 
 
 class _BlockList:
@@ -239,26 +257,32 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     need_bias_grad = bias is not None and (not toeplitz or bias.trainable)
 
     q_dtype, k_dtype, v_dtype = query.dtype, key.dtype, value.dtype
-    # Row blocks (block index first): query-side ones of `cq` rows, key-side ones of `ck`.
-    q_list, k_list = _BlockList((batch, heads, cq, d)), _BlockList((batch, heads, ck, d))
-    o_list, v_list = _BlockList((batch, heads, cq, dv)), _BlockList((batch, heads, ck, dv))
-    stat_list = _BlockList((batch, heads, cq))  # one float per query row
+    # Row blocks, block index first. Every query/key/value block carries one extra column
+    # (`_augment`), so the matmuls also compute the row terms: [Q | 0]·[K | 1]ᵀ = S in the
+    # forward and [Q | -L]·[K | 1]ᵀ = S - L in the backward; P·[V | 1] = [P·V | rowsum P];
+    # [dO | -δ]·[V | 1]ᵀ = dP - δ. (The extra column is free: a depth of 65 costs what 64 does.)
+    q_list, k_list = _BlockList((batch, heads, cq, d + 1)), _BlockList((batch, heads, ck, d + 1))
+    v_list, do_list = _BlockList((batch, heads, ck, dv + 1)), _BlockList((batch, heads, cq, dv + 1))
+    o_list, stat_list = _BlockList((batch, heads, cq, dv)), _BlockList((batch, heads, cq))
 
-    def edge_mask(i0, j0):
-        """Causal / padded-key validity of the block at (i0, j0), rank 4."""
-        keys = j0 + ops.arange(ck, dtype="int32")[None, :]
+    def edge_fill(i0, j0):
+        """0 where the block at (i0, j0) is causal-visible and a real key, else _NEG (rank 4)."""
+        keys = ops.arange(ck, dtype="int32")[None, :]
         m = None
-        if causal:
-            m = (i0 + ops.arange(cq, dtype="int32")[:, None]) >= keys
+        if causal:  # query i0 + a sees key j0 + b iff a - b >= j0 - i0
+            m = (ops.arange(cq, dtype="int32")[:, None] - keys) >= (j0 - i0)
         if ragged_k:
-            valid = keys < tk
+            valid = keys < tk - j0
             m = valid if m is None else ops.logical_and(m, valid)
-        return m[None, None]
+        return ops.where(m, 0.0, _NEG)[None, None]
+
+    # Square causal blocks and no ragged key block: every masked block is a diagonal one.
+    diagonal_fill = edge_fill(0, 0) if causal and cq == ck and not ragged_k and mask4 is None else None
 
     def attend(q_in, k_in, v_in, *bias_args):
-        qb = q_list.from_tensor(_blocks_of(q_in, batch, cq, pad_q, heads, d) * scale)
-        kb = k_list.from_tensor(_blocks_of(k_in, batch, ck, pad_k, heads, d))
-        vb = v_list.from_tensor(_blocks_of(v_in, batch, ck, pad_k, heads, dv))
+        qs = _blocks_of(q_in, batch, cq, pad_q, heads, d) * scale
+        kb = k_list.from_tensor(_augment(_blocks_of(k_in, batch, ck, pad_k, heads, d), 1.0))
+        vb = v_list.from_tensor(_augment(_blocks_of(v_in, batch, ck, pad_k, heads, dv), 1.0))
         if toeplitz:
             table = _pad_axis(ops.flip(_pad_axis(ops.flip(bias_args[0], 1), 1, pad_q), 1), 1, pad_k)
         elif bias is not None:
@@ -274,15 +298,17 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 s = s + ops.take(table, diag0 + (j0 - i0), axis=1)[None]
             elif bias is not None:
                 s = s + _block(bias4, i0, j0, cq, ck)
+            if edge and diagonal_fill is not None:
+                return s + diagonal_fill
             m = None if mask4 is None else _block(mask4, i0, j0, cq, ck)
             if edge:
-                e = edge_mask(i0, j0)
-                m = e if m is None else ops.logical_and(m, e)
-            if m is not None:
-                s = ops.where(m, s, _NEG)
-            return s
+                fill = edge_fill(i0, j0)
+                return s + (fill if m is None else ops.where(m, fill, _NEG))
+            return s if m is None else s + ops.where(m, 0.0, _NEG)
 
         # ------------------------------------------------------ forward
+        qb = q_list.from_tensor(_augment(qs, 0.0))
+
         def forward_range(i):
             """Key blocks [0, plain) need no causal/padding mask, [plain, end) do."""
             end, plain = nk, nk
@@ -300,31 +326,28 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
             def k_step(edge):
                 def body(j, c):
-                    m_run, l_run, acc = c
+                    m_run, acc = c  # acc = [Σ p·v | Σ p], rescaled to the running max
                     s = scores(qc, k_list.read(kb, j), i0, j * ck, edge)
                     m_new = ops.maximum(m_run, ops.max(s, axis=-1))
                     p = ops.exp(s - m_new[..., None])
-                    alpha = ops.exp(m_run - m_new)
-                    l_run = l_run * alpha + ops.sum(p, axis=-1)
-                    acc = acc * alpha[..., None] + ops.einsum("bhqk,bhkd->bhqd", p, v_list.read(vb, j))
-                    return m_new, l_run, acc
+                    acc = acc * ops.exp(m_run - m_new)[..., None]
+                    return m_new, acc + ops.einsum("bhqk,bhkd->bhqd", p, v_list.read(vb, j))
 
                 return body
 
             plain, end = forward_range(i)
             carry = (
                 ops.full((batch, heads, cq), _NEG, "float32"),
-                ops.zeros((batch, heads, cq), "float32"),
-                ops.zeros((batch, heads, cq, dv), "float32"),
+                ops.zeros((batch, heads, cq, dv + 1), "float32"),
             )
             carry = _fori_loop(0, plain, k_step(False), carry)
             if causal or ragged_k:  # else no block needs the edge mask
                 carry = _fori_loop(plain, end, k_step(True), carry)
-            m_run, l_run, acc = carry
-            # A row that saw no key kept m = _NEG (its l and acc are junk).
+            m_run, acc = carry
+            # A row that saw no key kept m ≈ _NEG (its acc is junk).
             has_keys = m_run > 0.5 * _NEG
-            safe_l = ops.where(has_keys, l_run, 1.0)
-            out = ops.where(has_keys[..., None], acc / safe_l[..., None], 0.0)
+            safe_l = ops.where(has_keys, acc[..., dv], 1.0)
+            out = ops.where(has_keys[..., None], acc[..., :dv] / safe_l[..., None], 0.0)
             lse = ops.where(has_keys, m_run + ops.log(safe_l), 0.0)
             return o_list.write(out_blocks, i, out), stat_list.write(lse_blocks, i, lse)
 
@@ -336,8 +359,9 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
         def grad(*args, upstream=None):
             d_out = args[0] if upstream is None else upstream
             do_b = _blocks_of(d_out, batch, cq, pad_q, heads, dv)  # padded query rows get zero gradient
-            dob = o_list.from_tensor(do_b)
-            delta = stat_list.from_tensor(ops.sum(do_b * out_b, axis=-1))  # rowsum(dO ⊙ O)
+            delta = ops.sum(do_b * out_b, axis=-1)  # rowsum(dO ⊙ O)
+            dob = do_list.from_tensor(ops.concatenate([do_b, -delta[..., None]], axis=-1))
+            qlb = q_list.from_tensor(ops.concatenate([qs, -stat_list.stack(lse_blocks)[..., None]], axis=-1))
 
             def backward_range(j):
                 """Query blocks [first, plain) need the causal/padding mask, [plain, nq) don't."""
@@ -356,15 +380,13 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
                 def q_step(edge):
                     def body(i, c):
+                        # Accumulators are one column wider than the gradients (junk column).
                         dk, dv_acc, dq_blocks, db_buf = c
                         i0 = i * cq
-                        qc = q_list.read(qb, i)
-                        s = scores(qc, kc, i0, j0, edge)
-                        p = ops.exp(s - stat_list.read(lse_blocks, i)[..., None])
-                        doc = o_list.read(dob, i)
+                        qc, doc = q_list.read(qlb, i), do_list.read(dob, i)
+                        p = ops.exp(scores(qc, kc, i0, j0, edge))  # exp(S - L)
                         dv_acc = dv_acc + ops.einsum("bhqk,bhqd->bhkd", p, doc)
-                        dp = ops.einsum("bhqd,bhkd->bhqk", doc, vc)
-                        ds = p * (dp - stat_list.read(delta, i)[..., None])
+                        ds = p * ops.einsum("bhqd,bhkd->bhqk", doc, vc)  # P ⊙ (dP - δ)
                         dk = dk + ops.einsum("bhqk,bhqd->bhkd", ds, qc)
                         dq = q_list.read(dq_blocks, i) + ops.einsum("bhqk,bhkd->bhqd", ds, kc)
                         dq_blocks = q_list.write(dq_blocks, i, dq)
@@ -376,8 +398,8 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
                 first, plain = backward_range(j)
                 carry = (
-                    ops.zeros((batch, heads, ck, d), "float32"),
-                    ops.zeros((batch, heads, ck, dv), "float32"),
+                    ops.zeros((batch, heads, ck, d + 1), "float32"),
+                    ops.zeros((batch, heads, ck, dv + 1), "float32"),
                     dq_blocks,
                     db_buf,
                 )
@@ -412,9 +434,9 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 0, nk, k_step, (q_list.zeros(nq), k_list.zeros(nk), v_list.zeros(nk), db_buf)
             )
             grads = (
-                _from_blocks(q_list.stack(dq_blocks), batch, tq, q_dtype) * ops.cast(scale, q_dtype),
-                _from_blocks(k_list.stack(dk_blocks), batch, tk, k_dtype),
-                _from_blocks(v_list.stack(dv_blocks), batch, tk, v_dtype),
+                _from_blocks(q_list.stack(dq_blocks), batch, tq, q_dtype, d) * ops.cast(scale, q_dtype),
+                _from_blocks(k_list.stack(dk_blocks), batch, tk, k_dtype, d),
+                _from_blocks(v_list.stack(dv_blocks), batch, tk, v_dtype, dv),
             )
             if bias is None:
                 return grads
