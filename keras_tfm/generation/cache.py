@@ -1,8 +1,11 @@
 """Preallocated key/value caches and length buckets for incremental decoding.
 
-A self-attention cache has shape `(batch, 2, length, num_heads, head_dim)`
-(keys at index 0, values at 1) and is written in place with slice updates by
-`MultiHeadSelfAttention`; it never grows by concatenation inside a step.
+The caches of a model are a flat list of tensors, keys and values of every
+block (`GPT.init_caches`), each head-major `(batch, kv_heads, length,
+head_dim)`: a decoding step reads each key/value head's rows contiguously, and
+`MultiHeadSelfAttention` writes the new slot in place (never a concatenation
+inside a step). The loops below only need the length on axis 2 and the batch
+on axis 0.
 
 Length buckets. Under XLA every shape is static, so attention over a cache of
 `length` slots costs O(length) whatever the number of filled slots. Two levels
@@ -63,8 +66,9 @@ def segment_sizes(prompt_length, cache_length, minimum=MIN_CACHE_LENGTH):
 
 
 def init_caches(batch_size, num_layers, length, num_heads, head_dim, dtype="float32"):
-    """A list of `num_layers` zero caches `(batch, 2, length, heads, head_dim)`."""
-    return [ops.zeros((batch_size, 2, length, num_heads, head_dim), dtype=dtype) for _ in range(num_layers)]
+    """Zero keys and values of `num_layers` layers: a flat list of `2·num_layers`
+    tensors `(batch, heads, length, head_dim)`."""
+    return [ops.zeros((batch_size, num_heads, length, head_dim), dtype=dtype) for _ in range(2 * num_layers)]
 
 
 def grow_caches(caches, length):

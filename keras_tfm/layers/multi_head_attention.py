@@ -10,6 +10,8 @@ bias on the scores) and the call into the single attention core,
 `keras_tfm.layers.attention_core.dot_product_attention`.
 """
 
+import math
+
 import keras
 from keras import ops
 
@@ -266,8 +268,8 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         """
         groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
         if groups > 1 and query.shape[1] == 1 and not causal and bias is None and not return_attention_scores:
-            if self.attention_impl in ("auto", "standard"):
-                return self._attend_one_query_grouped(query, key, value, mask, training, groups), None
+            if self.attention_impl in ("auto", "standard") and (mask is None or len(mask.shape) < 4):
+                return self._attend_one_query_grouped(query, key, value, mask, None, training), None
         if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
             key, value = ops.repeat(key, groups, axis=2), ops.repeat(value, groups, axis=2)
         options = dict(self.attention_options)
@@ -291,28 +293,51 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         )
         return self._project_output(output), weights
 
-    def _attend_one_query_grouped(self, query, key, value, mask, training, groups):
-        """Grouped-query attention for ONE query position (a cached decoding step).
+    def _attend_one_query_grouped(self, query, key, value, mask, bias, training, head_major=False):
+        """Attention of ONE query position (a cached decoding step) over keys and
+        values with `G` heads, each read once.
 
-        The `groups` query heads that share key/value head `g` become `groups`
-        query rows of head `g`: `(B, 1, G·groups, d)` → `(B, groups, G, d)`, so
-        the cached keys and values `(B, L, G, d)` are read once per step instead
-        of being repeated `groups` times (a copy of the whole cache per step).
-        The mask covers the key axis only, so it applies to every row alike.
+        The `H = G·g` query heads are grouped by the key/value head they share
+        (head `i·g + j` uses key/value head `i`): `(B, 1, H, d)` → `(B, G, g, d)`,
+        and the step is two batched matmuls with batch `(B, G)` and the `g`
+        query heads of a group as rows:
+
+            scores = q Kᵀ / √d + bias + M     (B, G, g, d) × (B, G, L, d) → (B, G, g, L)
+            output = softmax(scores) V         (B, G, g, L) × (B, G, L, dv) → (B, G, g, dv)
+
+        With a head-major cache (`head_major=True`: keys and values `(B, G, L,
+        d)`, the self-attention cache) both matmuls stream contiguous rows of
+        the cache, which XLA reads in place; otherwise keys and values are
+        `(B, L, G, d)` (cross-attention). Softmax in float32; `mask` (True = may
+        attend) covers the key axis (rank 2, 3, or 4 with one head), `bias` is
+        `(H, 1, L)`; a query that sees no key gets zeros.
+
+        Returns:
+            `(B, 1, output_dim)` after the output projection.
         """
         batch, dim = ops.shape(query)[0], query.shape[-1]
-        kv_heads = self.num_heads // groups
-        rows = ops.transpose(ops.reshape(query, (batch, kv_heads, groups, dim)), (0, 2, 1, 3))
-        output, _ = attention_core.dot_product_attention(
-            rows,
-            key,
-            value,
-            mask=mask,
-            dropout=self.dropout_layer if self.dropout > 0 else None,
-            training=training,
-            impl="standard",
-        )
-        output = ops.transpose(output, (0, 2, 1, 3))  # (B, G, groups, dv): head g·groups + j
+        kv_heads = key.shape[1 if head_major else 2]
+        groups = self.num_heads // kv_heads
+        keys_eq = "bgld" if head_major else "blgd"
+        scale = ops.cast(1.0 / math.sqrt(float(dim)), query.dtype)
+        rows = ops.reshape(query * scale, (batch, kv_heads, groups, dim))
+        scores = ops.cast(ops.einsum(f"bgjd,{keys_eq}->bgjl", rows, key), "float32")
+        if bias is not None:
+            scores = scores + ops.reshape(ops.cast(bias, "float32"), (1, kv_heads, groups, -1))
+        visible = None
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            mask = {2: lambda m: m[None, None], 3: lambda m: m[:, None], 4: lambda m: m}[len(mask.shape)](
+                mask
+            )
+            scores = scores + ops.where(mask, 0.0, attention_core.MASK_FILL_VALUE)
+            visible = ops.cast(ops.any(mask, axis=-1, keepdims=True), "float32")
+        probs = ops.softmax(scores, axis=-1)
+        if visible is not None:
+            probs = probs * visible
+        if self.dropout > 0:
+            probs = self.dropout_layer(probs, training=training)
+        output = ops.einsum(f"bgjl,{keys_eq}->bgjd", ops.cast(probs, value.dtype), value)
         return self._project_output(ops.reshape(output, (batch, 1, self.num_heads, output.shape[-1])))
 
     def get_config(self):

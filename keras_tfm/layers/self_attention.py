@@ -25,13 +25,17 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
     `Embedding(mask_zero=True)`), from `padding_mask`, or both (they are ANDed);
     the input mask is propagated to the output.
 
-    Incremental (cached) decoding: pass `cache`, a `(batch, 2, max_length,
-    num_heads, key_dim)` tensor of keys and values (zeros initially), and
-    `cache_index`, the number of positions already written (a uint16 cache
-    holds bfloat16 bits: half the bytes per step). The new keys and
-    values are written in place with a slice update (no concatenation), the
-    queries attend to every filled position (causally), and the updated cache
-    is returned as the last output.
+    Incremental (cached) decoding: pass `cache`, a pair `(keys, values)` of
+    head-major `(batch, num_key_value_heads, max_length, head_dim)` tensors
+    (zeros initially; uint16 tensors hold bfloat16 bits: half the bytes per
+    step), and `cache_index`, the number of positions already written. The
+    new keys and values are written in place (no concatenation), the queries
+    attend to every filled position (causally), and the updated pair is
+    returned as the last output. A single query (a decoding step) is two
+    batched matmuls over the cache (`_attend_one_query_grouped`), each cached
+    key and value read once, contiguously. A rank-5 tensor `(batch, 2,
+    max_length, num_key_value_heads, head_dim)` (the earlier layout) is
+    accepted too and returned in that layout (transposed on every call: slower).
 
     Args:
         num_heads: number of heads.
@@ -122,10 +126,8 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         else:
             if cache_index is None:
                 raise ValueError("`cache_index` is required when `cache` is given.")
-            check_rank("cache", cache, 5)
-            if self._key_dim != self._value_dim:
-                raise ValueError("A key/value cache needs `key_dim == value_dim`.")
-            key_length = ops.shape(cache)[2]
+            cached_keys, cached_values = self._unpack_cache(cache)
+            key_length = ops.shape(cached_keys)[2]
             # Negative or overflowing indices would be clamped into the wrong cache slots.
             start = ops.cast(check_cache_index("cache_index", cache_index, length, key_length), "int32")
             causal = masks_lib.causal_mask(length, key_length, offset=start)
@@ -137,19 +139,10 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
         new_cache = None
         if cache is not None:
-            # One in-place slice update of the whole (B, 2, L, H, D) cache
-            # (slicing K and V out, updating and re-stacking them would copy
-            # the entire cache at every step).
-            zero = ops.zeros((), "int32")
-            # A uint16 cache holds bfloat16 bits (`cache_bits`): Keras casts a
-            # float cache argument to the compute dtype at every layer call.
-            packed = cache.dtype == "uint16"
-            stored = ops.view(cache, "bfloat16") if packed else cache
-            new_kv = ops.cast(ops.stack([key, value], axis=1), stored.dtype)
-            new_cache = ops.slice_update(stored, (zero, zero, start, zero, zero), new_kv)
-            key, value = ops.cast(new_cache[:, 0], key.dtype), ops.cast(new_cache[:, 1], value.dtype)
-            if packed:
-                new_cache = ops.view(new_cache, "uint16")
+            cached_keys = _write_slots(cached_keys, key, start)
+            cached_values = _write_slots(cached_values, value, start)
+            new_cache = self._pack_cache(cache, cached_keys, cached_values)
+            key, value = _read_slots(cached_keys, key.dtype), _read_slots(cached_values, value.dtype)
 
         full_mask = masks_lib.merge_masks(
             causal,
@@ -157,16 +150,24 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             attention_mask,
         )
         bias = self._position_bias(length, key_length, start)
-        output, weights = self._attend(
-            query,
-            key,
-            value,
-            full_mask,
-            bias,
-            return_attention_scores,
-            training,
-            causal=self.causal and cache is None,
-        )
+        if cache is not None and self._one_query_step(query, full_mask, return_attention_scores):
+            output = self._attend_one_query_grouped(
+                query, key, value, full_mask, bias, training, head_major=True
+            )
+            weights = None
+        else:
+            if cache is not None:  # the attention core takes (batch, length, heads, dim)
+                key, value = ops.transpose(key, (0, 2, 1, 3)), ops.transpose(value, (0, 2, 1, 3))
+            output, weights = self._attend(
+                query,
+                key,
+                value,
+                full_mask,
+                bias,
+                return_attention_scores,
+                training,
+                causal=self.causal and cache is None,
+            )
 
         outputs = (output,)
         if return_attention_scores:
@@ -175,6 +176,48 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             outputs += (new_cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def _unpack_cache(self, cache):
+        """`(keys, values)`, head-major `(batch, G, length, head_dim)`, from a
+        cache pair or from a rank-5 `(batch, 2, length, G, head_dim)` tensor."""
+        if isinstance(cache, (tuple, list)):
+            if len(cache) != 2:
+                raise ValueError(f"`cache` must be a pair (keys, values); received {len(cache)} tensors.")
+            for name, part in zip(("cache[0] (keys)", "cache[1] (values)"), cache):
+                check_rank(name, part, 4)
+            parts = tuple(cache)
+        else:
+            check_rank("cache", cache, 5)
+            if self._key_dim != self._value_dim:
+                raise ValueError("A stacked (rank-5) key/value cache needs `key_dim == value_dim`.")
+            parts = (ops.transpose(cache[:, 0], (0, 2, 1, 3)), ops.transpose(cache[:, 1], (0, 2, 1, 3)))
+        heads = self.num_key_value_heads or self.num_heads
+        for part, dim in zip(parts, (self._key_dim, self._value_dim)):
+            if part.shape[1] != heads or part.shape[3] != dim:
+                raise ValueError(
+                    f"`cache` keys/values must be (batch, {heads} key/value heads, length, {self._key_dim}) "
+                    f"and (batch, {heads}, length, {self._value_dim}); received shapes "
+                    f"{tuple(parts[0].shape)} and {tuple(parts[1].shape)}."
+                )
+        return parts
+
+    @staticmethod
+    def _pack_cache(cache, keys, values):
+        """The updated cache in the caller's form: a pair, or the rank-5 tensor."""
+        if isinstance(cache, (tuple, list)):
+            return keys, values
+        return ops.stack([ops.transpose(keys, (0, 2, 1, 3)), ops.transpose(values, (0, 2, 1, 3))], axis=1)
+
+    def _one_query_step(self, query, mask, return_attention_scores):
+        """Whether a cached call takes `_attend_one_query_grouped`: one query,
+        the standard core ("auto" is standard for one query), no weights
+        requested, a mask without a per-head axis."""
+        return (
+            query.shape[1] == 1
+            and self.attention_impl in ("auto", "standard")
+            and not return_attention_scores
+            and (mask is None or len(mask.shape) < 4 or mask.shape[1] == 1)
+        )
+
     def compute_mask(self, inputs, mask=None):
         return mask
 
@@ -182,3 +225,36 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         config = super().get_config()
         config.update({"causal": self.causal})
         return config
+
+
+def _write_slots(cached, new, start):
+    """Writes `new` `(batch, T, G, d)` into the head-major cache `cached`
+    `(batch, G, L, d)` at slots `start .. start + T - 1` (as bfloat16 bits
+    when `cached` is uint16).
+
+    One decoding step (T = 1) is a scatter of the `batch·G` rows: XLA updates
+    the loop's buffer in place and hands it to the attention matmuls as is.
+    (A dynamic slice update there is fused with the reshape XLA puts before
+    a matmul whose batch or head axis has size 1, and the fused copy then
+    re-writes the whole cache at every step.)
+    """
+    new = ops.transpose(new, (0, 2, 1, 3))
+    if cached.dtype == "uint16":  # bfloat16 bits: Keras would cast a float cache argument
+        new = ops.view(ops.cast(new, "bfloat16"), "uint16")
+    else:
+        new = ops.cast(new, cached.dtype)
+    if new.shape[2] == 1:
+        heads = cached.shape[1]
+        rows = ops.arange(ops.shape(cached)[0] * heads, dtype="int32")
+        slots = ops.broadcast_to(ops.cast(start, "int32"), ops.shape(rows))
+        indices = ops.stack([rows // heads, rows % heads, slots], axis=1)
+        return ops.scatter_update(cached, indices, ops.reshape(new, (-1, new.shape[-1])))
+    zero = ops.zeros((), "int32")
+    return ops.slice_update(cached, (zero, zero, start, zero), new)
+
+
+def _read_slots(cached, dtype):
+    """The cache in the compute dtype (bfloat16 bits unpacked)."""
+    if cached.dtype == "uint16":
+        cached = ops.view(cached, "bfloat16")
+    return ops.cast(cached, dtype)

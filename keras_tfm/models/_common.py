@@ -211,8 +211,10 @@ def set_size_attributes(model, config, keys=()):
 
 
 def zero_caches(model, blocks, batch_size, length, dtype=None):
-    """One zero self-attention key/value cache `(batch, 2, length,
-    num_key_value_heads, head_dim)` per block.
+    """Zero key/value caches of `blocks`: a flat list `[keys_0, values_0,
+    keys_1, values_1, ...]` (two tensors per block, `block_caches` pairs
+    them), each head-major `(batch, num_key_value_heads, length, head_dim)`:
+    the length on axis 2, where the generation loops grow and shift it.
 
     `dtype` (default: `model.cache_dtype`, else the blocks' compute dtype):
     "bfloat16" halves the bytes a decoding step reads; it is stored as
@@ -223,8 +225,13 @@ def zero_caches(model, blocks, batch_size, length, dtype=None):
     dtype = dtype or getattr(model, "cache_dtype", None) or compute_dtype
     if dtype == "bfloat16" and compute_dtype != "bfloat16":
         dtype = "uint16"
-    shape = (batch_size, 2, length, model.num_key_value_heads, model.head_dim)
-    return [ops.zeros(shape, dtype=dtype) for _ in blocks]
+    shape = (batch_size, model.num_key_value_heads, length, model.head_dim)
+    return [ops.zeros(shape, dtype=dtype) for _ in blocks for _ in ("keys", "values")]
+
+
+def block_caches(caches):
+    """The `(keys, values)` pair of every block from `zero_caches`' flat list."""
+    return list(zip(caches[0::2], caches[1::2]))
 
 
 def cache_positions(token_ids, cache_index, positions=None):

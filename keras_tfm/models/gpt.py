@@ -20,6 +20,7 @@ from keras_tfm.checks import check_bool
 from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
+    block_caches,
     builder_signature,
     cache_positions,
     make_embedding,
@@ -207,7 +208,9 @@ class GPT(TransformerModel):
         return ops.cast(logits, "float32")
 
     def init_caches(self, batch_size, length, dtype=None):
-        """One zero key/value cache `(batch, 2, length, num_key_value_heads, head_dim)` per block.
+        """Zero key/value caches: a flat list `[keys_0, values_0, keys_1, ...]`,
+        two head-major `(batch, num_key_value_heads, length, head_dim)` tensors
+        per block (a decoding step reads each contiguously, once).
 
         `dtype` (default: the `cache_dtype` attribute, else the blocks' compute
         dtype): e.g. "bfloat16" halves the bytes a decoding step reads; keys
@@ -234,11 +237,11 @@ class GPT(TransformerModel):
         """
         x = self.embed(token_ids, cache_positions(token_ids, cache_index, positions))
         new_caches = []
-        for block, cache in zip(self.blocks, caches):
+        for block, cache in zip(self.blocks, block_caches(caches)):
             x, cache = block(
                 x, padding_mask=padding_mask, cache=cache, cache_index=cache_index, training=False
             )
-            new_caches.append(cache)
+            new_caches.extend(cache)
         if last_only:
             x = x[:, -1:, :]
         return self.compute_logits(x), new_caches

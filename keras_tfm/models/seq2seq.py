@@ -32,6 +32,7 @@ from keras_tfm.checks import check_bool
 from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models._common import (
+    block_caches,
     builder_signature,
     cache_positions,
     make_embedding,
@@ -296,8 +297,8 @@ class Seq2Seq(TransformerModel):
         return ops.cast(logits, "float32")
 
     def init_caches(self, batch_size, length):
-        """One zero self-attention cache `(batch, 2, length, num_key_value_heads,
-        head_dim)` per decoder block."""
+        """Zero self-attention caches of the decoder blocks: keys and values of
+        every block, `(batch, num_key_value_heads, length, head_dim)` each."""
         return zero_caches(self, self.decoder_blocks, batch_size, length)
 
     def call_with_cache(
@@ -328,7 +329,7 @@ class Seq2Seq(TransformerModel):
         """
         x = self.embed(token_ids, cache_positions(token_ids, cache_index, positions))
         new_caches = []
-        for block, cache, cross in zip(self.decoder_blocks, caches, cross_caches):
+        for block, cache, cross in zip(self.decoder_blocks, block_caches(caches), cross_caches):
             x, cache = block(
                 x,
                 padding_mask=padding_mask,
@@ -338,7 +339,7 @@ class Seq2Seq(TransformerModel):
                 cross_cache=cross,
                 training=False,
             )
-            new_caches.append(cache)
+            new_caches.extend(cache)
         if last_only:
             x = x[:, -1:, :]
         return self.compute_logits(x), new_caches
