@@ -365,3 +365,23 @@ def test_layer_passes_its_causality_to_the_implementation():
     bad = MultiHeadSelfAttention(2, causal=False, attention_impl="linear", attention_options={"causal": True})
     with pytest.raises(ValueError, match="causal"):
         bad(keras.ops.convert_to_tensor(x))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_chunked_layer_exports_to_a_saved_model(tmp_path, causal):
+    # The custom gradient's backward must not capture the forward loop's TensorLists (variant tensors):
+    # a SavedModel cannot hold such a capture, so every export of a chunked model failed.
+    layer = L.MultiHeadSelfAttention(
+        2, causal=causal, attention_impl="chunked", attention_options={"query_chunk_size": 4}
+    )
+    x = tf.random.stateless_normal((1, 10, 8), (1, 2))
+    expected = layer(x)
+    archive = keras.export.ExportArchive()
+    archive.track(layer)
+    archive.add_endpoint(
+        "serve", lambda t: layer(t), input_signature=[tf.TensorSpec((None, None, 8), tf.float32)]
+    )
+    archive.write_out(str(tmp_path / "m"))
+    loaded = tf.saved_model.load(str(tmp_path / "m"))
+    served = loaded.serve(x)
+    np.testing.assert_allclose(served.numpy(), expected.numpy(), atol=1e-5)

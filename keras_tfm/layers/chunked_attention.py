@@ -282,8 +282,11 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
     def attend(q_in, k_in, v_in, *bias_args):
         qs = _blocks_of(q_in, batch, cq, pad_q, heads, d) * scale
-        kb = k_list.from_tensor(_augment(_blocks_of(k_in, batch, ck, pad_k, heads, d), 1.0))
-        vb = v_list.from_tensor(_augment(_blocks_of(v_in, batch, ck, pad_k, heads, dv), 1.0))
+        # The backward pass rebuilds its own lists from these dense tensors: a gradient function that
+        # captured a forward TensorList (a variant tensor) could not be saved in a SavedModel.
+        k_aug = _augment(_blocks_of(k_in, batch, ck, pad_k, heads, d), 1.0)
+        v_aug = _augment(_blocks_of(v_in, batch, ck, pad_k, heads, dv), 1.0)
+        kb, vb = k_list.from_tensor(k_aug), v_list.from_tensor(v_aug)
         if toeplitz:
             table = _pad_axis(ops.flip(_pad_axis(ops.flip(bias_args[0], 1), 1, pad_q), 1), 1, pad_k)
         elif bias is not None:
@@ -354,6 +357,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
         out_blocks, lse_blocks = _fori_loop(0, nq, q_step, (o_list.zeros(nq), stat_list.zeros(nq)))
         out_b = o_list.stack(out_blocks)  # (nq, B, H, cq, dv)
+        lse_b = stat_list.stack(lse_blocks)  # (nq, B, H, cq)
         output = _from_blocks(out_b, batch, tq, "float32")
 
         # ----------------------------------------------------- backward
@@ -362,7 +366,8 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             do_b = _blocks_of(d_out, batch, cq, pad_q, heads, dv)  # padded query rows get zero gradient
             delta = ops.sum(do_b * out_b, axis=-1)  # rowsum(dO ⊙ O)
             dob = do_list.from_tensor(ops.concatenate([do_b, -delta[..., None]], axis=-1))
-            qlb = q_list.from_tensor(ops.concatenate([qs, -stat_list.stack(lse_blocks)[..., None]], axis=-1))
+            qlb = q_list.from_tensor(ops.concatenate([qs, -lse_b[..., None]], axis=-1))
+            kb, vb = k_list.from_tensor(k_aug), v_list.from_tensor(v_aug)
 
             def backward_range(j):
                 """Query blocks [first, plain) need the causal/padding mask, [plain, nq) don't."""
