@@ -17,18 +17,26 @@ in (export work).
 
 Decode cost against memory traffic (issue 14 section 3):
   * the machine's streaming read bandwidth: an XLA `reduce_sum` over a 256 MiB
-    float32 buffer (bytes / median seconds);
+    float32 buffer per while-loop step (bytes / marginal seconds per step);
   * the attention-over-cache part of a decode step: one `MultiHeadSelfAttention`
     layer (4 query heads, head size 32) decoding one token against `context`
     cached positions in an XLA while loop (marginal seconds per step), with the
     bytes of keys and values it must read, so read GB/s and % of the streaming
-    bandwidth; kv heads 4 / 2 / 1, float32 and bfloat16 caches;
+    bandwidth, per step and marginal (context 1024 -> 4096: the read rate
+    without the step's fixed cost); kv heads 4 / 2 / 1, float32 and bfloat16
+    caches;
   * per-token time of the whole model at context 64 / 256 / 1024 / 4096, batch
     1 / 8, kv heads 4 / 2 / 1 (`gpt(num_key_value_heads=...)`), float32 and
-    bfloat16 caches (`model.cache_dtype`), and the bfloat16 cache's largest
-    logit difference against float32.
+    bfloat16 caches (`model.cache_dtype`), the bfloat16 cache's largest logit
+    difference against float32, the share of the 4 layers' attention steps in
+    a token at context 1024 batch 8, and the kv 4 / kv 1 ratio there.
+  Every timing is a marginal one (t(1 + n) - t(1)) / n inside one compiled
+  function, the two lengths interleaved; `--clock process` times them in this
+  process's CPU seconds (run pinned to one core on a shared machine:
+  `taskset -c 0 nice -n 5 python bench/generate.py --decode-only --clock process`).
 
-Usage:  python bench/generate.py [--reps 5] [--no-hub] [--decode-only] [--out bench/results_generate.txt]
+Usage:  python bench/generate.py [--reps 5] [--no-hub] [--decode-only] [--clock wall|process]
+                                 [--out bench/results_generate.txt]
 """
 
 import argparse
@@ -73,29 +81,41 @@ def build_model(max_length=MAX_LENGTH, num_key_value_heads=None):
 
 
 # --------------------------------------------------------------------------- memory traffic
+#: Clock of every marginal timing (`--clock`): wall time, or this process's CPU time
+#: (fairer on a shared machine when the process is pinned to one core).
+CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
+clock = CLOCKS["wall"]
+
+
 def marginal_seconds(fn, n, reps):
     """Median seconds per unit of `n`: (t(1 + n) - t(1)) / n, both calls of one
-    compiled function `fn(count)` (tracing and call overhead cancel)."""
+    compiled function `fn(count)` (tracing and call overhead cancel), the two
+    lengths interleaved."""
     fn(tf.constant(1 + n)), fn(tf.constant(1))
     short, long = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn(tf.constant(1)).numpy()
-        short.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+        short.append(clock() - t0)
+        t0 = clock()
         fn(tf.constant(1 + n)).numpy()
-        long.append(time.perf_counter() - t0)
+        long.append(clock() - t0)
     return max(float(np.median(long) - np.median(short)), 1e-12) / n
 
 
 def stream_bandwidth(mib=256, reps=5):
-    """Streaming read bandwidth in bytes/s: XLA `reduce_sum` over `mib` MiB of float32."""
+    """Streaming read bandwidth in bytes/s: an XLA `reduce_sum` over `mib` MiB of
+    float32 per iteration of a while loop, timed like the decoding steps
+    (`marginal_seconds`). The sum reads the loop's accumulator too, so XLA
+    cannot hoist it out of the loop (it would, for a loop-invariant sum)."""
     buffer = tf.random.uniform((mib * 2**20 // 4,))
 
     @tf.function(jit_compile=True)
     def run(count):
         return tf.while_loop(
-            lambda i, acc: i < count, lambda i, acc: (i + 1, acc + tf.reduce_sum(buffer)), (0, 0.0)
+            lambda i, acc: i < count,
+            lambda i, acc: (i + 1, acc + tf.reduce_sum(buffer + acc * 1e-30)),
+            (0, 0.0),
         )[1]
 
     return mib * 2**20 / marginal_seconds(run, 4, reps)
@@ -108,21 +128,22 @@ def cache_read_bytes(batch, context, kv_heads, dtype):
 
 def attention_over_cache(batch, context, kv_heads, dtype, steps=32, reps=5):
     """Seconds per decoding step of one self-attention layer over `context` cached
-    positions (one token's projections, the cache write, attention over the cache)."""
+    positions (one token's projections, the cache write, attention over the
+    cache, the output projection), in an XLA while loop like `generate`'s."""
     keras.utils.set_random_seed(0)
     layer = MultiHeadSelfAttention(HEADS, num_key_value_heads=kv_heads, causal=True)
     layer.build((batch, 1, D_MODEL))
-    shape = (batch, 2, context, kv_heads, D_MODEL // HEADS)
-    cache = tf.random.normal(shape)
+    shape = (batch, kv_heads, context, D_MODEL // HEADS)  # head-major keys, values (`GPT.init_caches`)
+    cache = (tf.random.normal(shape), tf.random.normal(shape))
     if dtype == "bfloat16":  # bfloat16 bits, as `GPT.init_caches` stores them
-        cache = tf.bitcast(tf.cast(cache, tf.bfloat16), tf.uint16)
+        cache = tuple(tf.bitcast(tf.cast(c, tf.bfloat16), tf.uint16) for c in cache)
     x = tf.random.normal((batch, 1, D_MODEL))
 
     @tf.function(jit_compile=True)
     def run(count):
         def body(i, cache, acc):
             y, cache = layer(x + acc, cache=cache, cache_index=context - 1)
-            return i + 1, cache, acc + 1e-6 * y[:1, :1, :1]
+            return i + 1, tuple(cache), acc + 1e-6 * y[:1, :1, :1]
 
         return tf.while_loop(lambda i, c, a: i < count, body, (0, cache, tf.zeros((1, 1, 1))))[2]
 
@@ -221,12 +242,12 @@ def per_token_time(generator, context, batch=1, extra=32, reps=5):
     generator.generate(ids, 1 + extra)  # compile this bucket
     short, long = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         generator.generate(ids, 1)
-        short.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+        short.append(clock() - t0)
+        t0 = clock()
         generator.generate(ids, 1 + extra)
-        long.append(time.perf_counter() - t0)
+        long.append(clock() - t0)
     return max(float(np.median(long) - np.median(short)), 0.0) / extra
 
 
@@ -238,46 +259,61 @@ def serving_hook(model, batch):
     return None
 
 
-def decode_cost_tables(emit, reps):
+def decode_cost_tables(emit, reps, contexts=CONTEXTS):
     """Bandwidth, attention-over-cache and whole-model per-token tables."""
     bandwidth = stream_bandwidth(reps=reps)
-    emit(f"streaming read bandwidth (XLA reduce_sum over 256 MiB float32): {bandwidth / 1e9:.1f} GB/s")
+    emit(
+        f"streaming read bandwidth: {bandwidth / 1e9:.1f} GB/s (XLA reduce_sum over 256 MiB float32 per "
+        "while-loop step, marginal time per step; the same clock and method as every row below)"
+    )
     emit()
-    emit("attention over the cache, one layer, one decoding step (4 query heads, head size 32):")
+    emit(
+        f"attention over the cache, one layer, one decoding step ({HEADS} query heads, head size "
+        f"{D_MODEL // HEADS}; projections, cache write, attention, output projection):"
+    )
+    emit(
+        "  GB/s = key/value bytes read / step time; marginal = (bytes(4096) - bytes(1024)) / "
+        "(time(4096) - time(1024)), the cache-read rate without the step's fixed cost"
+    )
     emit(
         f"{'context':>8} {'batch':>5} {'kv heads':>8} {'cache':>8} {'MiB read':>9} {'ms/step':>8} "
-        f"{'GB/s':>6} {'% of bw':>8}"
+        f"{'GB/s':>6} {'% of bw':>8} {'marginal GB/s':>14} {'% of bw':>8}"
     )
-    for context in (1024, 4096):
-        for batch in (1, 8):
-            for kv in KV_HEADS:
-                for dtype in CACHE_DTYPES:
+    step = {}
+    for batch in (1, 8):
+        for kv in KV_HEADS:
+            for dtype in CACHE_DTYPES:
+                for context in (1024, 4096):
                     seconds = attention_over_cache(batch, context, kv, dtype, reps=reps)
+                    step[(context, batch, kv, dtype)] = seconds
                     nbytes = cache_read_bytes(batch, context, kv, dtype)
+                    rate = nbytes / seconds
+                    marginal = ""
+                    if context == 4096:
+                        extra = nbytes - cache_read_bytes(batch, 1024, kv, dtype)
+                        delta = seconds - step[(1024, batch, kv, dtype)]
+                        m = extra / delta if delta > 0 else float("inf")
+                        marginal = f"{m / 1e9:>14.1f} {100 * m / bandwidth:>7.0f}%"
                     emit(
                         f"{context:>8} {batch:>5} {kv:>8} {dtype:>8} {nbytes / 2**20:>9.2f} "
-                        f"{seconds * 1e3:>8.3f} {nbytes / seconds / 1e9:>6.1f} "
-                        f"{100 * nbytes / seconds / bandwidth:>7.0f}%"
+                        f"{seconds * 1e3:>8.3f} {rate / 1e9:>6.1f} {100 * rate / bandwidth:>7.0f}% {marginal}"
                     )
     emit()
     emit(
-        f"per-token decode time, whole model ({LAYERS} layers; ms, marginal over 32 steps, prompt = context):"
+        f"per-token decode time, whole model ({LAYERS} layers; ms, marginal over 32 steps of generate, "
+        "prompt = context):"
     )
-    emit(f"{'kv heads':>8} {'cache':>8} " + " ".join(f"{f'{c} b{b}':>10}" for c in CONTEXTS for b in (1, 8)))
+    emit(f"{'kv heads':>8} {'cache':>8} " + " ".join(f"{f'{c} b{b}':>10}" for c in contexts for b in (1, 8)))
     per_token = {}
     for kv in KV_HEADS:
-        try:
-            model = build_model(
-                max_length=2 * max(CONTEXTS) + 64, num_key_value_heads=None if kv == HEADS else kv
-            )
-        except TypeError as e:
-            emit(f"{kv:>8} needs gpt(num_key_value_heads=...): {e}")
-            continue
+        model = build_model(
+            max_length=2 * max(contexts) + 64, num_key_value_heads=None if kv == HEADS else kv
+        )
         for dtype in CACHE_DTYPES:
             model.cache_dtype = dtype
             generator = CausalLMGenerator(model)
             row = []
-            for context in CONTEXTS:
+            for context in contexts:
                 for batch in (1, 8):
                     t = per_token_time(generator, context, batch=batch, reps=reps)
                     per_token[(kv, dtype, context, batch)] = t
@@ -288,12 +324,24 @@ def decode_cost_tables(emit, reps):
             emit(
                 f"# bfloat16 cache vs float32: max |logit diff| {err:.2e} (logits up to {scale:.2f}), context 256"
             )
-    for kv in KV_HEADS[1:]:
-        if (kv, "float32", 1024, 8) in per_token and (KV_HEADS[0], "float32", 1024, 8) in per_token:
-            ratio = per_token[(KV_HEADS[0], "float32", 1024, 8)] / per_token[(kv, "float32", 1024, 8)]
-            emit(
-                f"kv heads {KV_HEADS[0]} / {kv} per-token time, context 1024 batch 8: {ratio:.2f}x (target >= 2.5x for 1)"
-            )
+    emit()
+    if 1024 in contexts:
+        for kv in KV_HEADS:
+            for dtype in CACHE_DTYPES:
+                total = per_token[(kv, dtype, 1024, 8)]
+                attention = LAYERS * step[(1024, 8, kv, dtype)]
+                emit(
+                    f"context 1024 batch 8, kv heads {kv}, {dtype} cache: {total * 1e3:.3f} ms/token = "
+                    f"{LAYERS} x attention step {attention * 1e3:.3f} ms ({100 * attention / total:.0f}%) + "
+                    f"{(total - attention) * 1e3:.3f} ms rest (FFN, norms, logits, sampling, loop)"
+                )
+        for kv in KV_HEADS[1:]:
+            for dtype in CACHE_DTYPES:
+                ratio = per_token[(KV_HEADS[0], dtype, 1024, 8)] / per_token[(kv, dtype, 1024, 8)]
+                emit(
+                    f"kv heads {KV_HEADS[0]} / {kv} per-token time, context 1024 batch 8, {dtype} cache: "
+                    f"{ratio:.2f}x (target >= 2.5x for 1)"
+                )
     emit()
 
 
@@ -306,9 +354,17 @@ def main(argv=None):
         "--decode-only", action="store_true", help="only the memory-traffic and per-token tables"
     )
     parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="time the marginal rows with wall time or this process's CPU time (shared machine, pinned)",
+    )
+    parser.add_argument(
         "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_generate.txt")
     )
     args = parser.parse_args(argv)
+    global clock
+    clock = CLOCKS[args.clock]
 
     lines = []
 
@@ -323,7 +379,8 @@ def main(argv=None):
     )
     emit(
         f"# tiny GPT: {LAYERS} layers, {HEADS} heads, d_model {D_MODEL}, d_ff {D_FF}, vocab {VOCAB}; "
-        f"prompt {PROMPT} -> {NEW} new tokens, greedy; median of {args.reps} runs after the first call"
+        f"prompt {PROMPT} -> {NEW} new tokens, greedy; median of {args.reps} runs after the first call; "
+        f"clock: {args.clock}; load average {os.getloadavg()[0]:.2f}; CPU affinity {sorted(os.sched_getaffinity(0))}"
     )
     decode_cost_tables(emit, args.reps)
     if args.decode_only:
