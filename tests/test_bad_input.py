@@ -764,12 +764,12 @@ def _(env):
 
 
 @case(
-    "beam_search-max_new_tokens-too-many",
+    "beam_search-prompt-longer-than-the-context",
     ValueError,
-    r"`max_new_tokens`=20.*exceeds the model's maximum length 8",
+    r"A prompt of 9 tokens exceeds the model's maximum length 8",
 )
-def _(env):
-    beam_search(env.generator, [[7, 8, 9]], max_new_tokens=20, num_beams=2)
+def _(env):  # max_new_tokens past the context slides (tests/test_long_generation.py); the prompt must fit
+    beam_search(env.generator, [[7] * 9], max_new_tokens=2, num_beams=2)
 
 
 @case("generate-max_new_tokens-negative", ValueError, r"`max_new_tokens`")

@@ -351,7 +351,7 @@ def test_malformed_arguments(gpt_learned):
     with pytest.raises(ValueError, match="max_new_tokens"):
         g.generate(PROMPTS, -1)
     with pytest.raises(ValueError, match="maximum length"):
-        g.beam_search(PROMPTS, 60)  # 9 + 60 > max_length 64 (generate slides: tests/test_long_generation.py)
+        g.beam_search([[5] * 65], 2)  # past the context beams slide (tests/test_long_generation.py)
     with pytest.raises(ValueError, match="maximum length"):
         g.generate([[5] * 65], 2)  # a prompt longer than the context
     with pytest.raises(TypeError, match="max_new_tokens"):

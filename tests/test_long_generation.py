@@ -158,5 +158,96 @@ def test_limits_past_the_context(models):
     assert generate(model, [[1] * W], 3).shape == (1, 3)  # a full prompt slides at once
     with pytest.raises(ValueError, match="exceeds the model's maximum length 8"):
         generate(model, [[1] * (W + 1)], 3)
-    with pytest.raises(ValueError, match=r"`max_new_tokens`=20 .*maximum length 8"):
-        beam_search(model, PROMPTS, 20, num_beams=2)
+    with pytest.raises(ValueError, match="exceeds the model's maximum length 8"):
+        beam_search(model, [[1] * (W + 1)], 3, num_beams=2)
+
+
+# --------------------------------------------------------------------------- beam search
+BEAMS = 3
+ALPHA = 0.6
+BEAM_STEPS = 13  # two window restarts of the longest prompt
+
+
+def window_of(sequence, prompt_length):
+    """The tokens a row sees after `sequence` (prompt + new tokens) by the recompute rule."""
+    length = prompt_length
+    for _ in range(len(sequence) - prompt_length):
+        length += 1
+        if length > W:
+            length = W // 2
+    return sequence[-length:]
+
+
+def reference_beam(model, prompt, steps, shift, eos=-1, pad=0):
+    """Beam search where every step runs the full forward pass on each beam: over its window
+    (recompute path) or over its whole sequence with the width-W band (shift path). GNMT length
+    penalty, finished beams frozen (they emit `pad`), ties to the lower (beam, token) index.
+
+    Returns:
+        `(tokens (K, steps), scores (K,))` best first.
+    """
+    beams = [(list(prompt), 0.0, 0, False)]  # (sequence, log-prob, length, finished)
+    lp = lambda n: ((5.0 + n) / 6.0) ** ALPHA  # noqa: E731
+    for _ in range(steps):
+        if all(b[3] for b in beams):
+            break
+        alive = [b[0] for b in beams if not b[3]]
+        if shift:
+            logits = np.concatenate([np.asarray(band_forward(model, seq, W))[:, -1] for seq in alive])
+        else:
+            windows = np.array([window_of(seq, len(prompt)) for seq in alive], np.int32)
+            logits = np.asarray(model(windows, training=False))[:, -1]  # one window length per step
+        logp = logits.astype(np.float64) - np.log(np.exp(logits.astype(np.float64)).sum(-1, keepdims=True))
+        candidates, row = [], 0
+        for seq, score, length, finished in beams:
+            if finished:
+                candidates.append((score / lp(length), seq + [pad], score, length, True))
+                continue
+            for v in range(logp.shape[1]):
+                cand = score + logp[row, v]
+                candidates.append((cand / lp(length + 1), seq + [v], cand, length + 1, v == eos))
+            row += 1
+        order = sorted(range(len(candidates)), key=lambda c: -candidates[c][0])[:BEAMS]
+        beams = [candidates[c][1:] for c in order]
+    beams.sort(key=lambda b: -b[1] / lp(b[2]))
+    tokens = [b[0][len(prompt) :] + [pad] * (steps - (len(b[0]) - len(prompt))) for b in beams]
+    return np.array(tokens), np.array([b[1] / lp(b[2]) for b in beams])
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "alibi", "relative"])
+def test_beam_search_past_the_context_matches_reference(models, position):
+    """Beams slide their windows as greedy rows do (issue 15 §2): token for token the naive search."""
+    model = model_of(models, position)
+    g = CausalLMGenerator(model, run_eagerly=True)
+    shift = sliding_window.uses_shift(position)
+    sequences, scores, lengths = g.beam_search(PROMPTS, BEAM_STEPS, num_beams=BEAMS, length_penalty=ALPHA)
+    for b, prompt in enumerate(PROMPTS):
+        tokens, want = reference_beam(model, prompt, BEAM_STEPS, shift)
+        np.testing.assert_array_equal(sequences[b], tokens, err_msg=f"{position} prompt {b}")
+        np.testing.assert_allclose(scores[b], want, rtol=1e-4)
+    assert (lengths == BEAM_STEPS).all()
+
+
+def test_beam_search_past_the_context_eos_and_narrower_width(models):
+    """EOS freezes beams past the context; a loop of K beams with n active is the width-n search."""
+    model = model_of(models, "learned")
+    g = CausalLMGenerator(model, run_eagerly=True)
+    free, _, _ = g.beam_search(PROMPTS, BEAM_STEPS, num_beams=BEAMS)
+    eos = int(free[0, 0, 9])  # emitted by the best beam after the first window restart of row 0
+    sequences, scores, lengths = g.beam_search(PROMPTS, BEAM_STEPS, num_beams=BEAMS, eos_id=eos)
+    for b, prompt in enumerate(PROMPTS):
+        tokens, want = reference_beam(model, prompt, BEAM_STEPS, shift=False, eos=eos)
+        np.testing.assert_array_equal(sequences[b], tokens)
+        np.testing.assert_allclose(scores[b], want, rtol=1e-4)
+    assert (lengths < BEAM_STEPS).any()
+    import tensorflow as tf
+
+    ids, prompt_lengths = (np.asarray(x) for x in g._prepare(PROMPTS, BEAM_STEPS, sliding=True)[0])
+    cache_length = g._prepare(PROMPTS, BEAM_STEPS, sliding=True)[2]
+    out = g.beam_search_fn(
+        ids, prompt_lengths, BEAM_STEPS, ALPHA, -1, num_beams=BEAMS, cache_length=cache_length,
+        active_beams=tf.constant(2), sliding=True,
+    )  # fmt: skip
+    narrow, narrow_scores, _ = g.beam_search(PROMPTS, BEAM_STEPS, num_beams=2)
+    np.testing.assert_array_equal(out["sequences"].numpy()[:, :2, :BEAM_STEPS], narrow)
+    np.testing.assert_allclose(out["scores"].numpy()[:, :2], narrow_scores, rtol=1e-5)

@@ -243,11 +243,12 @@ class BaseGenerator(tf.Module):
             )
         return decoding.decode(self.adapter, ids, lengths, max_new_tokens, select, context=context, **options)
 
-    def beam_search_fn(self, *args, num_beams, cache_length, active_beams=None):
+    def beam_search_fn(self, *args, num_beams, cache_length, active_beams=None, sliding=False):
         """Traceable beam search: the model's inputs (as in `generate_fn`),
         then `max_new_tokens`, `length_penalty`, `eos_id`; `num_beams` (K)
         is static, `active_beams` an optional int32 scalar in [1, K] (the
-        width actually searched); see `beam.beam_search_loop`."""
+        width actually searched), `sliding` goes past the model's maximum
+        length (decoder-only models); see `beam.beam_search_loop`."""
         *inputs, max_new_tokens, length_penalty, eos_id = args
         ids, lengths, context = self.decoder_inputs(*inputs)
         return beam_lib.beam_search_loop(
@@ -262,6 +263,7 @@ class BaseGenerator(tf.Module):
             pad_id=self.pad_id,
             context=context,
             active_beams=active_beams,
+            sliding=sliding,
         )
 
     # ------------------------------------------------------------- eager API
@@ -336,7 +338,9 @@ class BaseGenerator(tf.Module):
         """Beam search with GNMT length penalty; see `keras_tfm.generation.beam_search`.
 
         Args:
-            inputs, max_new_tokens, eos_id, **request: as in `generate`.
+            inputs, max_new_tokens, eos_id, **request: as in `generate`
+                (GPT: past the model's maximum length every beam slides
+                its window as `generate` does).
             num_beams: beams per input, in [1, vocabulary size].
             length_penalty: α >= 0 of ((5 + len) / 6)^α.
 
@@ -348,10 +352,13 @@ class BaseGenerator(tf.Module):
         num_beams = beam_lib.check_num_beams(num_beams, self.adapter.vocabulary_size)
         length_penalty = beam_lib.check_length_penalty(length_penalty)
         eos = self._eos(eos_id)
-        inputs, max_new_tokens, cache_length, _ = self._prepare(inputs, max_new_tokens, **request)
-        key = ("beam", num_beams, cache_length)
+        inputs, max_new_tokens, cache_length, slide = self._prepare(
+            inputs, max_new_tokens, sliding=True, **request
+        )
+        key = ("beam", num_beams, cache_length, slide)
         fn = self._compiled(
-            key, lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length)
+            key,
+            lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length, sliding=slide),
         )
         out = fn(
             *(tf.constant(x) for x in inputs),

@@ -15,13 +15,17 @@ Finished beams are frozen: they keep their score and length and emit
 `pad_id`; they compete with alive beams through their normalised score. The
 loop stops when every beam of every item is finished or after
 `max_new_tokens` steps. With one beam this is exactly greedy decoding.
+
+Past the model's maximum length (`sliding=True`, decoder-only models) the
+same step runs inside `sliding_window.slide`: every beam's window follows
+the rule of greedy generation for the model's position scheme.
 """
 
 from keras import ops
 
 from keras_tfm.checks import check_float, check_int
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import decoding
+from keras_tfm.generation import decoding, sliding_window
 from keras_tfm.generation.decoding import mark_slot
 
 NEG = decoding.NEG_INF
@@ -55,6 +59,7 @@ def beam_search_loop(
     pad_id=0,
     context=None,
     active_beams=None,
+    sliding=False,
 ):
     """Traceable beam search (use inside `tf.function(jit_compile=True)`).
 
@@ -64,7 +69,8 @@ def beam_search_loop(
         prompt_lengths: int32 `(batch,)`.
         max_new_tokens: int32 scalar.
         num_beams: Python int `K`.
-        cache_length: Python int.
+        cache_length: Python int; `cache_length - P` is the size of the
+            token buffer (`max_new_tokens` <= it).
         length_penalty: α (float scalar tensor or number).
         eos_id: int32 scalar (-1: never finishes early).
         pad_id: Python int.
@@ -73,6 +79,11 @@ def beam_search_loop(
             beams `n .. K-1` are kept dead (finished, score -1e9), so the
             search is exactly a width-`n` search in a loop compiled for K;
             its results are the first `n` of the K returned.
+        sliding: go past the model's maximum length W (decoder-only
+            models): every beam slides its window by the rule of
+            `generation.sliding_window` for the model's position scheme
+            (beams of one prompt hold the same number of tokens, so they
+            restart their windows at the same step).
 
     Returns:
         dict: `sequences` int32 `(batch, K, cache_length - P)` sorted best
@@ -80,29 +91,18 @@ def beam_search_loop(
         `log_probs` float32 `(batch, K)`, `lengths` int32 `(batch, K)`.
     """
     k = int(num_beams)
-    pre = decoding.prefill(adapter, prompt_ids, prompt_lengths, cache_length, context)
-    p = pre["prompt_length"]
     static_p = prompt_ids.shape[1]
-    num_new = cache_length - (static_p if static_p is not None else p)
-    batch = ops.shape(pre["logits"])[0]
-    vocab = adapter.vocabulary_size
-    eos_id = ops.cast(eos_id, "int32")
+    num_new = cache_length - (static_p if static_p is not None else ops.shape(prompt_ids)[1])
+    batch = ops.shape(prompt_ids)[0]
     max_new_tokens = ops.cast(max_new_tokens, "int32")
     alpha = ops.cast(length_penalty, "float32")
-    pad = cache_lib.tile_beams(pre["pad"], k)
-    valid = cache_lib.tile_beams(pre["valid"], k)
-    if context is not None:
-        context = adapter.tile_context(context, k)
     first = ops.concatenate([ops.zeros((1,), "float32"), ops.full((k - 1,), NEG, "float32")], axis=0)
     state = {
         "i": ops.zeros((), "int32"),
-        "logits": cache_lib.tile_beams(pre["logits"], k),
-        "caches": [cache_lib.tile_beams(c, k) for c in pre["caches"]],
         "sequences": ops.full((batch, k, num_new), pad_id, dtype="int32"),
         "log_probs": ops.broadcast_to(first[None, :], (batch, k)),
         "finished": ops.zeros((batch, k), "bool"),
         "lengths": ops.zeros((batch, k), "int32"),
-        "valid": valid,
     }
     spare = None
     if active_beams is not None:  # beams >= n: dead from the start, and after every step
@@ -111,15 +111,52 @@ def beam_search_loop(
         )
         state["log_probs"] = ops.where(spare, NEG, state["log_probs"])
         state["finished"] = spare
-    mask_id = getattr(adapter, "mask_token_id", None)
-    frozen = ops.where(ops.arange(vocab) == pad_id, 0.0, NEG)  # (V,)
-    beam_offsets = (ops.arange(batch, dtype="int32") * k)[:, None]
+    choose = beam_step(batch, k, adapter.vocabulary_size, alpha, ops.cast(eos_id, "int32"), pad_id, spare)
 
     def keep_going(s):
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["finished"])))
 
-    def body(s, size):
-        i = s["i"]
+    if sliding:
+        if context is not None:
+            raise ValueError("A sliding window is for decoder-only models (no encoder context).")
+        state = sliding_window.slide(
+            adapter,
+            state,
+            cache_lib.tile_beams(ops.cast(prompt_ids, "int32"), k),
+            cache_lib.tile_beams(ops.cast(prompt_lengths, "int32"), k),
+            step=choose,
+            done=lambda s: ops.reshape(s["finished"], (-1,)),
+            keep_going=keep_going,
+            pad_id=pad_id,
+        )
+    else:
+        state = _search(
+            adapter, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going
+        )
+    scores = state["log_probs"] / length_penalty_factor(state["lengths"], alpha)
+    order_scores, order = ops.top_k(scores, k)
+    order = ops.cast(order, "int32")
+    return {
+        "sequences": ops.take_along_axis(state["sequences"], order[:, :, None], axis=1),
+        "scores": order_scores,
+        "log_probs": ops.take_along_axis(state["log_probs"], order, axis=1),
+        "lengths": ops.take_along_axis(state["lengths"], order, axis=1),
+    }
+
+
+def beam_step(batch, k, vocab, alpha, eos_id, pad_id, spare=None):
+    """The choice of one beam-search step, as a `step(state)` of the decoding loops.
+
+    `step(s)` reads the `(batch * K, V)` next-token logits `s["logits"]` and
+    the beams' `i`, `sequences`, `log_probs`, `finished`, `lengths`, and
+    returns `(new state, token (batch * K,), parent (batch * K,))`: the new
+    beams' tokens and, for every new beam row, the row of its parent (whose
+    caches it continues). `spare` `(batch, K)`: beams kept dead.
+    """
+    frozen = ops.where(ops.arange(vocab) == pad_id, 0.0, NEG)  # (V,)
+    beam_offsets = (ops.arange(batch, dtype="int32") * k)[:, None]
+
+    def step(s):
         logp = ops.log_softmax(ops.reshape(s["logits"], (batch, k, vocab)), axis=-1)
         finished = s["finished"]
         logp = ops.where(finished[:, :, None], frozen[None, None, :], logp)
@@ -143,26 +180,37 @@ def beam_search_loop(
             new["finished"] = ops.logical_or(new["finished"], spare)
         sequences = ops.take_along_axis(s["sequences"], parent[:, :, None], axis=1)
         zero = ops.zeros((), "int32")
-        new["sequences"] = ops.slice_update(sequences, (zero, zero, i), token[:, :, None])
-        flat_parent = ops.reshape(parent + beam_offsets, (-1,))
-        caches = [cache_lib.gather_beams(c, flat_parent) for c in s["caches"]]
-        slot = p + i
-        flat_token = ops.reshape(token, (-1,))
-        valid = mark_slot(cache_lib.gather_beams(s["valid"], flat_parent), slot, flat_token, mask_id)
+        new["sequences"] = ops.slice_update(sequences, (zero, zero, s["i"]), token[:, :, None])
+        new["i"] = s["i"] + 1
+        return new, ops.reshape(token, (-1,)), ops.reshape(parent + beam_offsets, (-1,))
+
+    return step
+
+
+def _search(adapter, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going):
+    """Beam search within the context: one prefill, then one step per token in cache segments."""
+    pre = decoding.prefill(adapter, prompt_ids, prompt_lengths, cache_length, context)
+    p = pre["prompt_length"]
+    pad = cache_lib.tile_beams(pre["pad"], k)
+    if context is not None:
+        context = adapter.tile_context(context, k)
+    state = dict(
+        state,
+        logits=cache_lib.tile_beams(pre["logits"], k),
+        caches=[cache_lib.tile_beams(c, k) for c in pre["caches"]],
+        valid=cache_lib.tile_beams(pre["valid"], k),
+    )
+    mask_id = getattr(adapter, "mask_token_id", None)
+
+    def body(s, size):
+        new, token, parent = choose(s)
+        caches = [cache_lib.gather_beams(c, parent) for c in s["caches"]]
+        slot = p + s["i"]
+        valid = mark_slot(cache_lib.gather_beams(s["valid"], parent), slot, token, mask_id)
         new["valid"] = valid
         new["logits"], new["caches"] = adapter.forward(
-            flat_token[:, None], (slot - pad)[:, None], caches, slot, valid[:, :size], context
+            token[:, None], (slot - pad)[:, None], caches, slot, valid[:, :size], context
         )
-        new["i"] = i + 1
         return new
 
-    state = decoding.run_segments(state, p, pre["sizes"], keep_going, body)
-    scores = state["log_probs"] / length_penalty_factor(state["lengths"], alpha)
-    order_scores, order = ops.top_k(scores, k)
-    order = ops.cast(order, "int32")
-    return {
-        "sequences": ops.take_along_axis(state["sequences"], order[:, :, None], axis=1),
-        "scores": order_scores,
-        "log_probs": ops.take_along_axis(state["log_probs"], order, axis=1),
-        "lengths": ops.take_along_axis(state["lengths"], order, axis=1),
-    }
+    return decoding.run_segments(state, p, pre["sizes"], keep_going, body)

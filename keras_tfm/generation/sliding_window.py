@@ -41,6 +41,15 @@ loop of decoding steps (the segments of `keras_tfm.generation.cache`) inside
 an outer loop over windows; the steps choose tokens with the global step
 number, so seeded sampling is reproducible and independent of where windows
 restart.
+
+`slide` runs either path around any step rule: `decode_sliding` (greedy and
+sampling) and beam search (`beam.beam_search_loop(sliding=True)`, one row per
+beam). A beam step reorders the rows (each new beam continues its parent's
+caches and window); the beams of one prompt hold the same number of tokens,
+so they restart their windows together and share their padding. Beam search
+past the context is therefore beam search whose every step runs the forward
+pass over each beam's window (recompute path) or over each beam's whole
+sequence with the width-`W` band (shift path).
 """
 
 from keras import ops
@@ -88,26 +97,32 @@ def decode_sliding(
     Returns:
         `decoding.decode`'s dict (tokens `(batch, cache_length - P)`).
     """
-    window = int(adapter.max_length)
-    p = prompt_ids.shape[1]
-    num_new = cache_length - p
-    if p > window:  # only left padding lies beyond the last W columns
-        prompt_ids = prompt_ids[:, p - window :]
+    eos_id = ops.cast(eos_id, "int32")
+    max_new_tokens = ops.cast(max_new_tokens, "int32")
     state = decoding.start_state(
-        ops.shape(prompt_ids)[0], num_new, pad_id, adapter.vocabulary_size, output_scores
+        ops.shape(prompt_ids)[0],
+        cache_length - prompt_ids.shape[1],
+        pad_id,
+        adapter.vocabulary_size,
+        output_scores,
     )
-    run = _shift if uses_shift(adapter.position) else _recompute
-    state = run(
+
+    def step(s):
+        new, token = decoding.emit(s, select, eos_id, pad_id, output_scores)
+        return new, token, None
+
+    def keep_going(s):
+        return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
+
+    state = slide(
         adapter,
         state,
         ops.cast(prompt_ids, "int32"),
         ops.cast(prompt_lengths, "int32"),
-        window,
-        ops.cast(max_new_tokens, "int32"),
-        select,
-        ops.cast(eos_id, "int32"),
-        pad_id,
-        output_scores,
+        step=step,
+        done=lambda s: s["done"],
+        keep_going=keep_going,
+        pad_id=pad_id,
     )
     out = {"tokens": state["tokens"], "lengths": state["lengths"]}
     if output_scores:
@@ -115,30 +130,62 @@ def decode_sliding(
     return out
 
 
-def _keep_going(max_new_tokens):
-    def keep_going(s):
-        return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
+def slide(adapter, outputs, prompt_ids, prompt_lengths, *, step, done, keep_going, pad_id=0):
+    """Runs a decoding loop past the model's maximum length W (traceable).
 
-    return keep_going
+    Args:
+        adapter: a `decoding.DecoderAdapter` with `max_length` and `position`.
+        outputs: dict of the loop's outputs before the first step (its step
+            counter `"i"` included); carried from window to window.
+        prompt_ids: int32 `(rows, P)` LEFT-padded prompts (static P), at most
+            W real tokens each.
+        prompt_lengths: int32 `(rows,)`.
+        step: `step(state) -> (new state, token (rows,), parent)`: chooses
+            the next token of every row from `state["logits"]` and records
+            it in the outputs; `parent` (int32 `(rows,)`, or None for "row
+            itself") names the row whose caches and window each new row
+            continues (beam search; a row and its parent share their padding).
+        done: `done(state) -> bool (rows,)`, rows that stopped (their
+            logits are no longer read).
+        keep_going: `keep_going(state) -> bool scalar`.
+        pad_id: left-padding id of the recomputed windows.
+
+    Returns:
+        The outputs after the last step.
+    """
+    window = int(adapter.max_length)
+    p = prompt_ids.shape[1]
+    if p > window:  # only left padding lies beyond the last W columns
+        prompt_ids = prompt_ids[:, p - window :]
+    run = _shift if uses_shift(adapter.position) else _recompute
+    state = run(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id)
+    return {k: state[k] for k in outputs}
 
 
-def _outputs(state, output_scores):
-    keys = ["i", "tokens", "lengths", "done"] + (["scores"] if output_scores else [])
-    return {k: state[k] for k in keys}
+def _reorder(s, parent, keys):
+    """`s` with the rows of `keys` (tensors or lists of tensors) taken from the `parent` rows."""
+    if parent is None:
+        return s
+    s = dict(s)
+    for key in keys:
+        value = s[key]
+        if isinstance(value, (list, tuple)):
+            s[key] = [cache_lib.gather_beams(v, parent) for v in value]
+        else:
+            s[key] = cache_lib.gather_beams(value, parent)
+    return s
 
 
 # --------------------------------------------------------------------------- recompute
-def _recompute(
-    adapter, state, prompt_ids, prompt_lengths, window, max_new_tokens, select, eos_id, pad_id, scores
-):
+def _recompute(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id):
     """Windows restarted from their last W // 2 tokens, caches recomputed by a prefill."""
     keep = max(window // 2, 1)
-    keep_going = _keep_going(max_new_tokens)
     p = prompt_ids.shape[1]
     # Every row's context, right-aligned: context[:, -1] is its latest token.
     context = ops.concatenate(
         [ops.full((ops.shape(prompt_ids)[0], window - p), pad_id, "int32"), prompt_ids], axis=1
     )
+    carried = list(outputs) + ["context", "context_length"]
 
     def run_window(outer, ids, lengths):
         """Prefill the windows, then step until done or some row overflows W."""
@@ -154,15 +201,17 @@ def _recompute(
         )
 
         def body(s, size):
-            new, token = decoding.emit(s, select, eos_id, pad_id, scores)
+            new, token, parent = step(s)
+            s = _reorder(s, parent, ("caches", "valid", "context", "context_length"))
             new["context"] = ops.concatenate([s["context"][:, 1:], token[:, None]], axis=1)
             new["context_length"] = s["context_length"] + 1
-            full = ops.logical_and(new["context_length"] > window, ops.logical_not(new["done"]))
-            new["overflow"] = ops.logical_and(ops.any(full), new["i"] < max_new_tokens)
+            full = ops.logical_and(new["context_length"] > window, ops.logical_not(done(new)))
+            new["overflow"] = ops.logical_and(ops.any(full), keep_going(new))
             slot = s["slot"]
             # A row past W is fed at position W - 1 here; the result is discarded
             # (the loop stops on `overflow`) and the next window recomputes it.
             positions = ops.minimum(slot - pre["pad"], window - 1)
+            new["valid"] = s["valid"]
             new["logits"], new["caches"] = adapter.forward(
                 token[:, None], positions[:, None], s["caches"], slot, s["valid"][:, :size]
             )
@@ -173,10 +222,10 @@ def _recompute(
             return ops.logical_and(keep_going(s), ops.logical_not(s["overflow"]))
 
         s = decoding.run_segments(s, width, pre["sizes"], going, body, slot=lambda s: s["slot"])
-        return _outputs(s, scores) | {"context": s["context"], "context_length": s["context_length"]}
+        return {k: s[k] for k in carried}
 
     state = run_window(
-        dict(state, context=context, context_length=prompt_lengths), prompt_ids, prompt_lengths
+        dict(outputs, context=context, context_length=prompt_lengths), prompt_ids, prompt_lengths
     )
 
     def next_window(outer):
@@ -190,17 +239,14 @@ def _recompute(
 
 
 # --------------------------------------------------------------------------- shift
-def _shift(
-    adapter, state, prompt_ids, prompt_lengths, window, max_new_tokens, select, eos_id, pad_id, scores
-):
+def _shift(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id):
     """A causal band of W tokens; the cache drops its oldest W // 2 slots when full."""
     shift = max(window // 2, 1)
     capacity = window + shift
-    keep_going = _keep_going(max_new_tokens)
     p = prompt_ids.shape[1]
     pre = decoding.prefill(adapter, prompt_ids, prompt_lengths, capacity)
     state = dict(
-        state,
+        outputs,
         logits=pre["logits"],
         caches=cache_lib.grow_caches(pre["caches"], capacity),
         valid=pre["valid"],
@@ -209,9 +255,11 @@ def _shift(
     slots = ops.arange(capacity, dtype="int32")[None, :]
 
     def body(s, size):
-        new, token = decoding.emit(s, select, eos_id, pad_id, scores)
+        new, token, parent = step(s)
+        s = _reorder(s, parent, ("caches", "valid"))
         slot = s["slot"]
         band = ops.logical_and(s["valid"], slots > slot - window)
+        new["valid"] = s["valid"]
         new["logits"], new["caches"] = adapter.forward(
             token[:, None], ops.zeros_like(token)[:, None], s["caches"], slot, band
         )
