@@ -33,9 +33,9 @@ from keras_tfm.models import bert_classifier, bert_masked_lm, gpt, seq2seq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "serving_client.py")
-SUBPROCESS_TIMEOUT = 420
+SUBPROCESS_TIMEOUT = 900  # a guard against a hung client; it takes about 2 min on a quiet machine
 
-GPT_PROMPTS = ["hello world", "a", "this is a tiny"]
+GPT_PROMPTS = ["hello", "a", "this is"]
 GPT_TEXT = "hello world, this is a tiny corpus! yes."
 S2S_SOURCES = ["the cat sat", "a dog", "the dog sat on the mat"]
 S2S_WORDS = "the cat sat on a mat dog ran far".split()
@@ -43,7 +43,8 @@ BERT_TEXTS = ["the cat sat on the mat", "a dog ran", "cat"]
 BERT_WORDS = "the cat sat on a mat dog ran far good bad movie".split()
 MAX_NEW = 10
 LONG_NEW = 60
-SLIDE_NEW = 70  # + the 14-token prompt > max_length 80: a sliding window
+SLIDE_NEW = 75  # + the 7-token prompt > max_length 80: a sliding window
+BEAMS = 3  # max_beams of the GPT export
 
 
 def sampling(max_new_tokens=MAX_NEW, temperature=0.0, top_k=0, top_p=1.0, seed=0):
@@ -54,6 +55,10 @@ def sampling(max_new_tokens=MAX_NEW, temperature=0.0, top_k=0, top_p=1.0, seed=0
         "top_p": top_p,
         "seed": seed,
     }
+
+
+def beams(num_beams, max_new_tokens=MAX_NEW, length_penalty=0.6):
+    return {"max_new_tokens": max_new_tokens, "num_beams": num_beams, "length_penalty": length_penalty}
 
 
 def detok(tokenizer, tokens, lengths):
@@ -72,22 +77,38 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("saved_models")
     out = {"root": str(root)}
 
-    # ---- GPT (CharTokenizer): prompt widths 8, 16 × cache lengths 64, 128.
+    # ---- GPT (CharTokenizer): prompt width 8 × cache lengths 64, 128, and the sliding window; each
+    # for sampling and for beam search (max_beams 3).
     keras.utils.set_random_seed(1)
     char_tok = CharTokenizer.from_corpus(GPT_TEXT)
     gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=80)
     out["gpt_path"] = export_for_serving(
-        gpt_model, root / "gpt", tokenizer=char_tok, max_new_tokens_limit=70, max_prompt_length=16
+        gpt_model,
+        root / "gpt",
+        tokenizer=char_tok,
+        max_new_tokens_limit=SLIDE_NEW,
+        max_prompt_length=8,
+        max_beams=BEAMS,
     )
     gen = CausalLMGenerator(gpt_model)
     prompt_ids = ids_of(char_tok, GPT_PROMPTS)
-    out["gpt_long_ids"] = gen.generate(prompt_ids, LONG_NEW).tolist()  # cache length 128 (64 for MAX_NEW)
+    tokens, lengths = gen.generate(prompt_ids, LONG_NEW, return_lengths=True)  # cache length 128
+    out["gpt_long"] = detok(char_tok, tokens, lengths)
     out["gpt_slide_ids"] = gen.generate(prompt_ids, SLIDE_NEW).tolist()
     tokens, lengths = gen.generate(prompt_ids, MAX_NEW, return_lengths=True)
     out["gpt_greedy"] = detok(char_tok, tokens, lengths)
     out["gpt_greedy_ids"] = tokens.tolist()
     sampled = gen.generate(prompt_ids, MAX_NEW, sampler="sample", temperature=1.0, top_k=5, top_p=0.9, seed=7)
     out["gpt_sampled_ids"] = sampled.tolist()
+    seqs, scores, lengths = gen.beam_search(prompt_ids, MAX_NEW, num_beams=2)
+    out["gpt_beam2"] = detok(char_tok, seqs[:, 0], lengths[:, 0])
+    out["gpt_beam2_scores"] = scores[:, 0].tolist()
+    seqs, scores, lengths = gen.beam_search(prompt_ids, SLIDE_NEW, num_beams=BEAMS)  # past the context
+    out["gpt_beam_slide"] = {
+        "token_ids": seqs[:, 0].tolist(),
+        "lengths": lengths[:, 0].tolist(),
+        "scores": scores[:, 0].tolist(),
+    }
     padded = np.zeros((len(prompt_ids), max(map(len, prompt_ids))), np.int32)
     for b, p in enumerate(prompt_ids):
         padded[b, : len(p)] = p
@@ -144,15 +165,30 @@ def bad_gpt_requests():
     cases = [
         ("empty batch", dict(base, prompts=[]), "empty batch"),
         ("max_new_tokens < 0", dict(base, max_new_tokens=-1), "`max_new_tokens` must be >= 0"),
-        ("max_new_tokens > limit", dict(base, max_new_tokens=71), "`max_new_tokens` must be <= 70"),
+        ("max_new_tokens > limit", dict(base, max_new_tokens=76), "`max_new_tokens` must be <= 75"),
         ("top_p > 1", dict(base, top_p=1.5), "`top_p` must be in (0, 1]"),
         ("top_p = 0", dict(base, top_p=0.0), "`top_p` must be in (0, 1]"),
         ("top_k < 0", dict(base, top_k=-2), "`top_k` must be >= 0"),
         ("temperature < 0", dict(base, temperature=-1.0), "`temperature` must be a finite float >= 0"),
         ("empty prompt", dict(base, prompts=["hello", ""]), "needs at least one token"),
-        ("prompt too long", dict(base, prompts=["h" * 20]), "maximum prompt length 16"),
+        ("prompt too long", dict(base, prompts=["h" * 9]), "maximum prompt length 8"),
     ]
-    requests = [{"signature": "generate", "inputs": inputs} for _, inputs, _ in cases]
+    beam = dict(prompts=["hello"], max_new_tokens=MAX_NEW, num_beams=2, length_penalty=0.6)
+    cases += [
+        ("num_beams = 0", dict(beam, num_beams=0), "`num_beams` must be in [1, 3]"),
+        ("num_beams > max_beams", dict(beam, num_beams=4), "`num_beams` must be in [1, 3]"),
+        (
+            "length_penalty < 0",
+            dict(beam, length_penalty=-1.0),
+            "`length_penalty` must be a finite float >= 0",
+        ),
+        ("beam max_new_tokens > limit", dict(beam, max_new_tokens=76), "`max_new_tokens` must be <= 75"),
+        ("beam prompt too long", dict(beam, prompts=["h" * 9]), "maximum prompt length 8"),
+    ]
+    requests = [
+        {"signature": "beam_search" if "num_beams" in inputs else "generate", "inputs": inputs}
+        for _, inputs, _ in cases
+    ]
     expected = [(name, "InvalidArgumentError", text) for name, _, text in cases]
     # Wrong dtype: rejected by the signature itself.
     requests.append(
@@ -174,7 +210,7 @@ def bad_gpt_requests():
 def served(exports, tmp_path_factory):
     """Runs tests/serving_client.py once (keras and keras_tfm blocked)."""
     gpt_calls = [
-        {"signature": "generate", "inputs": dict(prompts=GPT_PROMPTS, **sampling())},
+        {"signature": "generate", "inputs": dict(prompts=GPT_PROMPTS, **sampling(max_new_tokens=LONG_NEW))},
         {
             "signature": "generate_ids",
             "inputs": dict(token_ids=exports["gpt_padded"], lengths=exports["gpt_lengths"], **sampling()),
@@ -196,15 +232,17 @@ def served(exports, tmp_path_factory):
             "inputs": dict(
                 token_ids=exports["gpt_padded"],
                 lengths=exports["gpt_lengths"],
-                **sampling(max_new_tokens=LONG_NEW),
+                **sampling(max_new_tokens=SLIDE_NEW),
             ),
         },
+        {"signature": "beam_search", "inputs": dict(prompts=GPT_PROMPTS, **beams(1))},
+        {"signature": "beam_search", "inputs": dict(prompts=GPT_PROMPTS, **beams(2))},
         {
-            "signature": "generate_ids",
+            "signature": "beam_search_ids",
             "inputs": dict(
                 token_ids=exports["gpt_padded"],
                 lengths=exports["gpt_lengths"],
-                **sampling(max_new_tokens=SLIDE_NEW),
+                **beams(BEAMS, max_new_tokens=SLIDE_NEW),
             ),
         },
     ]
@@ -275,21 +313,40 @@ def test_loads_without_keras(served):
 
 def test_gpt_signatures_match_in_process(exports, served):
     gpt_result = served["models"][0]
-    assert set(gpt_result["signatures"]) == {"serving_default", "generate", "generate_ids"}
+    assert set(gpt_result["signatures"]) == {
+        "serving_default",
+        "generate",
+        "generate_ids",
+        "beam_search",
+        "beam_search_ids",
+    }
     for loader in ("tf2", "tf1"):
-        generate, ids, sampled, logits, long, slide = gpt_result[loader]
-        assert generate["completions"] == exports["gpt_greedy"], loader
-        assert generate["num_tokens"] == [MAX_NEW] * len(GPT_PROMPTS)
+        # Each (signature, loop) pair compiles once per loader: the string signatures take other loops
+        # than the id signatures (cache lengths 128 / 64) to cover every loop with few compilations.
+        generate, ids, sampled, logits, slide, beam1, beam2, beam_slide = gpt_result[loader]
+        assert generate["completions"] == exports["gpt_long"], loader  # cache length 128: two segments
+        assert generate["num_tokens"] == [LONG_NEW] * len(GPT_PROMPTS)
         assert ids["token_ids"] == exports["gpt_greedy_ids"], loader
         # Same seed → same tokens as in-process sampling (both XLA on the same device).
         assert sampled["token_ids"] == exports["gpt_sampled_ids"], loader
         np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
-        assert long["token_ids"] == exports["gpt_long_ids"], loader
         # Past the model's 80 positions: the sliding-window loop, as in process.
         assert slide["token_ids"] == exports["gpt_slide_ids"], loader
+        # num_beams is a request input: any width up to max_beams=3 from one 3-beam loop per shape is
+        # the in-process search of that width (1 = greedy), past the context too.
+        assert beam1["completions"] == exports["gpt_greedy"], loader
+        assert beam2["completions"] == exports["gpt_beam2"], loader
+        np.testing.assert_allclose(beam2["scores"], exports["gpt_beam2_scores"], rtol=1e-5)
+        assert beam_slide["token_ids"] == exports["gpt_beam_slide"]["token_ids"], loader
+        assert beam_slide["lengths"] == exports["gpt_beam_slide"]["lengths"], loader
+        np.testing.assert_allclose(beam_slide["scores"], exports["gpt_beam_slide"]["scores"], rtol=1e-5)
     assert gpt_result["tf1_signatures"]["generate"] == {
         "inputs": ["max_new_tokens", "prompts", "seed", "temperature", "top_k", "top_p"],
         "outputs": ["completions", "num_tokens"],
+    }
+    assert gpt_result["tf1_signatures"]["beam_search"] == {
+        "inputs": ["length_penalty", "max_new_tokens", "num_beams", "prompts"],
+        "outputs": ["completions", "num_tokens", "scores"],
     }
 
 
@@ -477,13 +534,16 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
             GPT_PROMPTS[1],
             "--max-new-tokens",
             str(MAX_NEW),
+            "--num-beams",
+            "2",
         ]
     )
-    assert args.func(args) == 0
-    assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_greedy"][:2]
+    assert args.func(args) == 0  # --num-beams 2: the `beam_search` signature (greedy: test_cli_workflow)
+    assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_beam2"][:2]
     # The default --max-new-tokens (64) fits every export whose `generate` slides past the context.
     info = export_info(exports["gpt_path"])
-    assert info["sliding_window"] and default_max_new_tokens(info, ["h" * 16]) == 64
+    assert info["sliding_window"] and default_max_new_tokens(info, ["h" * 8]) == 64
+    assert info["max_beams"] == BEAMS
     assert (
         default_max_new_tokens({"max_length": 64, "max_new_tokens_limit": 63}, ["h" * 60]) == 4
     )  # older export

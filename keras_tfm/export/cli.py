@@ -63,7 +63,8 @@ def add_export_subcommand(subparsers):
         dest="max_beams",
         type=positive_int_arg,
         default=4,
-        help="seq2seq: widest beam search a request may ask for (num_beams 1..max; default 4).",
+        help="Widest beam search a request may ask for (seq2seq translate, GPT beam_search: num_beams "
+        "1..max; default 4).",
     )
     p.add_argument(
         "--beam-widths", dest="beam_widths", default=None, help="Deprecated: --max-beams = the largest."
@@ -177,7 +178,11 @@ def add_generate_subcommand(subparsers):
     p.add_argument("--top-p", dest="top_p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--num-beams", dest="num_beams", type=int, default=1, help="seq2seq: beam width (1 = greedy)."
+        "--num-beams",
+        dest="num_beams",
+        type=int,
+        default=1,
+        help="Beam width (1 = greedy; GPT: above 1 runs the beam_search signature, sampling options unused).",
     )
     p.add_argument("--length-penalty", dest="length_penalty", type=float, default=0.6)
     p.add_argument("--json", action="store_true", help="Print all outputs as JSON.")
@@ -213,7 +218,12 @@ def _run_generate(args):
     if args.max_new_tokens is None:
         args.max_new_tokens = default_max_new_tokens(export_info(directory), args.prompt)
     prompts = [s.encode("utf-8") for s in args.prompt]
-    if "generate" in names:
+    beam = dict(
+        max_new_tokens=args.max_new_tokens, num_beams=args.num_beams, length_penalty=args.length_penalty
+    )
+    if "beam_search" in names and args.num_beams != 1:
+        out, main = call_signature(loaded, "beam_search", prompts=prompts, **beam), "completions"
+    elif "generate" in names:
         out = call_signature(
             loaded,
             "generate",
@@ -226,15 +236,7 @@ def _run_generate(args):
         )
         main = "completions"
     elif "translate" in names:
-        out = call_signature(
-            loaded,
-            "translate",
-            inputs=prompts,
-            max_new_tokens=args.max_new_tokens,
-            num_beams=args.num_beams,
-            length_penalty=args.length_penalty,
-        )
-        main = "translations"
+        out, main = call_signature(loaded, "translate", inputs=prompts, **beam), "translations"
     elif "classify" in names:
         out = call_signature(loaded, "classify", inputs=prompts)
         main = "labels"

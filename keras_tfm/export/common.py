@@ -28,6 +28,12 @@ SAMPLING_SIGNATURE = {
     "seed": tf.TensorSpec([], tf.int32, name="seed"),
 }
 
+BEAM_SIGNATURE = {
+    "max_new_tokens": tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+    "num_beams": tf.TensorSpec([], tf.int32, name="num_beams"),
+    "length_penalty": tf.TensorSpec([], tf.float32, name="length_penalty"),
+}
+
 
 # --------------------------------------------------------------------------- helpers
 def require(condition, *message):
@@ -39,8 +45,8 @@ def check_nonempty_batch(name, batch_size):
     return require(batch_size > 0, f"`{name}` is an empty batch; send at least one item.")
 
 
-def check_sampling(max_new_tokens, temperature, top_k, top_p, max_new_tokens_limit):
-    """Asserts on the sampling inputs (all scalars)."""
+def check_max_new_tokens(max_new_tokens, max_new_tokens_limit):
+    """Asserts that the scalar `max_new_tokens` lies in [0, max_new_tokens_limit]."""
     return [
         require(max_new_tokens >= 0, "`max_new_tokens` must be >= 0; received:", max_new_tokens),
         require(
@@ -48,6 +54,28 @@ def check_sampling(max_new_tokens, temperature, top_k, top_p, max_new_tokens_lim
             f"`max_new_tokens` must be <= {max_new_tokens_limit} (max_new_tokens_limit of the export); received:",
             max_new_tokens,
         ),
+    ]
+
+
+def check_beams(num_beams, length_penalty, max_beams):
+    """Asserts on the beam-search inputs: `num_beams` in [1, max_beams], `length_penalty` finite >= 0."""
+    return [
+        require(
+            tf.logical_and(num_beams >= 1, num_beams <= max_beams),
+            f"`num_beams` must be in [1, {max_beams}] (1 = greedy; max_beams of the export); received:",
+            num_beams,
+        ),
+        require(
+            tf.logical_and(length_penalty >= 0.0, tf.math.is_finite(length_penalty)),
+            "`length_penalty` must be a finite float >= 0; received:",
+            length_penalty,
+        ),
+    ]
+
+
+def check_sampling(max_new_tokens, temperature, top_k, top_p, max_new_tokens_limit):
+    """Asserts on the sampling inputs (all scalars)."""
+    return check_max_new_tokens(max_new_tokens, max_new_tokens_limit) + [
         require(
             tf.logical_and(temperature >= 0.0, tf.math.is_finite(temperature)),
             "`temperature` must be a finite float >= 0 (0 = greedy); received:",

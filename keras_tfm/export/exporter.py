@@ -143,6 +143,8 @@ def build_serving(
             f"`kind`={kind!r} does not match the model {model.name!r}, which is a {detected!r} model; "
             f"pass kind={detected!r} or 'auto'."
         )
+    if beam_widths is not None:
+        max_beams = max(int(w) for w in beam_widths)
     if kind == "gpt":
         return sig.GPTServing(
             model,
@@ -151,6 +153,7 @@ def build_serving(
             eos_id=eos_id,
             jit_compile=jit_compile,
             max_prompt_length=max_prompt_length,
+            max_beams=max_beams,
         )
     if kind == "seq2seq":
         source, target = _split_tokenizers(tokenizer)
@@ -159,7 +162,7 @@ def build_serving(
             source,
             target,
             max_new_tokens_limit=max_new_tokens_limit,
-            max_beams=max_beams if beam_widths is None else max(int(w) for w in beam_widths),
+            max_beams=max_beams,
             eos_id=EOS if eos_id is None else eos_id,
             jit_compile=jit_compile,
         )
@@ -186,8 +189,9 @@ def _write_export_info(version_dir, kind, serving):
     """`assets.extra/keras_tfm.json`: the model kind and the request limits fixed at export (for clients
     such as `keras-tfm generate`, whose defaults must fit them; TF Serving ignores the file)."""
     info = {"kind": kind}
-    if getattr(serving, "max_new_tokens_limit", None) is not None:
-        info["max_new_tokens_limit"] = int(serving.max_new_tokens_limit)
+    for key in ("max_new_tokens_limit", "max_beams"):
+        if getattr(serving, key, None) is not None:
+            info[key] = int(getattr(serving, key))
     if kind == "gpt" and serving.max_length is not None:  # prompts must fit it
         info["max_length"] = int(serving.max_length)
         info["sliding_window"] = True  # `generate` goes past max_length (generation.sliding_window)
@@ -231,7 +235,15 @@ def export_for_serving(
       `temperature`, `top_k`, `top_p`, `seed` scalars → `completions` string
       [B], `num_tokens` int32 [B]); `generate_ids` (`token_ids` int32 [B, T]
       right-padded + `lengths` int32 [B] + the same scalars → `token_ids`
-      int32 [B, max_new_tokens], `lengths` int32 [B]).
+      int32 [B, max_new_tokens], `lengths` int32 [B]); `beam_search`
+      (`prompts` string [B], `max_new_tokens` int32, `num_beams` int32 (any
+      width in [1, max_beams], 1 = greedy), `length_penalty` float32 → the
+      best beam's `completions` string [B], `num_tokens` int32 [B], `scores`
+      float32 [B] (log-prob / ((5 + length) / 6)^length_penalty));
+      `beam_search_ids` (`token_ids` + `lengths` as in `generate_ids`, the
+      beam scalars → `token_ids` int32 [B, max_new_tokens], `lengths`,
+      `scores`). Every generation signature goes past the model's maximum
+      length with a sliding window, as in process.
     * seq2seq: `translate` (`inputs` string [B], `max_new_tokens` int32,
       `num_beams` int32 (any width in [1, max_beams], 1 = greedy), `length_penalty`
       float32 → `translations` string [B], `num_tokens` int32 [B]).
@@ -258,9 +270,10 @@ def export_for_serving(
             `keras_tfm.generation.sliding_window`); seq2seq: default and cap
             the model's max_length - 1. Sizes the caches.
         warmup: write `assets.extra/tf_serving_warmup_requests`.
-        max_beams: seq2seq: the widest beam search a `translate` request may
-            ask for (`num_beams` in [1, max_beams]; one loop is compiled for
-            it, a narrower request keeps the spare beams dead).
+        max_beams: the widest beam search a request may ask for (seq2seq
+            `translate`, GPT `beam_search` / `beam_search_ids`: `num_beams`
+            in [1, max_beams]; the loops are compiled for it, a narrower
+            request keeps the spare beams dead).
         beam_widths: deprecated: `max_beams` = max(beam_widths).
         eos_id: GPT: stop id (default none); seq2seq: default EOS.
         jit_compile: compile the decoding loops with XLA.

@@ -1,17 +1,32 @@
-"""Serving endpoints of a GPT model: `serving_default`, `generate`, `generate_ids`.
+"""Serving endpoints of a GPT model: `serving_default`, `generate`,
+`generate_ids`, `beam_search`, `beam_search_ids`.
 
 `max_new_tokens` may take a prompt past the model's maximum length: such a
 request runs the sliding-window loop of `keras_tfm.generation.sliding_window`
-(as `generate` in process), one compiled loop per prompt width.
+(as `generate` and `beam_search` in process), one compiled loop per prompt
+width.
+
+Beam search has its own signatures rather than a `num_beams` input of
+`generate`: a TF Serving request must feed every input of its signature, so
+a new input would break every existing `generate` client, and the two take
+different options (sampling `temperature` / `top_k` / `top_p` / `seed`
+against `num_beams` / `length_penalty`, as `translate`). `num_beams` is a
+request input, any width in [1, max_beams] (fixed at export): one loop per
+configuration is compiled for `max_beams` beams, and a narrower request
+keeps the spare beams dead, which is exactly the search of that width
+(`beam.beam_search_loop(active_beams=)`); width 1 is greedy decoding.
 """
 
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import check_positive_int
+from keras_tfm.checks import check_int, check_positive_int
 from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS
 from keras_tfm.export.common import (
+    BEAM_SIGNATURE,
     SAMPLING_SIGNATURE,
+    check_beams,
+    check_max_new_tokens,
     check_nonempty_batch,
     check_sampling,
     detokenize,
@@ -25,6 +40,7 @@ from keras_tfm.export.common import (
     sample_text,
     string_vector,
 )
+from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import decoding, sliding_window
 from keras_tfm.generation.causal_lm import CausalLMGenerator
 
@@ -34,8 +50,8 @@ DEFAULT_MAX_NEW_TOKENS_LIMIT = 256
 
 # --------------------------------------------------------------------------- GPT
 class GPTServing:
-    """Endpoints of a GPT model: `serving_default` (logits), `generate`
-    (strings) and `generate_ids` (ids)."""
+    """Endpoints of a GPT model: `serving_default` (logits), `generate` and
+    `beam_search` (strings), `generate_ids` and `beam_search_ids` (ids)."""
 
     def __init__(
         self,
@@ -46,6 +62,7 @@ class GPTServing:
         pad_id=0,
         jit_compile=True,
         max_prompt_length=None,
+        max_beams=4,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -70,6 +87,8 @@ class GPTServing:
                 raise ValueError("The model has no maximum length; pass `max_new_tokens_limit`.")
             max_new_tokens_limit = max(self.max_length - 1, DEFAULT_MAX_NEW_TOKENS_LIMIT)
         self.max_new_tokens_limit = check_positive_int("max_new_tokens_limit", max_new_tokens_limit)
+        self.max_beams = check_int("max_beams", max_beams, minimum=1)
+        beam_lib.check_num_beams(self.max_beams, self.vocabulary_size)
         self.eos_id = -1 if eos_id is None else int(eos_id)
         self.pad_id = int(pad_id)
         self.jit_compile = bool(jit_compile)
@@ -97,46 +116,69 @@ class GPTServing:
             )
 
     # ---- compiled pieces
-    def decoder(self, p, cache_length, sliding=False):
-        """The XLA-compiled decoding loop of prompt width `p` and cache length
-        (with `sliding`: the sliding-window loop, `cache_length - p` tokens)."""
-        if (p, cache_length, sliding) not in self._decoders:
-            adapter, eos, pad = self.generator.adapter, self.eos_id, self.pad_id
-            loop = sliding_window.decode_sliding if sliding else decoding.decode
-
-            def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
-                select = make_selector(seed, temperature, top_k, top_p)
-                out = loop(
-                    adapter,
-                    ids,
-                    lengths,
-                    max_new_tokens,
-                    select,
-                    cache_length=cache_length,
-                    eos_id=eos,
-                    pad_id=pad,
-                )
-                return out["tokens"], out["lengths"]
-
-            with tf.init_scope():  # trace once, eagerly: a ConcreteFunction is shared by every endpoint
-                self._decoders[p, cache_length, sliding] = tf.function(
+    def _concrete(self, key, run, scalars):
+        """`run(ids [B, P], lengths [B], *scalars)` traced once (eagerly, outside the endpoint being
+        traced) as an XLA-compiled ConcreteFunction shared by every endpoint."""
+        if key not in self._decoders:
+            p = key[1]
+            with tf.init_scope():
+                self._decoders[key] = tf.function(
                     run,
                     jit_compile=self.jit_compile,
                     autograph=False,
-                    input_signature=[
-                        tf.TensorSpec([None, p], tf.int32),
-                        tf.TensorSpec([None], tf.int32),
-                        tf.TensorSpec([], tf.int32),
-                        tf.TensorSpec([], tf.int32),
-                        tf.TensorSpec([], tf.float32),
-                        tf.TensorSpec([], tf.int32),
-                        tf.TensorSpec([], tf.float32),
-                    ],
+                    input_signature=[tf.TensorSpec([None, p], tf.int32), tf.TensorSpec([None], tf.int32)]
+                    + [tf.TensorSpec([], dtype) for dtype in scalars],
                 ).get_concrete_function()
-        return self._decoders[p, cache_length, sliding]
+        return self._decoders[key]
 
-    def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
-        """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
+    def decoder(self, p, cache_length, sliding=False):
+        """The XLA-compiled decoding loop of prompt width `p` and cache length
+        (with `sliding`: the sliding-window loop, `cache_length - p` tokens)."""
+        adapter, eos, pad = self.generator.adapter, self.eos_id, self.pad_id
+        loop = sliding_window.decode_sliding if sliding else decoding.decode
+
+        def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
+            select = make_selector(seed, temperature, top_k, top_p)
+            out = loop(
+                adapter,
+                ids,
+                lengths,
+                max_new_tokens,
+                select,
+                cache_length=cache_length,
+                eos_id=eos,
+                pad_id=pad,
+            )
+            return out["tokens"], out["lengths"]
+
+        scalars = (tf.int32, tf.int32, tf.float32, tf.int32, tf.float32)
+        return self._concrete(("sample", p, cache_length, sliding), run, scalars)
+
+    def beam_decoder(self, p, cache_length, sliding=False):
+        """The XLA-compiled beam search of `max_beams` beams (the request's
+        `num_beams` of them active) for prompt width `p` and cache length;
+        returns the best beam's tokens, length and score."""
+        generator, eos, k = self.generator, self.eos_id, self.max_beams
+
+        def run(ids, lengths, max_new_tokens, length_penalty, num_beams):
+            out = generator.beam_search_fn(
+                ids,
+                lengths,
+                max_new_tokens,
+                length_penalty,
+                eos,
+                num_beams=k,
+                cache_length=cache_length,
+                active_beams=num_beams,
+                sliding=sliding,
+            )
+            return out["sequences"][:, 0], out["lengths"][:, 0], out["scores"][:, 0]
+
+        return self._concrete(("beam", p, cache_length, sliding), run, (tf.int32, tf.float32, tf.int32))
+
+    def _route(self, ragged, max_new_tokens, name, checks):
+        """Validates the prompts (and `checks`) → `(lengths, max_new, config index)`: the (prompt
+        width, cache length, sliding) loop the in-process generator would run for the request."""
         lengths = tf.cast(ragged.row_lengths(), tf.int32)
         batch = tf.shape(lengths)[0]
         long = longest(lengths)
@@ -158,26 +200,55 @@ class GPTServing:
                 tf.reduce_all((flat >= 0) & (flat < self.vocabulary_size)),
                 f"`{name}` holds ids outside [0, {self.vocabulary_size})",
             ),
-        ]
-        checks += check_sampling(max_new_tokens, temperature, top_k, top_p, self.max_new_tokens_limit)
+        ] + checks
         with tf.control_dependencies(checks):
             max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
             width = lookup(self.width_of_length, long)
             index = lookup(self.config_of, width, tf.minimum(max_new, self.fitting_limit))
             if self.sliding_of:
                 index = tf.where(long + max_new > self.max_length, lookup(self.sliding_of, width), index)
+        return lengths, max_new, index
+
+    def _switch(self, ragged, index, max_new, call):
+        """Runs `call(ids, p, cache_length, sliding)` (outputs: `[B, L]` tokens first) for the
+        config `index`, on the prompts left-padded to its width; tokens cut to `max_new`."""
 
         def branch(p, cache_length, sliding):
             def fn():
-                ids = left_pad(ragged, p, self.pad_id)
-                decoder = self.decoder(p, cache_length, sliding)
-                tokens, out_lengths = decoder(ids, lengths, max_new, seed, temperature, top_k, top_p)
-                return tokens[:, :max_new], out_lengths
+                tokens, *rest = call(left_pad(ragged, p, self.pad_id), p, cache_length, sliding)
+                return (tokens[:, :max_new], *rest)
 
             return fn
 
-        tokens, out_lengths = tf.switch_case(index, [branch(*config) for config in self.configs])
-        return tf.ensure_shape(tokens, [None, None]), tf.ensure_shape(out_lengths, [None])
+        outputs = tf.switch_case(index, [branch(*config) for config in self.configs])
+        return [tf.ensure_shape(outputs[0], [None, None])] + [tf.ensure_shape(o, [None]) for o in outputs[1:]]
+
+    def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
+        """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
+        checks = check_sampling(max_new_tokens, temperature, top_k, top_p, self.max_new_tokens_limit)
+        lengths, max_new, index = self._route(ragged, max_new_tokens, name, checks)
+
+        def call(ids, p, cache_length, sliding):
+            decoder = self.decoder(p, cache_length, sliding)
+            return decoder(ids, lengths, max_new, seed, temperature, top_k, top_p)
+
+        tokens, out_lengths = self._switch(ragged, index, max_new, call)
+        return tokens, out_lengths
+
+    def beam_search_ragged(self, ragged, max_new_tokens, num_beams, length_penalty, name):
+        """Validated beam search from ragged prompt ids → the best beam's (tokens [B, max_new],
+        lengths [B], scores [B])."""
+        checks = check_max_new_tokens(max_new_tokens, self.max_new_tokens_limit)
+        checks += check_beams(num_beams, length_penalty, self.max_beams)
+        lengths, max_new, index = self._route(ragged, max_new_tokens, name, checks)
+        beams = tf.clip_by_value(num_beams, 1, self.max_beams)
+
+        def call(ids, p, cache_length, sliding):
+            decoder = self.beam_decoder(p, cache_length, sliding)
+            return decoder(ids, lengths, max_new, length_penalty, beams)
+
+        tokens, out_lengths, scores = self._switch(ragged, index, max_new, call)
+        return tokens, out_lengths, scores
 
     # ---- endpoints
     def endpoints(self):
@@ -209,7 +280,7 @@ class GPTServing:
             )
             return {"logits": tf.cast(model(inputs, training=False), tf.float32)}
 
-        def generate_ids(token_ids, lengths, max_new_tokens, temperature, top_k, top_p, seed):
+        def ragged_ids(token_ids, lengths):
             checks = [
                 require(
                     tf.shape(lengths)[0] == tf.shape(token_ids)[0],
@@ -224,16 +295,25 @@ class GPTServing:
                 ),
             ]
             with tf.control_dependencies(checks):
-                ragged = ragged_from_padded(token_ids, lengths)
+                return ragged_from_padded(token_ids, lengths)
+
+        def generate_ids(token_ids, lengths, max_new_tokens, temperature, top_k, top_p, seed):
             tokens, out_lengths = self.generate_ragged(
-                ragged, max_new_tokens, temperature, top_k, top_p, seed, "token_ids"
+                ragged_ids(token_ids, lengths), max_new_tokens, temperature, top_k, top_p, seed, "token_ids"
             )
             return {"token_ids": tokens, "lengths": out_lengths}
 
-        ids_signature = [
+        def beam_search_ids(token_ids, lengths, max_new_tokens, num_beams, length_penalty):
+            tokens, out_lengths, scores = self.beam_search_ragged(
+                ragged_ids(token_ids, lengths), max_new_tokens, num_beams, length_penalty, "token_ids"
+            )
+            return {"token_ids": tokens, "lengths": out_lengths, "scores": scores}
+
+        ids_inputs = [
             tf.TensorSpec([None, None], tf.int32, name="token_ids"),
             tf.TensorSpec([None], tf.int32, name="lengths"),
-        ] + list(SAMPLING_SIGNATURE.values())
+        ]
+        prompts_input = [tf.TensorSpec([None], tf.string, name="prompts")]
         endpoints = [
             ("serving_default", serving_default, [tf.TensorSpec([None, None], tf.int32, name="token_ids")]),
         ]
@@ -247,14 +327,18 @@ class GPTServing:
                 )
                 return {"completions": detokenize(tokenizer, tokens, out_lengths), "num_tokens": out_lengths}
 
-            endpoints.append(
-                (
-                    "generate",
-                    generate,
-                    [tf.TensorSpec([None], tf.string, name="prompts")] + list(SAMPLING_SIGNATURE.values()),
+            def beam_search(prompts, max_new_tokens, num_beams, length_penalty):
+                ragged = tokenizer.tokenize(string_vector("prompts", prompts))
+                tokens, out_lengths, scores = self.beam_search_ragged(
+                    ragged, max_new_tokens, num_beams, length_penalty, "prompts"
                 )
-            )
-        endpoints.append(("generate_ids", generate_ids, ids_signature))
+                completions = detokenize(tokenizer, tokens, out_lengths)
+                return {"completions": completions, "num_tokens": out_lengths, "scores": scores}
+
+            endpoints.append(("generate", generate, prompts_input + list(SAMPLING_SIGNATURE.values())))
+            endpoints.append(("beam_search", beam_search, prompts_input + list(BEAM_SIGNATURE.values())))
+        endpoints.append(("generate_ids", generate_ids, ids_inputs + list(SAMPLING_SIGNATURE.values())))
+        endpoints.append(("beam_search_ids", beam_search_ids, ids_inputs + list(BEAM_SIGNATURE.values())))
         return endpoints
 
     def warmup_requests(self):
@@ -273,4 +357,10 @@ class GPTServing:
                 ("generate", dict(sampling, prompts=np.array([sample_text(self.tokenizer).encode()])))
             )
         requests.append(("generate_ids", dict(sampling, token_ids=ids, lengths=np.array([4], np.int32))))
+        beams = {
+            "max_new_tokens": np.int32(n),
+            "num_beams": np.int32(self.max_beams),
+            "length_penalty": np.float32(0.6),
+        }
+        requests.append(("beam_search_ids", dict(beams, token_ids=ids, lengths=np.array([4], np.int32))))
         return requests

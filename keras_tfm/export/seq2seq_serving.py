@@ -12,6 +12,9 @@ import tensorflow as tf
 from keras_tfm.checks import check_int
 from keras_tfm.data.special_tokens import BOS, EOS, PAD
 from keras_tfm.export.common import (
+    BEAM_SIGNATURE,
+    check_beams,
+    check_max_new_tokens,
     check_nonempty_batch,
     detokenize,
     longest,
@@ -162,25 +165,9 @@ class Seq2SeqServing:
                     "tokens; longest:",
                     long,
                 ),
-                require(max_new_tokens >= 0, "`max_new_tokens` must be >= 0; received:", max_new_tokens),
-                require(
-                    max_new_tokens <= self.max_new_tokens_limit,
-                    f"`max_new_tokens` must be <= {self.max_new_tokens_limit} (max_new_tokens_limit of the export); "
-                    "received:",
-                    max_new_tokens,
-                ),
-                require(
-                    tf.logical_and(num_beams >= 1, num_beams <= self.max_beams),
-                    f"`num_beams` must be in [1, {self.max_beams}] (1 = greedy; max_beams of the export); "
-                    "received:",
-                    num_beams,
-                ),
-                require(
-                    tf.logical_and(length_penalty >= 0.0, tf.math.is_finite(length_penalty)),
-                    "`length_penalty` must be a finite float >= 0; received:",
-                    length_penalty,
-                ),
             ]
+            checks += check_max_new_tokens(max_new_tokens, self.max_new_tokens_limit)
+            checks += check_beams(num_beams, length_penalty, self.max_beams)
             with tf.control_dependencies(checks):
                 # Right-padded to the same width as the in-process generator.
                 width = lookup(self.source_width_of_length, long)
@@ -203,12 +190,7 @@ class Seq2SeqServing:
             out_lengths = tf.minimum(out_lengths, max_new)
             return {"translations": detokenize(tgt_tok, tokens, out_lengths), "num_tokens": out_lengths}
 
-        signature = [
-            tf.TensorSpec([None], tf.string, name="inputs"),
-            tf.TensorSpec([], tf.int32, name="max_new_tokens"),
-            tf.TensorSpec([], tf.int32, name="num_beams"),
-            tf.TensorSpec([], tf.float32, name="length_penalty"),
-        ]
+        signature = [tf.TensorSpec([None], tf.string, name="inputs")] + list(BEAM_SIGNATURE.values())
         return [("translate", translate, signature)]
 
     def warmup_requests(self):
