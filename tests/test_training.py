@@ -429,7 +429,7 @@ def test_time_budget_stops_training_and_reports_the_steps_reached():
         1 <= result.steps < 1000
     )  # stopped early (the first batch may itself outlast the budget under load)
     assert result.steps == int(model.optimizer.iterations.numpy())
-    assert result.seconds < 5
+    assert result.seconds < 20  # 1000 steps of 50 ms would take 50 s
     with pytest.raises(ValueError, match="seconds"):
         training.train(model, ds, steps=10, time_budget=0, verbose=0)
 
