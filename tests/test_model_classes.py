@@ -114,7 +114,8 @@ def test_gpt_methods_match_the_graph(gpt_untied):
     np.testing.assert_allclose(np.asarray(model.compute_logits(x)), expected, atol=1e-5)
     # call_with_cache: prefix in one pass, then one token at a time.
     caches = model.init_caches(2, 16)
-    assert tuple(caches[0].shape) == (2, 2, 16, 16)  # keys: (batch, kv heads, length, head_dim)
+    assert tuple(caches[0].shape) == (2, 2, 16, 16)  # keys: (batch, kv heads, head_dim, length)
+    assert tuple(model.init_caches(2, 12)[0].shape) == (2, 2, 16, 12)
     logits, caches = model.call_with_cache(ids[:, :5], caches, 0)
     np.testing.assert_allclose(np.asarray(logits), expected[:, :5], atol=1e-5)
     for t in range(5, 9):

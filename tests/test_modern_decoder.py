@@ -67,7 +67,9 @@ def test_llama_layout_parts_and_config(llama):
     # Key/value projections and the cache have the 2 key/value heads.
     assert tuple(block.self_attention_layer.key_dense.kernel.shape) == (32, 2, 8)
     assert llama.num_key_value_heads == 2 and llama.head_dim == 8
-    assert tuple(llama.init_caches(3, 5)[0].shape) == (3, 2, 5, 8)  # keys (batch, kv heads, length, head_dim)
+    keys, values = llama.init_caches(3, 5)[:2]
+    assert tuple(keys.shape) == (3, 2, 8, 5)  # keys (batch, kv heads, head_dim, length)
+    assert tuple(values.shape) == (3, 2, 5, 8)  # values (batch, kv heads, length, head_dim)
     config = llama.config
     assert {k: config[k] for k in ("norm", "activation", "num_key_value_heads", "rope_max_wavelength")} == {
         "norm": "rms",
@@ -112,7 +114,7 @@ def _cached_logits(step, length, prompt=4):
 @pytest.mark.parametrize("kv_heads", [1, 2])
 def test_gpt_cache_equals_recompute_with_gqa_and_mqa(kv_heads, llama):
     model = llama if kv_heads == 2 else M.gpt("tiny", num_heads=4, num_key_value_heads=1, **LLAMA)
-    assert tuple(model.init_caches(2, 9)[0].shape) == (2, kv_heads, 9, 8)
+    assert tuple(model.init_caches(2, 9)[1].shape) == (2, kv_heads, 9, 8)  # values
 
     def step(ids, caches, index):
         caches = model.init_caches(2, 9) if caches is None else caches
@@ -126,7 +128,7 @@ def test_seq2seq_cache_equals_recompute_with_mqa(seq2seq_gqa):
     source, target = inputs["encoder_token_ids"], inputs["decoder_token_ids"]
     memory = model.encode(source)
     cross = model.compute_cross_caches(memory)
-    assert tuple(model.init_caches(2, 7)[0].shape) == (2, 1, 7, 16)
+    assert tuple(model.init_caches(2, 7)[0].shape) == (2, 1, 16, 7)  # keys, stored transposed
     assert tuple(cross[0].shape) == (2, 2, 7, 1, 16)
     context_mask = source != 0
     caches = model.init_caches(2, target.shape[1])

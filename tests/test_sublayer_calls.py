@@ -7,6 +7,7 @@ sublayer of a GPT is actually called.
 """
 
 import os
+import re
 import warnings
 
 import keras
@@ -284,6 +285,54 @@ def test_grouped_query_decoding_step_reads_the_cache_once(kv_heads, monkeypatch)
     attn.attention_impl = "chunked"  # exact too; any other core repeats K and V
     expected, _ = attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
     np.testing.assert_allclose(step, expected, atol=1e-5)
+
+
+def _cache_sized_ops_in_loop(hlo, elements):
+    """Instructions of an optimized HLO module, outside the entry computation,
+    whose result has `elements` numbers and is not a parameter, a tuple
+    element, a bitcast or the scatter that writes the slot."""
+    found, computation = [], None
+    for line in hlo.splitlines():
+        if line and not line[0].isspace():  # a computation's header (or its closing brace)
+            computation = line.split()[0]
+            continue
+        match = re.match(r"\s*(?:ROOT )?%(\S+) = \w+\[([\d,]*)\]\S* (\w[\w-]*)\(", line)
+        if computation == "ENTRY" or not match or not match.group(2):
+            continue
+        name, dims, op = match.groups()
+        if np.prod([int(d) for d in dims.split(",")]) != elements:
+            continue
+        if op in ("parameter", "get-tuple-element", "tuple", "bitcast", "scatter") or "scatter" in name:
+            continue
+        found.append(line.strip()[:160])
+    return found
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+def test_decoding_step_reads_the_cache_in_place(kv_heads):
+    """The optimized XLA loop of cached decoding steps produces no cache-sized
+    tensor besides the in-place slot write: no transposed or converted copy of
+    the keys or values per step (with keys stored `(…, length, head_dim)`, XLA on
+    CPU copied the whole key cache into the q·Kᵀ layout at every step)."""
+    batch, heads, head_dim, length = 3, 4, 8, 40
+    attn = L.MultiHeadSelfAttention(heads, num_key_value_heads=kv_heads, causal=True, position="rope")
+    x = _x((batch, 1, heads * head_dim), 6)
+    attn(x)
+    keys, values = attn.init_cache(batch, length)
+    assert tuple(keys.shape) == (batch, kv_heads, head_dim, length)
+    assert tuple(values.shape) == (batch, kv_heads, length, head_dim)
+
+    @tf.function(jit_compile=True)
+    def steps(x, keys, values):
+        def body(i, keys, values, acc):
+            y, (keys, values) = attn(x + acc, cache=(keys, values), cache_index=i)
+            return i + 1, keys, values, acc + y
+
+        return tf.while_loop(lambda i, *_: i < length, body, (0, keys, values, tf.zeros_like(x)))
+
+    hlo = steps.experimental_get_compiler_ir(x, keys, values)(stage="optimized_hlo")
+    assert "scatter" in hlo
+    assert _cache_sized_ops_in_loop(hlo, batch * kv_heads * head_dim * length) == []
 
 
 def test_bfloat16_cache_decoding():

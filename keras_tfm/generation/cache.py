@@ -1,11 +1,12 @@
 """Preallocated key/value caches and length buckets for incremental decoding.
 
 The caches of a model are a flat list of tensors, keys and values of every
-block (`GPT.init_caches`), each head-major `(batch, kv_heads, length,
-head_dim)`: a decoding step reads each key/value head's rows contiguously, and
-`MultiHeadSelfAttention` writes the new slot in place (never a concatenation
-inside a step). The loops below only need the length on axis 2 and the batch
-on axis 0.
+block (`GPT.init_caches`): keys `(batch, kv_heads, head_dim, length)` (stored
+transposed) and values `(batch, kv_heads, length, head_dim)`, the layout of
+`MultiHeadSelfAttention.init_cache`, where a decoding step reads both with
+plain matmuls and writes the new slot in place (never a concatenation inside a
+step). The loops below only need the batch on axis 0 and the slot axis of
+each tensor (`length_axis`).
 
 Length buckets. Under XLA every shape is static, so attention over a cache of
 `length` slots costs O(length) whatever the number of filled slots. Two levels
@@ -24,6 +25,8 @@ of power-of-two buckets keep the per-token cost O(current length):
 
 import numpy as np
 from keras import ops
+
+from keras_tfm.layers.self_attention import CACHE_LENGTH_AXES
 
 #: Smallest cache length bucket.
 MIN_CACHE_LENGTH = 64
@@ -65,23 +68,32 @@ def segment_sizes(prompt_length, cache_length, minimum=MIN_CACHE_LENGTH):
     return tuple(sizes)
 
 
-def init_caches(batch_size, num_layers, length, num_heads, head_dim, dtype="float32"):
-    """Zero keys and values of `num_layers` layers: a flat list of `2·num_layers`
-    tensors `(batch, heads, length, head_dim)`."""
-    return [ops.zeros((batch_size, num_heads, length, head_dim), dtype=dtype) for _ in range(2 * num_layers)]
+def length_axis(i):
+    """Slot axis of tensor `i` of a flat cache list `[keys_0, values_0, ...]`."""
+    return CACHE_LENGTH_AXES[i % 2]
 
 
 def grow_caches(caches, length):
-    """Zero-pads every cache along the length axis (axis 2) to `length` slots."""
+    """Zero-pads every cache along its slot axis to `length` slots."""
     out = []
-    for cache in caches:
-        current = cache.shape[2]
-        if current == length:
-            out.append(cache)
-            continue
+    for i, cache in enumerate(caches):
+        axis = length_axis(i)
         pad = [[0, 0]] * len(cache.shape)
-        pad[2] = [0, length - current]
-        out.append(ops.pad(cache, pad))
+        pad[axis] = [0, length - cache.shape[axis]]
+        out.append(cache if pad[axis][1] == 0 else ops.pad(cache, pad))
+    return out
+
+
+def shift_caches(caches, shift):
+    """Drops the oldest `shift` slots of every cache and zero-pads as many at
+    the end (same length): the sliding window's shift."""
+    out = []
+    for i, cache in enumerate(caches):
+        axis = length_axis(i)
+        pad = [[0, 0]] * len(cache.shape)
+        pad[axis] = [0, shift]
+        kept = tuple(slice(shift, None) if a == axis else slice(None) for a in range(len(cache.shape)))
+        out.append(ops.pad(cache[kept], pad))
     return out
 
 
@@ -97,5 +109,5 @@ def gather_beams(x, flat_indices):
 
 
 def cache_bytes(batch_size, num_layers, length, num_heads, head_dim, dtype="float32"):
-    """Memory of one set of caches, in bytes."""
+    """Memory of one set of caches (keys and values of `num_layers` blocks), in bytes."""
     return int(batch_size * num_layers * 2 * length * num_heads * head_dim * np.dtype(dtype).itemsize)

@@ -271,10 +271,7 @@ def _shift(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, kee
 
     def shifted(s):
         """Drops the oldest `shift` slots of every cache and of the slot mask."""
-        caches = [
-            ops.pad(c[:, :, shift:], [[0, 0], [0, 0], [0, shift]] + [[0, 0]] * (len(c.shape) - 3))
-            for c in s["caches"]
-        ]
+        caches = cache_lib.shift_caches(s["caches"], shift)
         valid = ops.concatenate([s["valid"][:, shift:], ops.ones_like(s["valid"][:, :shift])], axis=1)
         return (steps(dict(s, caches=caches, valid=valid, slot=s["slot"] - shift)),)
 

@@ -293,7 +293,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         )
         return self._project_output(output), weights
 
-    def _attend_one_query_grouped(self, query, key, value, mask, bias, training, head_major=False):
+    def _attend_one_query_grouped(self, query, key, value, mask, bias, training, cache_layout=False):
         """Attention of ONE query position (a cached decoding step) over keys and
         values with `G` heads, each read once.
 
@@ -302,23 +302,24 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         and the step is two batched matmuls with batch `(B, G)` and the `g`
         query heads of a group as rows:
 
-            scores = q Kᵀ / √d + bias + M     (B, G, g, d) × (B, G, L, d) → (B, G, g, L)
-            output = softmax(scores) V         (B, G, g, L) × (B, G, L, dv) → (B, G, g, dv)
+            scores = q K / √d + bias + M     (B, G, g, d) × (B, G, d, L) → (B, G, g, L)
+            output = softmax(scores) V       (B, G, g, L) × (B, G, L, dv) → (B, G, g, dv)
 
-        With a head-major cache (`head_major=True`: keys and values `(B, G, L,
-        d)`, the self-attention cache) both matmuls stream contiguous rows of
-        the cache, which XLA reads in place; otherwise keys and values are
-        `(B, L, G, d)` (cross-attention). Softmax in float32; `mask` (True = may
-        attend) covers the key axis (rank 2, 3, or 4 with one head), `bias` is
-        `(H, 1, L)`; a query that sees no key gets zeros.
+        With the self-attention cache (`cache_layout=True`: keys `(B, G, d, L)`,
+        values `(B, G, L, dv)`, `MultiHeadSelfAttention.init_cache`) both are
+        plain row-by-column products that read the cache where it lies;
+        otherwise keys and values are `(B, L, G, d)` (cross-attention). Softmax
+        in float32; `mask` (True = may attend) covers the key axis (rank 2, 3,
+        or 4 with one head), `bias` is `(H, 1, L)`; a query that sees no key
+        gets zeros.
 
         Returns:
             `(B, 1, output_dim)` after the output projection.
         """
         batch, dim = ops.shape(query)[0], query.shape[-1]
-        kv_heads = key.shape[1 if head_major else 2]
+        kv_heads = key.shape[1 if cache_layout else 2]
         groups = self.num_heads // kv_heads
-        keys_eq = "bgld" if head_major else "blgd"
+        keys_eq, values_eq = ("bgdl", "bgld") if cache_layout else ("blgd", "blgd")
         scale = ops.cast(1.0 / math.sqrt(float(dim)), query.dtype)
         rows = ops.reshape(query * scale, (batch, kv_heads, groups, dim))
         scores = ops.cast(ops.einsum(f"bgjd,{keys_eq}->bgjl", rows, key), "float32")
@@ -337,7 +338,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             probs = probs * visible
         if self.dropout > 0:
             probs = self.dropout_layer(probs, training=training)
-        output = ops.einsum(f"bgjl,{keys_eq}->bgjd", ops.cast(probs, value.dtype), value)
+        output = ops.einsum(f"bgjl,{values_eq}->bgjd", ops.cast(probs, value.dtype), value)
         return self._project_output(ops.reshape(output, (batch, 1, self.num_heads, output.shape[-1])))
 
     def get_config(self):

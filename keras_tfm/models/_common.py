@@ -213,20 +213,20 @@ def set_size_attributes(model, config, keys=()):
 def zero_caches(model, blocks, batch_size, length, dtype=None):
     """Zero key/value caches of `blocks`: a flat list `[keys_0, values_0,
     keys_1, values_1, ...]` (two tensors per block, `block_caches` pairs
-    them), each head-major `(batch, num_key_value_heads, length, head_dim)`:
-    the length on axis 2, where the generation loops grow and shift it.
+    them), in the layout of `MultiHeadSelfAttention.init_cache`: keys
+    `(batch, num_key_value_heads, head_dim, length)`, values `(batch,
+    num_key_value_heads, length, head_dim)`.
 
     `dtype` (default: `model.cache_dtype`, else the blocks' compute dtype):
-    "bfloat16" halves the bytes a decoding step reads; it is stored as
-    bfloat16 bits (uint16) when the compute dtype is not bfloat16, since Keras
-    casts a float cache argument to the compute dtype at every layer call.
+    "bfloat16" halves the bytes a decoding step reads (stored as bfloat16 bits
+    when the compute dtype is not bfloat16).
     """
-    compute_dtype = blocks[0].compute_dtype
-    dtype = dtype or getattr(model, "cache_dtype", None) or compute_dtype
-    if dtype == "bfloat16" and compute_dtype != "bfloat16":
-        dtype = "uint16"
-    shape = (batch_size, model.num_key_value_heads, length, model.head_dim)
-    return [ops.zeros(shape, dtype=dtype) for _ in blocks for _ in ("keys", "values")]
+    dtype = dtype or getattr(model, "cache_dtype", None)
+    return [
+        tensor
+        for block in blocks
+        for tensor in block.self_attention_layer.init_cache(batch_size, length, dtype=dtype)
+    ]
 
 
 def block_caches(caches):

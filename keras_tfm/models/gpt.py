@@ -209,8 +209,10 @@ class GPT(TransformerModel):
 
     def init_caches(self, batch_size, length, dtype=None):
         """Zero key/value caches: a flat list `[keys_0, values_0, keys_1, ...]`,
-        two head-major `(batch, num_key_value_heads, length, head_dim)` tensors
-        per block (a decoding step reads each contiguously, once).
+        two tensors per block in the layout of `MultiHeadSelfAttention.init_cache`
+        (keys `(batch, num_key_value_heads, head_dim, length)`, values `(batch,
+        num_key_value_heads, length, head_dim)`; a decoding step reads each once,
+        in place).
 
         `dtype` (default: the `cache_dtype` attribute, else the blocks' compute
         dtype): e.g. "bfloat16" halves the bytes a decoding step reads; keys

@@ -298,7 +298,7 @@ class Seq2Seq(TransformerModel):
 
     def init_caches(self, batch_size, length):
         """Zero self-attention caches of the decoder blocks: keys and values of
-        every block, `(batch, num_key_value_heads, length, head_dim)` each."""
+        every block, in the layout of `MultiHeadSelfAttention.init_cache`."""
         return zero_caches(self, self.decoder_blocks, batch_size, length)
 
     def call_with_cache(
