@@ -16,15 +16,20 @@ times. `serving_hook` is where the SavedModel-served vs in-process line plugs
 in (export work).
 
 Decode cost against memory traffic (issue 14 section 3):
-  * the machine's streaming read bandwidth: an XLA `reduce_sum` over a 256 MiB
-    float32 buffer per while-loop step (bytes / marginal seconds per step);
+  * the machine's read bandwidth at every buffer size the tables read (the
+    size of one layer's cache, which a step re-reads, so it sits in the same
+    level of the memory hierarchy) and from DRAM (1 GiB): NumPy's float32
+    `dot(a, a)` (BLAS sdot, one vectorised pass; it reads as fast as a
+    hand-written AVX-512 loop of four accumulators on this machine), and, for
+    reference, an XLA `reduce_sum` per while-loop step, which on CPU is limited by
+    its own arithmetic (about a third of the DRAM rate), not by memory;
   * the attention-over-cache part of a decode step: one `MultiHeadSelfAttention`
     layer (4 query heads, head size 32) decoding one token against `context`
     cached positions in an XLA while loop (marginal seconds per step), with the
-    bytes of keys and values it must read, so read GB/s and % of the streaming
-    bandwidth, per step and marginal (context 1024 -> 4096: the read rate
-    without the step's fixed cost); kv heads 4 / 2 / 1, float32 and bfloat16
-    caches;
+    bytes of keys and values it must read, so read GB/s and % of the read
+    bandwidth at that size, per step and marginal (context 1024 -> 4096: the
+    read rate without the step's fixed cost); kv heads 4 / 2 / 1, float32 and
+    bfloat16 caches;
   * per-token time of the whole model at context 64 / 256 / 1024 / 4096, batch
     1 / 8, kv heads 4 / 2 / 1 (`gpt(num_key_value_heads=...)`), float32 and
     bfloat16 caches (`model.cache_dtype`), the bfloat16 cache's largest logit
@@ -104,10 +109,12 @@ def marginal_seconds(fn, n, reps):
 
 
 def stream_bandwidth(mib=256, reps=5):
-    """Streaming read bandwidth in bytes/s: an XLA `reduce_sum` over `mib` MiB of
-    float32 per iteration of a while loop, timed like the decoding steps
+    """XLA's read rate in bytes/s: a `reduce_sum` over `mib` MiB of float32 per
+    iteration of a while loop, timed like the decoding steps
     (`marginal_seconds`). The sum reads the loop's accumulator too, so XLA
-    cannot hoist it out of the loop (it would, for a loop-invariant sum)."""
+    cannot hoist it out of the loop (it would, for a loop-invariant sum). On
+    CPU this is bound by the reduction's own arithmetic, not by memory; the
+    bandwidth the tables compare with is `read_bandwidth`."""
     buffer = tf.random.uniform((mib * 2**20 // 4,))
 
     @tf.function(jit_compile=True)
@@ -119,6 +126,26 @@ def stream_bandwidth(mib=256, reps=5):
         )[1]
 
     return mib * 2**20 / marginal_seconds(run, 4, reps)
+
+
+def read_bandwidth(nbytes, reps=5):
+    """Read bandwidth in bytes/s over a float32 buffer of `nbytes` read again
+    and again (so it sits in the level of the memory hierarchy its size
+    selects, like a decoding step's cache): NumPy's `dot(a, a)` (BLAS sdot, a
+    vectorised single pass; both operands are the same memory). Fastest of
+    `reps` timings of enough passes to take ~20 ms, on this bench's clock."""
+    a = np.ones(max(int(nbytes) // 4, 1024), np.float32)
+    np.dot(a, a)
+    t0 = clock()
+    np.dot(a, a)
+    passes = max(1, int(0.02 / max(clock() - t0, 1e-6)))
+    best = float("inf")
+    for _ in range(reps):
+        t0 = clock()
+        for _ in range(passes):
+            np.dot(a, a)
+        best = min(best, (clock() - t0) / passes)
+    return a.nbytes / max(best, 1e-12)
 
 
 def cache_read_bytes(batch, context, kv_heads, dtype):
@@ -133,10 +160,14 @@ def attention_over_cache(batch, context, kv_heads, dtype, steps=32, reps=5):
     keras.utils.set_random_seed(0)
     layer = MultiHeadSelfAttention(HEADS, num_key_value_heads=kv_heads, causal=True)
     layer.build((batch, 1, D_MODEL))
-    shape = (batch, kv_heads, context, D_MODEL // HEADS)  # head-major keys, values (`GPT.init_caches`)
-    cache = (tf.random.normal(shape), tf.random.normal(shape))
-    if dtype == "bfloat16":  # bfloat16 bits, as `GPT.init_caches` stores them
-        cache = tuple(tf.bitcast(tf.cast(c, tf.bfloat16), tf.uint16) for c in cache)
+    # The layout `GPT.init_caches` uses (keys transposed), random contents; bfloat16 as bits.
+    cache = []
+    for zeros in layer.init_cache(batch, context, dtype=dtype):
+        values = tf.random.normal(zeros.shape)
+        if zeros.dtype == "uint16":
+            values = tf.bitcast(tf.cast(values, tf.bfloat16), tf.uint16)
+        cache.append(tf.cast(values, zeros.dtype))
+    cache = tuple(cache)
     x = tf.random.normal((batch, 1, D_MODEL))
 
     @tf.function(jit_compile=True)
@@ -235,9 +266,13 @@ def keras_hub_gpt2(batch):
     return lambda: lm.generate(inputs, stop_token_ids=None)
 
 
-def per_token_time(generator, context, batch=1, extra=32, reps=5):
+def per_token_time(generator, context, batch=1, extra=cache_lib.MIN_CACHE_LENGTH - 1, reps=5):
     """Marginal seconds per decode step at `context`: prompt of `context`
-    tokens, (t(1 + extra) - t(1)) / extra, both in the same compiled bucket."""
+    tokens, (t(1 + extra) - t(1)) / extra, both in the same compiled bucket
+    and, with the default `extra`, in the first cache segment (`context + 64`
+    slots). Both calls run the whole prefill, whose run-to-run noise is of the
+    order of the difference at long contexts: the fastest of `reps` calls of
+    each (noise only adds time)."""
     ids = prompts(batch, context, seed=1)
     generator.generate(ids, 1 + extra)  # compile this bucket
     short, long = [], []
@@ -248,7 +283,7 @@ def per_token_time(generator, context, batch=1, extra=32, reps=5):
         t0 = clock()
         generator.generate(ids, 1 + extra)
         long.append(clock() - t0)
-    return max(float(np.median(long) - np.median(short)), 0.0) / extra
+    return max(min(long) - min(short), 0.0) / extra
 
 
 def serving_hook(model, batch):
@@ -261,10 +296,13 @@ def serving_hook(model, batch):
 
 def decode_cost_tables(emit, reps, contexts=CONTEXTS):
     """Bandwidth, attention-over-cache and whole-model per-token tables."""
-    bandwidth = stream_bandwidth(reps=reps)
+    dram = read_bandwidth(2**30, reps=3)
+    xla = stream_bandwidth(reps=reps)
     emit(
-        f"streaming read bandwidth: {bandwidth / 1e9:.1f} GB/s (XLA reduce_sum over 256 MiB float32 per "
-        "while-loop step, marginal time per step; the same clock and method as every row below)"
+        f"read bandwidth from DRAM (1 GiB float32): {dram / 1e9:.1f} GB/s NumPy dot(a, a) (BLAS sdot); "
+        f"{xla / 1e9:.1f} GB/s XLA reduce_sum over 256 MiB per while-loop step (bound by its arithmetic). "
+        "Each row below is compared with the NumPy rate over a buffer of the same size as the cache it "
+        "reads (same level of the memory hierarchy)."
     )
     emit()
     emit(
@@ -272,13 +310,15 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
         f"{D_MODEL // HEADS}; projections, cache write, attention, output projection):"
     )
     emit(
-        "  GB/s = key/value bytes read / step time; marginal = (bytes(4096) - bytes(1024)) / "
-        "(time(4096) - time(1024)), the cache-read rate without the step's fixed cost"
+        "  GB/s = key/value bytes read / step time; bw = read bandwidth over a buffer of that size; "
+        "marginal = (bytes(4096) - bytes(1024)) / (time(4096) - time(1024)), the cache-read rate without "
+        "the step's fixed cost (vs the 4096 row's bw)"
     )
     emit(
         f"{'context':>8} {'batch':>5} {'kv heads':>8} {'cache':>8} {'MiB read':>9} {'ms/step':>8} "
-        f"{'GB/s':>6} {'% of bw':>8} {'marginal GB/s':>14} {'% of bw':>8}"
+        f"{'GB/s':>6} {'bw GB/s':>8} {'% of bw':>8} {'marginal GB/s':>14} {'% of bw':>8}"
     )
+    bandwidth_at = {}
     step = {}
     for batch in (1, 8):
         for kv in KV_HEADS:
@@ -287,6 +327,9 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
                     seconds = attention_over_cache(batch, context, kv, dtype, reps=reps)
                     step[(context, batch, kv, dtype)] = seconds
                     nbytes = cache_read_bytes(batch, context, kv, dtype)
+                    if nbytes not in bandwidth_at:
+                        bandwidth_at[nbytes] = read_bandwidth(nbytes, reps=reps)
+                    bandwidth = bandwidth_at[nbytes]
                     rate = nbytes / seconds
                     marginal = ""
                     if context == 4096:
@@ -296,11 +339,12 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
                         marginal = f"{m / 1e9:>14.1f} {100 * m / bandwidth:>7.0f}%"
                     emit(
                         f"{context:>8} {batch:>5} {kv:>8} {dtype:>8} {nbytes / 2**20:>9.2f} "
-                        f"{seconds * 1e3:>8.3f} {rate / 1e9:>6.1f} {100 * rate / bandwidth:>7.0f}% {marginal}"
+                        f"{seconds * 1e3:>8.3f} {rate / 1e9:>6.1f} {bandwidth / 1e9:>8.1f} "
+                        f"{100 * rate / bandwidth:>7.0f}% {marginal}"
                     )
     emit()
     emit(
-        f"per-token decode time, whole model ({LAYERS} layers; ms, marginal over 32 steps of generate, "
+        f"per-token decode time, whole model ({LAYERS} layers; ms, marginal over 63 steps of generate (fastest of --reps), "
         "prompt = context):"
     )
     emit(f"{'kv heads':>8} {'cache':>8} " + " ".join(f"{f'{c} b{b}':>10}" for c in contexts for b in (1, 8)))
@@ -330,10 +374,15 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
             for dtype in CACHE_DTYPES:
                 total = per_token[(kv, dtype, 1024, 8)]
                 attention = LAYERS * step[(1024, 8, kv, dtype)]
+                # The step attends over the first segment's slots (P + 64, `cache.segment_sizes`).
+                nbytes = LAYERS * cache_read_bytes(8, 1024 + cache_lib.MIN_CACHE_LENGTH, kv, dtype)
+                rate, bandwidth = nbytes / total, read_bandwidth(nbytes, reps=reps)
                 emit(
                     f"context 1024 batch 8, kv heads {kv}, {dtype} cache: {total * 1e3:.3f} ms/token = "
                     f"{LAYERS} x attention step {attention * 1e3:.3f} ms ({100 * attention / total:.0f}%) + "
-                    f"{(total - attention) * 1e3:.3f} ms rest (FFN, norms, logits, sampling, loop)"
+                    f"{(total - attention) * 1e3:.3f} ms rest (FFN, norms, logits, sampling, loop); "
+                    f"{nbytes / 2**20:.1f} MiB of cache per token = {rate / 1e9:.1f} GB/s over the whole "
+                    f"token ({100 * rate / bandwidth:.0f}% of {bandwidth / 1e9:.1f} GB/s at that size)"
                 )
         for kv in KV_HEADS[1:]:
             for dtype in CACHE_DTYPES:
@@ -436,7 +485,7 @@ def main(argv=None):
             emit(f"{name:<24} {batch:>5} {first:>13.2f} {median:>8.3f} {tps:>10.0f} {ratio:>13}")
 
     emit()
-    emit("per-token decode time (keras_tfm cached, marginal over 32 steps, prompt = context):")
+    emit("per-token decode time (keras_tfm cached, marginal over 63 steps, prompt = context):")
     emit(f"{'context':>8} {'cache bucket':>13} {'slots attended':>15} {'batch 1 ms':>11} {'batch 8 ms':>11}")
     generator = CausalLMGenerator(model)
     per_token = {}
@@ -444,7 +493,7 @@ def main(argv=None):
         t1 = per_token_time(generator, context, batch=1, reps=args.reps)
         t8 = per_token_time(generator, context, batch=8, reps=args.reps)
         per_token[context] = (t1, t8)
-        bucket = cache_lib.cache_bucket(context + 33)
+        bucket = cache_lib.cache_bucket(context + cache_lib.MIN_CACHE_LENGTH)
         slots = cache_lib.segment_sizes(context, bucket)[0]
         emit(f"{context:>8} {bucket:>13} {slots:>15} {t1 * 1e3:>11.3f} {t8 * 1e3:>11.3f}")
     for i, b in enumerate((1, 8)):
