@@ -510,6 +510,27 @@ def _(env):
     env.attention(np.ones((2, 4, 8), "float32"), cache=_cache())
 
 
+@case(
+    "cache-pair-earlier-layout",
+    ValueError,
+    r"keys \(batch, 2 key/value heads, 4, length\) and values \(batch, 2, length, 4\); received shapes "
+    r"\(2, 2, 6, 4\) and \(2, 2, 6, 4\)",
+)
+def _(env):
+    keys = np.zeros((2, 2, 6, 4), "float32")  # (batch, heads, length, head_dim): keys are stored transposed
+    env.attention(np.ones((2, 4, 8), "float32"), cache=(keys, keys), cache_index=0)
+
+
+@case("init_cache-length-zero", ValueError, r"`length` must be a positive int")
+def _(env):
+    env.attention.init_cache(2, 0)
+
+
+@case("init_cache-unbuilt", ValueError, r"`init_cache` needs a built layer")
+def _(env):
+    MultiHeadSelfAttention(num_heads=2).init_cache(2, 8)
+
+
 # ---- builders and models ------------------------------------------------------ #
 simple("gpt-preset-unknown", ValueError, r"preset.*'huge'", lambda: gpt("huge"))
 simple(
