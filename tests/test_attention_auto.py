@@ -247,6 +247,48 @@ def test_chunked_without_ragged_blocks(causal):
         _close(g, w)
 
 
+@pytest.mark.parametrize("t", [48, 56, 37])  # 6 or 7 blocks of 8, or a ragged last one
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_causal_square_blocks_equal_standard(t, dynamic):
+    """Causal chunked attention with square blocks (the causal default: plain
+    blocks, one masked diagonal block per row): with a position bias and
+    padding, outputs and every gradient equal the standard path, also for a
+    length known only at run time."""
+    q, k, v = _qkv(8, t=t)
+    values = tf.constant(np.random.default_rng(9).normal(size=(H, 2 * t - 1)), tf.float32)
+    mask = tf.constant(_padding(t)[:, None, :])
+
+    def run(impl, q, k, v, values):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v, values])
+            bias = ac.ToeplitzBias(values, tf.shape(q)[1])
+            options = dict(query_chunk_size=8, key_chunk_size=8) if impl == "chunked" else {}
+            out, _ = ac.dot_product_attention(
+                q,
+                k,
+                v,
+                mask=mask,
+                bias=bias if impl == "chunked" else bias.dense(tf.shape(q)[1]),
+                causal=True,
+                impl=impl,
+                **options,
+            )
+            loss = tf.reduce_sum(out * tf.sin(3.0 * out))
+        return [out] + tape.gradient(loss, [q, k, v, values])
+
+    want = run("standard", q, k, v, values)
+    if dynamic:
+        spec = tf.TensorSpec((B, None, H, D), tf.float32)
+        chunked = tf.function(
+            lambda *args: run("chunked", *args), input_signature=[spec] * 3 + [tf.TensorSpec((H, None))]
+        )
+        got = chunked(q, k, v, values)
+    else:
+        got = run("chunked", q, k, v, values)
+    for g, w in zip(got, want):
+        _close(g, w)
+
+
 def test_local_reads_a_toeplitz_bias_on_the_band():
     q, k, v = _qkv(8)
     values = tf.constant(np.random.default_rng(9).normal(size=(H, 2 * T - 1)), tf.float32)

@@ -25,7 +25,7 @@ of T, and run on the TensorFlow, JAX and PyTorch backends.
 What a block costs beyond its matmuls is kept small, because the causal path
 has as many blocks as the non-causal one, each half the size:
   * Q, K, V, dO, the outputs and the gradients are held as lists of row blocks
-    (`_BlockList`; a `TensorList` on TensorFlow), so reading a block or
+    (`row_blocks.BlockList`; a `TensorList` on TensorFlow), so reading a block or
     accumulating into dQ touches that block only, never a T-long buffer.
   * The row terms ride along in the matmuls through one extra feature column:
     [Q | 0]·[K | 1]ᵀ = S, P·[V | 1] = [P·V | rowsum P] in the forward;
@@ -53,15 +53,12 @@ clipped to the sequence length; a ragged last chunk is zero-padded and its
 padded keys masked out. Causal attention defaults to square blocks because the
 blocks on the diagonal are computed in full and half wasted: with 512 × 1024
 blocks at T = 8192 it computes 72 of 128 blocks (56 %), with 512 × 512 blocks
-136 of 256 (53 %). Whole layer, forward + backward, T = 8192
-(`bench/attention_memory.py --core`, one pinned core, loaded machine): causal
-0.55× the non-causal time (0.68× before the block lists and folded row terms).
+136 of 256 (53 %).
 
 The full weight matrix is never formed, so `return_weights=True` and attention
 dropout during training raise a `ValueError`.
 """
 
-import keras
 from keras import ops
 
 from keras_tfm.checks import check_positive_int
@@ -72,35 +69,26 @@ from keras_tfm.layers.attention_core import (
     register_attention_impl,
     static_or_dynamic_length,
 )
+from keras_tfm.layers.row_blocks import (
+    BlockList,
+    augment,
+    blocks_of,
+    ceil_div,
+    diagonal_sums,
+    fori_loop,
+    from_blocks,
+    is_int,
+    minimum,
+    pad_axis,
+)
 
 # Finite "minus infinity" for masked scores and the running max; exp(_NEG - finite) == 0.
 _NEG = -1e30
 
 
-def _is_int(x):
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _minimum(a, b):
-    return min(a, b) if _is_int(a) and _is_int(b) else ops.minimum(a, b)
-
-
-def _ceil_div(a, b):
-    return -(-a // b)
-
-
-def _pad_axis(x, axis, pad, value=0):
-    """Appends `pad` (int or scalar tensor) entries equal to `value` on `axis`."""
-    if _is_int(pad) and pad == 0:
-        return x
-    shape = [static_or_dynamic_length(x, a) for a in range(len(x.shape))]
-    shape[axis] = pad
-    return ops.concatenate([x, ops.full(shape, value, dtype=x.dtype)], axis=axis)
-
-
 def _chunk_size(option, length, name):
     check_positive_int(name, option)
-    return min(option, length) if _is_int(length) else option
+    return min(option, length) if is_int(length) else option
 
 
 def _block(x4, i0, j0, cq, ck):
@@ -109,110 +97,6 @@ def _block(x4, i0, j0, cq, ck):
     return ops.slice(
         x4, (0, 0, i0 if rows else 0, j0 if cols else 0), (-1, -1, cq if rows else 1, ck if cols else 1)
     )
-
-
-def _blocks_of(x, batch, block, pad, heads, dim):
-    """`(B, T, H, D)` -> float32 `(n, B, H, block, D)`: row block `i` is `[i]`."""
-    x = _pad_axis(ops.cast(x, "float32"), 1, pad)
-    x = ops.reshape(x, (batch, -1, block, heads, dim))
-    return ops.transpose(x, (1, 0, 3, 2, 4))
-
-
-def _from_blocks(x, batch, length, dtype, dim=None):
-    """Inverse of `_blocks_of`: `(n, B, H, block, D)` -> `(B, length, H, D)` in `dtype`,
-    keeping the first `dim` features (None: all)."""
-    x = ops.reshape(ops.transpose(x, (1, 0, 3, 2, 4)), (batch, -1, x.shape[2], x.shape[4]))
-    return ops.cast(ops.slice(x, (0, 0, 0, 0), (-1, length, -1, -1 if dim is None else dim)), dtype)
-
-
-def _augment(x, value):
-    """`x` with one more feature column, equal to `value`."""
-    return ops.concatenate([x, ops.full(ops.shape(x)[:-1] + (1,), value, x.dtype)], axis=-1)
-
-
-class _BlockList:
-    """`n` equally shaped float32 blocks, read and written one at a time in a loop.
-
-    On TensorFlow a `TensorList` (the storage of `tf.TensorArray`): a read
-    aliases the block and a write replaces it, so an access costs O(block).
-    A `(n, ...)` tensor would be copied whole by every `slice_update` outside
-    XLA (the per-block copy of a T × d buffer was ~15 % of the step). Other
-    backends keep the `(n, ...)` tensor (`jax.jit` updates it in place).
-    The loops carry the handle that `from_tensor`/`zeros`/`write` return.
-    """
-
-    def __init__(self, shape):
-        self.shape = tuple(shape)  # ints, or a scalar tensor for a dynamic batch size
-        self.tf = keras.backend.backend() == "tensorflow"
-
-    def _shape_arg(self):
-        return [s if _is_int(s) else -1 for s in self.shape]
-
-    def from_tensor(self, x):
-        """The list of the `n` blocks of an `(n, *shape)` tensor."""
-        if not self.tf:
-            return x
-        import tensorflow as tf  # the backend in use
-
-        return tf.raw_ops.TensorListFromTensor(tensor=x, element_shape=self._shape_arg())
-
-    def zeros(self, n):
-        return self.from_tensor(ops.zeros((n,) + self.shape, "float32"))
-
-    def read(self, handle, i):
-        if not self.tf:
-            return ops.take(handle, i, axis=0)
-        import tensorflow as tf  # the backend in use
-
-        return tf.raw_ops.TensorListGetItem(
-            input_handle=handle, index=i, element_shape=self._shape_arg(), element_dtype=tf.float32
-        )
-
-    def write(self, handle, i, block):
-        if not self.tf:
-            return ops.slice_update(handle, (i,) + (0,) * len(self.shape), block[None])
-        import tensorflow as tf  # the backend in use
-
-        return tf.raw_ops.TensorListSetItem(input_handle=handle, index=i, item=block)
-
-    def stack(self, handle):
-        if not self.tf:
-            return handle
-        import tensorflow as tf  # the backend in use
-
-        return tf.raw_ops.TensorListStack(
-            input_handle=handle, element_shape=self._shape_arg(), element_dtype=tf.float32
-        )
-
-
-def _fori_loop(lower, upper, body, carry):
-    """`carry = body(i, carry)` for i in [lower, upper); carry is a tuple.
-
-    `keras.ops.fori_loop`, except on TensorFlow, where the `tf.while_loop` gets
-    `parallel_iterations=1`: overlapping iterations would multiply the memory
-    of the score blocks.
-    """
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf  # the backend in use; never imported on other backends
-
-        return tf.while_loop(
-            lambda i, *c: i < upper,
-            lambda i, *c: (i + 1, *body(i, c)),
-            (tf.convert_to_tensor(lower, tf.int32), *carry),
-            parallel_iterations=1,
-        )[1:]
-    return tuple(ops.fori_loop(lower, upper, lambda i, c: tuple(body(i, c)), tuple(carry)))
-
-
-def _diagonal_sums(x, cq, ck):
-    """Sums of a `(h, cq, ck)` block along its diagonals: `(h, cq + ck - 1)`,
-    entry `c` holding the sum over `j - i = c - (cq - 1)`."""
-    h = x.shape[0]
-    x = ops.flip(x, axis=1)  # row r is query cq - 1 - r
-    x = ops.pad(x, [[0, 0], [0, 0], [0, cq]])
-    x = ops.reshape(x, (h, cq * (ck + cq)))[:, : cq * (ck + cq - 1)]
-    # Row r is now shifted right by r: column c holds query cq-1-r, key c-r.
-    return ops.sum(ops.reshape(x, (h, cq, ck + cq - 1)), axis=1)
 
 
 @register_attention_impl("chunked")
@@ -227,10 +111,10 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     tk = static_or_dynamic_length(key)
     cq = _chunk_size(query_chunk_size, tq, "query_chunk_size")
     ck = _chunk_size(key_chunk_size, tk, "key_chunk_size")
-    nq, nk = _ceil_div(tq, cq), _ceil_div(tk, ck)
+    nq, nk = ceil_div(tq, cq), ceil_div(tk, ck)
     pad_q, pad_k = nq * cq - tq, nk * ck - tk
     # Unless T is statically a multiple of the chunk, the last key block is masked.
-    ragged_k = not (_is_int(pad_k) and pad_k == 0)
+    ragged_k = not (is_int(pad_k) and pad_k == 0)
     heads, d, dv = query.shape[2], query.shape[3], value.shape[3]
     batch = static_or_dynamic_length(query, 0)
 
@@ -238,9 +122,9 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     if mask is not None:
         mask4 = _expand_mask(mask)
         if mask4.shape[2] != 1:
-            mask4 = _pad_axis(mask4, 2, pad_q, False)
+            mask4 = pad_axis(mask4, 2, pad_q, False)
         if mask4.shape[3] != 1:
-            mask4 = _pad_axis(mask4, 3, pad_k, False)
+            mask4 = pad_axis(mask4, 3, pad_k, False)
 
     toeplitz = isinstance(bias, ToeplitzBias)
     if toeplitz:
@@ -259,12 +143,12 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
     q_dtype, k_dtype, v_dtype = query.dtype, key.dtype, value.dtype
     # Row blocks, block index first. Every query/key/value block carries one extra column
-    # (`_augment`), so the matmuls also compute the row terms: [Q | 0]·[K | 1]ᵀ = S in the
+    # (`augment`), so the matmuls also compute the row terms: [Q | 0]·[K | 1]ᵀ = S in the
     # forward and [Q | -L]·[K | 1]ᵀ = S - L in the backward; P·[V | 1] = [P·V | rowsum P];
     # [dO | -δ]·[V | 1]ᵀ = dP - δ. (The extra column is free: a depth of 65 costs what 64 does.)
-    q_list, k_list = _BlockList((batch, heads, cq, d + 1)), _BlockList((batch, heads, ck, d + 1))
-    v_list, do_list = _BlockList((batch, heads, ck, dv + 1)), _BlockList((batch, heads, cq, dv + 1))
-    o_list, stat_list = _BlockList((batch, heads, cq, dv)), _BlockList((batch, heads, cq))
+    q_list, k_list = BlockList((batch, heads, cq, d + 1)), BlockList((batch, heads, ck, d + 1))
+    v_list, do_list = BlockList((batch, heads, ck, dv + 1)), BlockList((batch, heads, cq, dv + 1))
+    o_list, stat_list = BlockList((batch, heads, cq, dv)), BlockList((batch, heads, cq))
 
     def edge_fill(i0, j0):
         """0 where the block at (i0, j0) is causal-visible and a real key, else _NEG (rank 4)."""
@@ -281,20 +165,20 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     diagonal_fill = edge_fill(0, 0) if causal and cq == ck and not ragged_k and mask4 is None else None
 
     def attend(q_in, k_in, v_in, *bias_args):
-        qs = _blocks_of(q_in, batch, cq, pad_q, heads, d) * scale
+        qs = blocks_of(q_in, batch, cq, pad_q, heads, d) * scale
         # The backward pass rebuilds its own lists from these dense tensors: a gradient function that
         # captured a forward TensorList (a variant tensor) could not be saved in a SavedModel.
-        k_aug = _augment(_blocks_of(k_in, batch, ck, pad_k, heads, d), 1.0)
-        v_aug = _augment(_blocks_of(v_in, batch, ck, pad_k, heads, dv), 1.0)
+        k_aug = augment(blocks_of(k_in, batch, ck, pad_k, heads, d), 1.0)
+        v_aug = augment(blocks_of(v_in, batch, ck, pad_k, heads, dv), 1.0)
         kb, vb = k_list.from_tensor(k_aug), v_list.from_tensor(v_aug)
         if toeplitz:
-            table = _pad_axis(ops.flip(_pad_axis(ops.flip(bias_args[0], 1), 1, pad_q), 1), 1, pad_k)
+            table = pad_axis(ops.flip(pad_axis(ops.flip(bias_args[0], 1), 1, pad_q), 1), 1, pad_k)
         elif bias is not None:
             bias4 = _expand_bias(bias_args[0])
             if bias_dims[2] != 1:
-                bias4 = _pad_axis(bias4, 2, pad_q)
+                bias4 = pad_axis(bias4, 2, pad_q)
             if bias_dims[3] != 1:
-                bias4 = _pad_axis(bias4, 3, pad_k)
+                bias4 = pad_axis(bias4, 3, pad_k)
 
         def scores(qc, kc, i0, j0, edge):
             s = ops.einsum("bhqd,bhkd->bhqk", qc, kc)
@@ -311,16 +195,16 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             return s if m is None else s + ops.where(m, 0.0, _NEG)
 
         # ------------------------------------------------------ forward
-        qb = q_list.from_tensor(_augment(qs, 0.0))
+        qb = q_list.from_tensor(augment(qs, 0.0))
 
         def forward_range(i):
             """Key blocks [0, plain) need no causal/padding mask, [plain, end) do."""
             end, plain = nk, nk
             if causal:
-                end = _minimum(nk, ((i + 1) * cq - 1) // ck + 1)
-                plain = _minimum(end, (i * cq + 1) // ck)
+                end = minimum(nk, ((i + 1) * cq - 1) // ck + 1)
+                plain = minimum(end, (i * cq + 1) // ck)
             if ragged_k:
-                plain = _minimum(plain, nk - 1)
+                plain = minimum(plain, nk - 1)
             return plain, end
 
         def q_step(i, carry):
@@ -344,9 +228,9 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 ops.full((batch, heads, cq), _NEG, "float32"),
                 ops.zeros((batch, heads, cq, dv + 1), "float32"),
             )
-            carry = _fori_loop(0, plain, k_step(False), carry)
+            carry = fori_loop(0, plain, k_step(False), carry)
             if causal or ragged_k:  # else no block needs the edge mask
-                carry = _fori_loop(plain, end, k_step(True), carry)
+                carry = fori_loop(plain, end, k_step(True), carry)
             m_run, acc = carry
             # A row that saw no key kept m ≈ _NEG (its acc is junk).
             has_keys = m_run > 0.5 * _NEG
@@ -355,15 +239,15 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             lse = ops.where(has_keys, m_run + ops.log(safe_l), 0.0)
             return o_list.write(out_blocks, i, out), stat_list.write(lse_blocks, i, lse)
 
-        out_blocks, lse_blocks = _fori_loop(0, nq, q_step, (o_list.zeros(nq), stat_list.zeros(nq)))
+        out_blocks, lse_blocks = fori_loop(0, nq, q_step, (o_list.zeros(nq), stat_list.zeros(nq)))
         out_b = o_list.stack(out_blocks)  # (nq, B, H, cq, dv)
         lse_b = stat_list.stack(lse_blocks)  # (nq, B, H, cq)
-        output = _from_blocks(out_b, batch, tq, "float32")
+        output = from_blocks(out_b, batch, tq, "float32")
 
         # ----------------------------------------------------- backward
         def grad(*args, upstream=None):
             d_out = args[0] if upstream is None else upstream
-            do_b = _blocks_of(d_out, batch, cq, pad_q, heads, dv)  # padded query rows get zero gradient
+            do_b = blocks_of(d_out, batch, cq, pad_q, heads, dv)  # padded query rows get zero gradient
             delta = ops.sum(do_b * out_b, axis=-1)  # rowsum(dO ⊙ O)
             dob = do_list.from_tensor(ops.concatenate([do_b, -delta[..., None]], axis=-1))
             qlb = q_list.from_tensor(ops.concatenate([qs, -lse_b[..., None]], axis=-1))
@@ -374,7 +258,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 first, plain = 0, 0
                 if causal:
                     first = (j * ck) // cq
-                    plain = _minimum(nq, _ceil_div((j + 1) * ck - 1, cq))
+                    plain = minimum(nq, ceil_div((j + 1) * ck - 1, cq))
                 if ragged_k:
                     plain = ops.where(j == nk - 1, nq, plain)
                 return first, plain
@@ -410,14 +294,14 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                     db_buf,
                 )
                 if causal or ragged_k:
-                    carry = _fori_loop(first, plain, q_step(True), carry)
-                dk, dv_acc, dq_blocks, db_buf = _fori_loop(plain, nq, q_step(False), carry)
+                    carry = fori_loop(first, plain, q_step(True), carry)
+                dk, dv_acc, dq_blocks, db_buf = fori_loop(plain, nq, q_step(False), carry)
                 return dq_blocks, k_list.write(dk_blocks, j, dk), v_list.write(dv_blocks, j, dv_acc), db_buf
 
             def add_bias_grad(db_buf, ds, i0, j0):
                 if toeplitz:
                     ds = ops.sum(ds, axis=0) if bias_heads != 1 else ops.sum(ds, axis=(0, 1))[None]
-                    sums = _diagonal_sums(ds, cq, ck)  # offsets (j0 - i0) + [-(cq-1), ck-1]
+                    sums = diagonal_sums(ds, cq, ck)  # offsets (j0 - i0) + [-(cq-1), ck-1]
                     start = j0 - i0 + nq * cq - cq
                     return ops.slice_update(
                         db_buf, (0, start), ops.slice(db_buf, (0, start), sums.shape) + sums
@@ -436,13 +320,13 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 db_buf = ops.zeros((bias_heads, nq * cq + nk * ck - 1), "float32")
             else:
                 db_buf = ops.zeros_like(bias4)
-            dq_blocks, dk_blocks, dv_blocks, db_buf = _fori_loop(
+            dq_blocks, dk_blocks, dv_blocks, db_buf = fori_loop(
                 0, nk, k_step, (q_list.zeros(nq), k_list.zeros(nk), v_list.zeros(nk), db_buf)
             )
             grads = (
-                _from_blocks(q_list.stack(dq_blocks), batch, tq, q_dtype, d) * ops.cast(scale, q_dtype),
-                _from_blocks(k_list.stack(dk_blocks), batch, tk, k_dtype, d),
-                _from_blocks(v_list.stack(dv_blocks), batch, tk, v_dtype, dv),
+                from_blocks(q_list.stack(dq_blocks), batch, tq, q_dtype, d) * ops.cast(scale, q_dtype),
+                from_blocks(k_list.stack(dk_blocks), batch, tk, k_dtype, d),
+                from_blocks(v_list.stack(dv_blocks), batch, tk, v_dtype, dv),
             )
             if bias is None:
                 return grads

@@ -40,7 +40,7 @@ from keras import ops
 
 from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.attention_core import _expand_mask, register_attention_impl, static_or_dynamic_length
-from keras_tfm.layers.chunked_attention import _pad_axis
+from keras_tfm.layers.row_blocks import pad_axis
 
 _MASK_MESSAGE = (
     "attention_impl='linear' only supports key-padding masks, combined with a causal "
@@ -143,7 +143,7 @@ def linear_attention(inputs, chunk_size=64):
         h, d, e = fq.shape[2], fq.shape[3], v.shape[3]
 
         def blocks(x, last):
-            return ops.reshape(_pad_axis(x, 1, pad), (batch, n, c, h, last))
+            return ops.reshape(pad_axis(x, 1, pad), (batch, n, c, h, last))
 
         qb, kb, vb = blocks(fq, d), blocks(fk, d), blocks(v, e)
         # State of all previous chunks: exclusive prefix sums of per-chunk sums.
