@@ -30,7 +30,9 @@ Decode cost against memory traffic (issue 14 section 3):
     bandwidth at that size, per step and marginal (context 1024 -> 4096: the
     read rate without the step's fixed cost); kv heads 4 / 2 / 1, float32 and
     bfloat16 caches;
-  * per-token time of the whole model at context 64 / 256 / 1024 / 4096, batch
+  * per-token time of the whole model (`decode_step_time`: the body of
+    `generate`'s loop over caches already holding `context` positions, no
+    prefill) at context 64 / 256 / 1024 / 4096, batch
     1 / 8, kv heads 4 / 2 / 1 (`gpt(num_key_value_heads=...)`), float32 and
     bfloat16 caches (`model.cache_dtype`), the bfloat16 cache's largest logit
     difference against float32, the share of the 4 layers' attention steps in
@@ -52,12 +54,19 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if len(os.sched_getaffinity(0)) == 1:  # pinned to one core: one TensorFlow thread (two would take turns)
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_tfm.generation import CausalLMGenerator  # noqa: E402
+from keras_tfm.generation import (  # noqa: E402
+    CausalLMAdapter,
+    CausalLMGenerator,
+    decoding,  # noqa: E402
+)
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
 from keras_tfm.layers import MultiHeadSelfAttention  # noqa: E402
 from keras_tfm.models import gpt  # noqa: E402
@@ -286,6 +295,47 @@ def per_token_time(generator, context, batch=1, extra=cache_lib.MIN_CACHE_LENGTH
     return max(min(long) - min(short), 0.0) / extra
 
 
+def decode_step_time(model, context, batch=1, steps=32, reps=5):
+    """Seconds per decoding step of the whole model at `context`: the body of
+    `generate`'s loop (greedy choice, token record, `model.call_with_cache` of
+    one token, slot mask) run `1 + steps` and `1` times in one XLA while loop
+    over caches of `context + 64` slots holding random keys and values from
+    slot `context` on, marginal time per step (`marginal_seconds`). No prefill:
+    its run-to-run noise (±15 ms for 8 x 1024 prompt tokens) would swamp the
+    difference of a few dozen steps."""
+    adapter = CausalLMAdapter(model)
+    slots = context + cache_lib.MIN_CACHE_LENGTH
+    caches = []
+    for zeros in model.init_caches(batch, slots):
+        values = tf.random.normal(zeros.shape)
+        if zeros.dtype == "uint16":  # bfloat16 bits
+            values = tf.bitcast(tf.cast(values, tf.bfloat16), tf.uint16)
+        caches.append(tf.cast(values, zeros.dtype))
+    select = decoding.make_selector("greedy", 0, 1.0, 0, 1.0)
+    state = dict(
+        decoding.start_state(batch, steps + 1, 0, VOCAB),
+        logits=tf.random.normal((batch, VOCAB)),
+        caches=caches,
+        valid=tf.ones((batch, slots), bool),
+    )
+    eos, pad = tf.constant(-1), tf.zeros((batch,), tf.int32)
+
+    @tf.function(jit_compile=True)
+    def run(count):
+        def body(s):
+            new, token = decoding.emit(s, select, eos, 0)
+            slot = context + s["i"]
+            new["logits"], new["caches"] = adapter.forward(
+                token[:, None], (slot - pad)[:, None], s["caches"], slot, s["valid"]
+            )
+            return (new,)
+
+        (out,) = tf.while_loop(lambda s: s["i"] < count, body, (state,))
+        return out["logits"]
+
+    return marginal_seconds(run, steps, reps)
+
+
 def serving_hook(model, batch):
     """Hook for the export work: return a zero-argument callable running the
     same workload through a SavedModel (prompt 16 → 256 new tokens, greedy),
@@ -344,8 +394,8 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
                     )
     emit()
     emit(
-        f"per-token decode time, whole model ({LAYERS} layers; ms, marginal over 63 steps of generate (fastest of --reps), "
-        "prompt = context):"
+        f"per-token decode time, whole model ({LAYERS} layers; ms per step of generate's loop body at "
+        "`context` cached positions, marginal over 32 steps, no prefill: decode_step_time):"
     )
     emit(f"{'kv heads':>8} {'cache':>8} " + " ".join(f"{f'{c} b{b}':>10}" for c in contexts for b in (1, 8)))
     per_token = {}
@@ -355,11 +405,10 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
         )
         for dtype in CACHE_DTYPES:
             model.cache_dtype = dtype
-            generator = CausalLMGenerator(model)
             row = []
             for context in contexts:
                 for batch in (1, 8):
-                    t = per_token_time(generator, context, batch=batch, reps=reps)
+                    t = decode_step_time(model, context, batch=batch, reps=reps)
                     per_token[(kv, dtype, context, batch)] = t
                     row.append(f"{t * 1e3:>10.3f}")
             emit(f"{kv:>8} {dtype:>8} " + " ".join(row))
