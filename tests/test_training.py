@@ -52,7 +52,7 @@ WORKER = textwrap.dedent(
 
     def build(weights=None):
         keras.utils.set_random_seed(0)
-        model = models.gpt("tiny", max_length=16)
+        model = models.gpt("tiny", max_length=16, num_layers=1)
         if weights is not None:
             model.set_weights(weights)
         return models.compile_for_lm(model, keras.optimizers.Adam(1e-2), ignore_index=None, jit_compile=False)
@@ -245,8 +245,9 @@ def _data(start):
 
 
 def _tiny_gpt(optimizer=None, **compile_kwargs):
+    """The tiny GPT with one layer (what these tests check does not depend on the depth)."""
     keras.utils.set_random_seed(0)
-    model = models.gpt("tiny", max_length=16)
+    model = models.gpt("tiny", max_length=16, num_layers=1)
     return models.compile_for_lm(
         model,
         optimizer or keras.optimizers.Adam(1e-2),
