@@ -1,4 +1,4 @@
-"""Suite-wide pytest hooks: the slowest test files run first.
+"""Suite-wide pytest set-up: the slowest test files first, one-thread TensorFlow pools under xdist.
 
 `pyproject.toml` runs the suite on two xdist workers with `--dist loadfile --no-loadscope-reorder`:
 each file runs whole on one worker, the files are handed out in collection order, and a worker
@@ -6,7 +6,18 @@ takes the next file when it is about to finish its current one. Handing out the 
 first (longest processing time first) leaves the short files to fill the end, so the two workers
 finish at about the same time; xdist's default order (most tests first) started the 12-test
 `test_export.py`, the slowest file, near the end, with the other worker idle meanwhile.
+
+Under xdist each worker (and the subprocesses its tests start) sizes TensorFlow's thread pools to
+one thread: the two workers already keep the two cores busy, and pools sized for the whole machine
+make the workers' threads time-share the cores. A one-core run (`taskset -c 1`) uses one-thread
+pools too, so the suite is checked in that configuration.
 """
+
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # before TensorFlow starts its thread pools
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 #: The slowest files, slowest first (seconds on one core, `-n 0`); the others follow in their
 #: usual (alphabetical) order. Keep the heaviest files at the top when their cost changes.
