@@ -103,8 +103,10 @@ class Env:
 
     @functools.cached_property
     def gpt(self):
+        """The tiny GPT with one layer (the cases check arguments, not depth): its export and
+        decoding loops trace and compile faster."""
         keras.utils.set_random_seed(0)
-        return gpt("tiny", vocabulary_size=self.tokenizer.vocabulary_size, max_length=T)
+        return gpt("tiny", vocabulary_size=self.tokenizer.vocabulary_size, max_length=T, num_layers=1)
 
     @functools.cached_property
     def gpt_xla(self):

@@ -79,6 +79,7 @@ TINY_MODEL = _flags(num_layers=1, num_heads=2, d_model=16, batch_size=4, verbose
 TINY_GPT = TINY_MODEL + _flags(
     steps=4, eval_interval=2, eval_iters=1, block_size=8, sample_tokens=5, steps_per_execution=2
 )
+NO_SAMPLE = _flags(sample_tokens=0)  # after TINY_GPT: no sample, where a test does not check it
 TINY_BERT = TINY_MODEL + _flags(
     d_ff=32,
     pretrain_steps=3,
@@ -125,8 +126,8 @@ def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, pos
 
     parser = argparse.ArgumentParser()
     recipes.add_gpt_arguments(parser)
-    args = parser.parse_args(
-        ["--data", shakespeare, "--schedule", schedule, "--position", position] + TINY_GPT
+    args = parser.parse_args(  # no sample (checked by the example tests): one XLA loop less to compile
+        ["--data", shakespeare, "--schedule", schedule, "--position", position] + TINY_GPT + NO_SAMPLE
     )
     model = recipes.run_gpt(args)["model"]
     lr = model.optimizer._learning_rate
@@ -183,6 +184,7 @@ def test_cli_train_gpt_with_backup_and_logs(shakespeare, tmp_path, capsys):
             str(tmp_path / "tb"),
         ]
         + TINY_GPT
+        + NO_SAMPLE
     )
     assert status == 0
     assert "validation loss" in capsys.readouterr().out

@@ -78,10 +78,12 @@ def exports(tmp_path_factory):
     out = {"root": str(root)}
 
     # ---- GPT (CharTokenizer): prompt width 8 × cache lengths 64, 128, and the sliding window; each
-    # for sampling and for beam search (max_beams 3).
+    # for sampling and for beam search (max_beams 3). The GPT and the seq2seq model have one layer:
+    # every served output is compared with the same model in process, which does not depend on the
+    # depth, and each decoding loop (compiled once in process and once per loader) compiles faster.
     keras.utils.set_random_seed(1)
     char_tok = CharTokenizer.from_corpus(GPT_TEXT)
-    gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=80)
+    gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=80, num_layers=1)
     out["gpt_path"] = export_for_serving(
         gpt_model,
         root / "gpt",
@@ -119,7 +121,7 @@ def exports(tmp_path_factory):
     # ---- seq2seq (shared WordTokenizer), num_beams 1..3 (greedy + one 3-beam loop).
     keras.utils.set_random_seed(2)
     word_tok = WordTokenizer(S2S_WORDS)
-    s2s = seq2seq(preset="tiny", vocabulary_size=word_tok.vocabulary_size)
+    s2s = seq2seq(preset="tiny", vocabulary_size=word_tok.vocabulary_size, num_layers=1)
     out["s2s_path"] = export_for_serving(s2s, root / "s2s", tokenizer=word_tok, max_beams=3)
     sgen = Seq2SeqGenerator(s2s)
     src = ids_of(word_tok, S2S_SOURCES)

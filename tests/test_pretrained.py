@@ -345,8 +345,15 @@ def test_loaded_gpt2_exports_and_serves(tmp_path, tiny_gpt2):
     from keras_tfm.export import export_for_serving
 
     tokenizer = pretrained_tokenizer(TINY_GPT2)
+    # The prompt below is 11 tokens: max_prompt_length 16 exports the prompt widths 8 and 16 only (the
+    # default, the model's 32 positions, would also trace width 32 and a sliding-window loop per width).
     path = export_for_serving(
-        tiny_gpt2, str(tmp_path / "gpt2"), tokenizer=tokenizer, max_new_tokens_limit=8, warmup=False
+        tiny_gpt2,
+        str(tmp_path / "gpt2"),
+        tokenizer=tokenizer,
+        max_new_tokens_limit=8,
+        warmup=False,
+        max_prompt_length=16,
     )
     served = tf.saved_model.load(path)
     ids = reference(TINY_GPT2)["token_ids"]

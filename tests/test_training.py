@@ -52,7 +52,7 @@ WORKER = textwrap.dedent(
 
     def build(weights=None):
         keras.utils.set_random_seed(0)
-        model = models.gpt("tiny", max_length=16)
+        model = models.gpt("tiny", max_length=16, num_layers=1)
         if weights is not None:
             model.set_weights(weights)
         return models.compile_for_lm(model, keras.optimizers.Adam(1e-2), ignore_index=None, jit_compile=False)
@@ -245,8 +245,9 @@ def _data(start):
 
 
 def _tiny_gpt(optimizer=None, **compile_kwargs):
+    """The tiny GPT with one layer (what these tests check does not depend on the depth)."""
     keras.utils.set_random_seed(0)
-    model = models.gpt("tiny", max_length=16)
+    model = models.gpt("tiny", max_length=16, num_layers=1)
     return models.compile_for_lm(
         model,
         optimizer or keras.optimizers.Adam(1e-2),
@@ -334,17 +335,19 @@ def test_segments_cover_resume_points():
 
 
 def _tiny_model_and_batch(kind):
+    """A one-layer tiny model of `kind` and a batch: every layer type of the model is there (the
+    precision and XLA checks do not depend on the depth), and its XLA train step compiles faster."""
     rng = np.random.RandomState(0)
     if kind == "gpt":
-        model = models.gpt("tiny", max_length=16)
+        model = models.gpt("tiny", max_length=16, num_layers=1)
         x = rng.randint(1, 64, size=(4, 16)).astype("int32")
         return model, x, np.roll(x, -1, axis=1), None
     if kind == "bert":
-        model = models.bert_masked_lm("tiny")
+        model = models.bert_masked_lm("tiny", num_layers=1)
         ids = rng.randint(7, 64, size=(4, 16)).astype("int32")
         x = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
         return model, x, ids, (rng.rand(4, 16) < 0.3).astype("float32")
-    model = models.seq2seq("tiny")
+    model = models.seq2seq("tiny", num_layers=1)
     src = rng.randint(3, 32, size=(4, 12)).astype("int32")
     tgt = rng.randint(3, 32, size=(4, 10)).astype("int32")
     return model, {"encoder_token_ids": src, "decoder_token_ids": tgt}, np.roll(tgt, -1, axis=1), None

@@ -1,0 +1,47 @@
+"""Suite-wide pytest set-up: the slowest test files first, one-thread TensorFlow pools under xdist.
+
+`pyproject.toml` runs the suite on two xdist workers with `--dist loadfile --no-loadscope-reorder`:
+each file runs whole on one worker, the files are handed out in collection order, and a worker
+takes the next file when it is about to finish its current one. Handing out the slowest files
+first (longest processing time first) leaves the short files to fill the end, so the two workers
+finish at about the same time; xdist's default order (most tests first) started the 12-test
+`test_export.py`, the slowest file, near the end, with the other worker idle meanwhile.
+
+Under xdist each worker (and the subprocesses its tests start) sizes TensorFlow's thread pools to
+one thread: the two workers already keep the two cores busy, and pools sized for the whole machine
+make the workers' threads time-share the cores. A one-core run (`taskset -c 1`) uses one-thread
+pools too, so the suite is checked in that configuration.
+"""
+
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # before TensorFlow starts its thread pools
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+#: The slowest files, slowest first (seconds on one core, `-n 0`); the others follow in their
+#: usual (alphabetical) order. Keep the heaviest files at the top when their cost changes.
+SLOWEST_FIRST = (
+    "test_export.py",  # 148
+    "test_cli_workflow.py",  # 90
+    "test_examples_cli.py",  # 85
+    "test_training.py",  # 74
+    "test_long_generation.py",  # 66
+    "test_pretrained.py",  # 42
+    "test_backends.py",  # 35
+    "test_sublayer_calls.py",  # 31
+    "test_models.py",  # 31
+    "test_tokenizers_pretrained.py",  # 30
+    "test_generation.py",  # 28
+    "test_modern_decoder.py",  # 26
+    "test_bad_input.py",  # 23
+    "test_efficient_attention.py",  # 22
+    "test_attention_auto.py",  # 18
+)
+
+
+def pytest_collection_modifyitems(items):
+    """Moves the tests of the `SLOWEST_FIRST` files to the front, in that order (a stable sort:
+    the order inside a file, and of the other files, is kept)."""
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
