@@ -157,6 +157,15 @@ def read_bandwidth(nbytes, reps=5):
     return a.nbytes / max(best, 1e-12)
 
 
+def random_like(zeros):
+    """A cache tensor of `zeros`' shape and dtype holding random normal numbers (as bfloat16 bits
+    for a uint16 cache): the layout `init_cache` makes, with contents a step really reads."""
+    values = tf.random.normal(zeros.shape)
+    if zeros.dtype == "uint16":
+        values = tf.bitcast(tf.cast(values, tf.bfloat16), tf.uint16)
+    return tf.cast(values, zeros.dtype)
+
+
 def cache_read_bytes(batch, context, kv_heads, dtype):
     """Bytes of keys and values one decoding step of one layer reads."""
     return batch * 2 * context * kv_heads * (D_MODEL // HEADS) * np.dtype(dtype).itemsize
@@ -169,14 +178,7 @@ def attention_over_cache(batch, context, kv_heads, dtype, steps=32, reps=5):
     keras.utils.set_random_seed(0)
     layer = MultiHeadSelfAttention(HEADS, num_key_value_heads=kv_heads, causal=True)
     layer.build((batch, 1, D_MODEL))
-    # The layout `GPT.init_caches` uses (keys transposed), random contents; bfloat16 as bits.
-    cache = []
-    for zeros in layer.init_cache(batch, context, dtype=dtype):
-        values = tf.random.normal(zeros.shape)
-        if zeros.dtype == "uint16":
-            values = tf.bitcast(tf.cast(values, tf.bfloat16), tf.uint16)
-        cache.append(tf.cast(values, zeros.dtype))
-    cache = tuple(cache)
+    cache = tuple(random_like(zeros) for zeros in layer.init_cache(batch, context, dtype=dtype))
     x = tf.random.normal((batch, 1, D_MODEL))
 
     @tf.function(jit_compile=True)
@@ -305,12 +307,7 @@ def decode_step_time(model, context, batch=1, steps=32, reps=5):
     difference of a few dozen steps."""
     adapter = CausalLMAdapter(model)
     slots = context + cache_lib.MIN_CACHE_LENGTH
-    caches = []
-    for zeros in model.init_caches(batch, slots):
-        values = tf.random.normal(zeros.shape)
-        if zeros.dtype == "uint16":  # bfloat16 bits
-            values = tf.bitcast(tf.cast(values, tf.bfloat16), tf.uint16)
-        caches.append(tf.cast(values, zeros.dtype))
+    caches = [random_like(zeros) for zeros in model.init_caches(batch, slots)]
     select = decoding.make_selector("greedy", 0, 1.0, 0, 1.0)
     state = dict(
         decoding.start_state(batch, steps + 1, 0, VOCAB),
