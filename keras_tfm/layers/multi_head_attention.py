@@ -331,14 +331,19 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             mask = {2: lambda m: m[None, None], 3: lambda m: m[:, None], 4: lambda m: m}[len(mask.shape)](
                 mask
             )
-            scores = scores + ops.where(mask, 0.0, attention_core.MASK_FILL_VALUE)
+            scores = ops.where(mask, scores, attention_core.MASK_FILL_VALUE)
             visible = ops.cast(ops.any(mask, axis=-1, keepdims=True), "float32")
-        probs = ops.softmax(scores, axis=-1)
+        # softmax(s) V = (exp(s - max s) V) / Σ exp(s - max s): the division acts on the
+        # (B, G, g, dv) output instead of the (B, G, g, L) weights, one pass fewer over L.
+        weights = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
+        norm = 1.0 / ops.sum(weights, axis=-1, keepdims=True)
         if visible is not None:
-            probs = probs * visible
-        if self.dropout > 0:
-            probs = self.dropout_layer(probs, training=training)
-        output = ops.einsum(f"bgjl,{values_eq}->bgjd", ops.cast(probs, value.dtype), value)
+            norm = norm * visible
+        if self.dropout > 0 and training is not None and training is not False:  # may be a tensor
+            weights, norm = self.dropout_layer(weights * norm, training=training), None
+        output = ops.einsum(f"bgjl,{values_eq}->bgjd", ops.cast(weights, value.dtype), value)
+        if norm is not None:
+            output = ops.cast(ops.cast(output, "float32") * norm, value.dtype)
         return self._project_output(ops.reshape(output, (batch, 1, self.num_heads, output.shape[-1])))
 
     def get_config(self):
