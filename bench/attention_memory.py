@@ -187,29 +187,37 @@ def core_child(length, repeats, d_model, heads, query_chunk, key_chunk):
     for step in steps.values():
         step()  # trace and warm up
     cpu = {name: [] for name in steps}
+    wall = {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():
-            start = time.process_time()
+            start, start_cpu = time.perf_counter(), time.process_time()
             _ = [g.numpy() for g in step()]
-            cpu[name].append(time.process_time() - start)
-    return {"T": length, **{f"{part}_{kind}": min(cpu[(part, kind)]) for part, kind in steps}}
+            cpu[name].append(time.process_time() - start_cpu)
+            wall[name].append(time.perf_counter() - start)
+    result = {"T": length}
+    for part, kind in steps:
+        result[f"{part}_{kind}"] = min(cpu[(part, kind)])
+        result[f"{part}_{kind}_wall"] = min(wall[(part, kind)])
+    return result
 
 
 def core(args):
     print(
         "Causal vs non-causal chunked attention, forward + backward, batch 1, "
         f"d_model {args.d_model}, {args.heads} heads: the attention core alone (no projections) and the "
-        f"whole MultiHeadSelfAttention layer; process CPU time, fastest of {args.repeats} interleaved "
-        "steps in one process; chunk sizes: the defaults unless given.\n"
+        f"whole MultiHeadSelfAttention layer; process CPU time and wall time, each the fastest of "
+        f"{args.repeats} interleaved steps in one process; chunk sizes: the defaults unless given.\n"
     )
     for length in args.lengths + args.long_lengths:
         r = _run_child(args, "core", "chunked", length)
         if r:
             for part in ("core", "layer"):
                 full, causal = r[f"{part}_full"], r[f"{part}_causal"]
+                full_wall, causal_wall = r[f"{part}_full_wall"], r[f"{part}_causal_wall"]
                 print(
-                    f"T={length:>6} {part:<5}: non-causal {full * 1e3:9.1f} ms   causal {causal * 1e3:9.1f} ms"
-                    f"   causal / non-causal {causal / full:.3f}",
+                    f"T={length:>6} {part:<5}: CPU non-causal {full * 1e3:9.1f} ms  causal {causal * 1e3:9.1f} ms"
+                    f"  ratio {causal / full:.3f} | wall {full_wall * 1e3:9.1f} ms  {causal_wall * 1e3:9.1f} ms"
+                    f"  ratio {causal_wall / full_wall:.3f}",
                     flush=True,
                 )
 
