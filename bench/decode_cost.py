@@ -31,7 +31,6 @@ Usage:  python bench/decode_cost.py [--reps 5] [--clock wall|process] [--out ben
         (`python bench/generate.py --decode-only` runs the same)
 """
 
-import argparse
 import os
 import sys
 
@@ -44,7 +43,19 @@ if len(os.sched_getaffinity(0)) == 1:  # pinned to one core: one TensorFlow thre
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from generate import CLOCKS, D_MODEL, HEADS, LAYERS, VOCAB, build_model, header, prompts  # noqa: E402
+from generate import (  # noqa: E402
+    CLOCKS,
+    D_MODEL,
+    HEADS,
+    LAYERS,
+    VOCAB,
+    bench_parser,
+    build_model,
+    collector,
+    header,
+    prompts,
+    save,
+)
 
 from keras_tfm.generation import CausalLMAdapter, CausalLMGenerator, decoding  # noqa: E402
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
@@ -300,32 +311,13 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="time the marginal rows with wall time or this process's CPU time (shared machine, pinned)",
-    )
-    parser.add_argument(
-        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_decode.txt")
-    )
-    args = parser.parse_args(argv)
+    args = bench_parser(__doc__, "results_decode.txt").parse_args(argv)
     global clock
     clock = CLOCKS[args.clock]
-    lines = []
-
-    def emit(line=""):
-        print(line, flush=True)
-        lines.append(line)
-
+    emit, lines = collector()
     header(emit, args.reps, args.clock)
     decode_cost_tables(emit, args.reps)
-    with open(args.out + ".tmp", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(args.out + ".tmp", args.out)
-    print(f"saved {args.out}")
+    save(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,41 @@ def header(emit, reps, clock_name):
     )
 
 
+def bench_parser(doc, results_file):
+    """Options both generation benches take: --reps, --clock, --out (default `bench/<results_file>`)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="time the marginal rows with wall time or this process's CPU time (shared machine, pinned)",
+    )
+    parser.add_argument(
+        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), results_file)
+    )
+    return parser
+
+
+def collector():
+    """(emit, lines): `emit(line)` prints a line and keeps it in `lines`."""
+    lines = []
+
+    def emit(line=""):
+        print(line, flush=True)
+        lines.append(line)
+
+    return emit, lines
+
+
+def save(path, lines):
+    """Writes `lines` to `path` under a temporary name, then renames it (never half-written)."""
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    print(f"saved {path}")
+
+
 def prompts(batch, length, seed=0):
     rng = np.random.default_rng(seed)
     return rng.integers(1, VOCAB, size=(batch, length)).astype(np.int32)
@@ -182,22 +217,12 @@ def serving_hook(model, batch):
 
 # --------------------------------------------------------------------------- main
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5)
+    parser = bench_parser(__doc__, "results_generate.txt")
     parser.add_argument("--no-hub", action="store_true", help="skip KerasHub")
     parser.add_argument(
         "--decode-only",
         action="store_true",
         help="run bench/decode_cost.py instead (memory-traffic and per-token tables, to results_decode.txt)",
-    )
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="time the marginal rows with wall time or this process's CPU time (shared machine, pinned)",
-    )
-    parser.add_argument(
-        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_generate.txt")
     )
     args = parser.parse_args(argv)
     if args.decode_only:
@@ -207,12 +232,7 @@ def main(argv=None):
     global clock
     clock = CLOCKS[args.clock]
 
-    lines = []
-
-    def emit(line=""):
-        print(line, flush=True)
-        lines.append(line)
-
+    emit, lines = collector()
     header(emit, args.reps, args.clock)
     model = build_model()
 
@@ -285,10 +305,7 @@ def main(argv=None):
         emit(
             f"speed-up vs KerasHub: batch 1 {ours1[2] / hub1[2]:.2f}x, batch 8 {ours8[2] / hub8[2]:.2f}x (target >= 3x)"
         )
-    with open(args.out + ".tmp", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(args.out + ".tmp", args.out)
-    print(f"saved {args.out}")
+    save(args.out, lines)
 
 
 if __name__ == "__main__":
