@@ -339,7 +339,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         norm = 1.0 / ops.sum(weights, axis=-1, keepdims=True)
         if visible is not None:
             norm = norm * visible
-        if self.dropout > 0 and training is not None and training is not False:  # may be a tensor
+        if self.dropout > 0 and training:  # weight dropout needs the normalised weights
             weights, norm = self.dropout_layer(weights * norm, training=training), None
         output = ops.einsum(f"bgjl,{values_eq}->bgjd", ops.cast(weights, value.dtype), value)
         if norm is not None:
