@@ -209,7 +209,12 @@ def test_toeplitz_bias_is_the_dense_position_bias(kind):
 
 
 @pytest.mark.parametrize(
-    "chunks", [dict(query_chunk_size=8, key_chunk_size=8), dict(query_chunk_size=16, key_chunk_size=3)]
+    "chunks",
+    [
+        dict(query_chunk_size=8, key_chunk_size=8),
+        dict(query_chunk_size=16, key_chunk_size=3),
+        dict(query_chunk_size=4, key_chunk_size=8),
+    ],
 )
 @pytest.mark.parametrize("causal", [False, True])
 def test_chunked_toeplitz_bias_gradient(chunks, causal):
@@ -342,6 +347,7 @@ JAX_CASES = {
     "standard": ["standard", {}, True, True],
     "chunked": ["chunked", {"query_chunk_size": 8, "key_chunk_size": 8}, True, True],
     "chunked_noncausal": ["chunked", {"query_chunk_size": 16, "key_chunk_size": 5}, False, True],
+    "chunked_wide_keys": ["chunked", {"query_chunk_size": 4, "key_chunk_size": 12}, True, True],
     "local": ["local", {"window": 5, "global_tokens": 2}, True, True],
     "linear": ["linear", {"chunk_size": 8}, True, False],
     "fused": ["fused", {}, True, False],

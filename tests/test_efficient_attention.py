@@ -321,12 +321,19 @@ def test_chunked_layer_equals_standard_layer_and_trains():
 
 @pytest.mark.parametrize(
     "chunks",
-    [CHUNKS, dict(query_chunk_size=5, key_chunk_size=12), dict(query_chunk_size=16, key_chunk_size=3)],
+    [
+        CHUNKS,
+        dict(query_chunk_size=5, key_chunk_size=12),
+        dict(query_chunk_size=16, key_chunk_size=3),
+        dict(query_chunk_size=4, key_chunk_size=8),  # key blocks 2 query blocks wide, cut at the diagonal
+        dict(query_chunk_size=4, key_chunk_size=12),  # 3 wide; the last key block meets one query block
+    ],
 )
 @pytest.mark.parametrize("layer_mask", [False, True])
 def test_chunked_causal_option_skips_blocks_exactly(chunks, layer_mask):
     """`causal=True` (block skipping) with the padding mask alone or with the
-    full causal ∧ padding mask the layers pass; ragged chunks of both sizes."""
+    full causal ∧ padding mask the layers pass; ragged chunks of both sizes,
+    and key blocks a multiple of the query blocks (edge blocks cut to width)."""
     q, k, v = _qkv(15)
     bias = tf.constant(np.random.default_rng(16).normal(size=(H, T, T)), tf.float32)
     full = tf.constant(_mask("causal_padding"))
@@ -341,6 +348,43 @@ def test_chunked_causal_option_skips_blocks_exactly(chunks, layer_mask):
         )
         for g, w in zip(fn(), want):
             _close(g, w)
+
+
+class _ScoreBlockSpy:
+    """`keras.ops` as the chunked core sees it, recording the shape of every score block."""
+
+    def __init__(self):
+        self.blocks = []
+
+    def einsum(self, spec, *operands):
+        out = keras.ops.einsum(spec, *operands)
+        if spec == "bhqd,bhkd->bhqk":  # S = Q·Kᵀ (forward and backward) and dP = dO·Vᵀ
+            self.blocks.append(tuple(out.shape[2:]))
+        return out
+
+    def __getattr__(self, name):
+        return getattr(keras.ops, name)
+
+
+@pytest.mark.parametrize("t", [32, 30])  # T a multiple of the key block, or not
+def test_causal_chunked_computes_only_the_lower_triangle_blocks(monkeypatch, t):
+    """With key blocks two query blocks wide (the causal default shape), query
+    block i computes its i // 2 whole key blocks and then only the keys up to
+    its own diagonal square: the forward (S) and the backward (S and dP)
+    together compute 3 × Σ_i (i + 1)·cq² scores, nothing above the diagonal
+    square; the un-cut edge blocks would cost a full key block each."""
+    from keras_tfm.layers import chunked_attention
+
+    spy = _ScoreBlockSpy()
+    monkeypatch.setattr(chunked_attention, "ops", spy)
+    q, k, v = _qkv(17, t=t)
+    got = _grads("chunked", q, k, v, causal=True, query_chunk_size=4, key_chunk_size=8)
+    monkeypatch.undo()
+    for g, w in zip(got, _grads("standard", q, k, v, causal=True)):
+        _close(g, w)
+    query_blocks = -(-t // 4)
+    assert set(spy.blocks) == {(4, 4), (4, 8)}
+    assert sum(a * b for a, b in spy.blocks) == 3 * sum((i + 1) * 16 for i in range(query_blocks))
 
 
 def test_layer_passes_its_causality_to_the_implementation():

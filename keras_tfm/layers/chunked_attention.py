@@ -22,8 +22,8 @@ more than one `(B, H, query_chunk, key_chunk)` block of scores. Both loops are
 `tf.function`, under XLA and under `jax.jit`, keep the graph size independent
 of T, and run on the TensorFlow, JAX and PyTorch backends.
 
-What a block costs beyond its matmuls is kept small, because the causal path
-has as many blocks as the non-causal one, each half the size:
+What a block costs beyond its matmuls is kept small (a long sequence has
+hundreds of blocks):
   * Q, K, V, dO, the outputs and the gradients are held as lists of row blocks
     (`row_blocks.BlockList`; a `TensorList` on TensorFlow), so reading a block or
     accumulating into dQ touches that block only, never a T-long buffer.
@@ -31,8 +31,8 @@ has as many blocks as the non-causal one, each half the size:
     [Q | 0]·[K | 1]ᵀ = S, P·[V | 1] = [P·V | rowsum P] in the forward;
     [Q | -L]·[K | 1]ᵀ = S - L and [dO | -δ]·[V | 1]ᵀ = dP - δ in the backward
     (δ = rowsum(dO ⊙ O)), which saves three elementwise passes per block.
-  * Masks are additive (0 / -1e30); the diagonal blocks of the default square
-    causal blocks share one precomputed fill.
+  * Masks are additive (0 / -1e30); in the aligned causal case below the edge
+    blocks share r precomputed fills.
 
 Causal attention (`causal=True`, the flag the layers pass) skips the blocks
 above the diagonal in the forward AND the backward pass (about half the work)
@@ -43,17 +43,29 @@ O(T) offset table, and its gradient is summed per block along the diagonals.
 So no T × T tensor reaches this path from the layers; an explicit dense `mask`
 or `bias` argument is still honoured (sliced per block).
 
+Aligned causal blocks. When a key block is r query blocks wide (self-attention,
+static T; the causal default is 512 × 1024, r = 2), query block i sees key
+blocks [0, i // r) whole and only the first (i % r + 1)·query_chunk_size keys of
+key block i // r, the last query_chunk_size of them holding the diagonal. That
+edge block is cut to this width (a static one: the query loop runs once per
+residue i % r), so nothing is computed beyond the diagonal's own square: at
+T = 8192 the work is 136/256 = 53 % of the non-causal one, in blocks of the
+non-causal size. Square blocks (r = 1) reach the same 53 % but in twice as many
+half-size blocks, whose per-operation cost is relatively higher (about 0.60 of
+the non-causal time at two threads, against 0.55); un-cut 512 × 1024 edges
+compute 144/256. Padded keys come after every real query, so causality masks
+them. Other shapes (key block not a multiple of the query block, a length known
+only at run time, cross-attention) take the general path, masking whole edge
+blocks.
+
 All arithmetic is float32 (inputs are cast once; gradients are cast back), the
 mask/bias contract is the one of `attention_core`, and a query whose keys are
 all masked gets a zero output and zero gradients (never NaN).
 
 Options (`attention_options`): `query_chunk_size` (default 512) and
-`key_chunk_size` (default 1024, or `query_chunk_size` under `causal=True`), each
-clipped to the sequence length; a ragged last chunk is zero-padded and its
-padded keys masked out. Causal attention defaults to square blocks because the
-blocks on the diagonal are computed in full and half wasted: with 512 × 1024
-blocks at T = 8192 it computes 72 of 128 blocks (56 %), with 512 × 512 blocks
-136 of 256 (53 %).
+`key_chunk_size` (default 1024, or 2 × `query_chunk_size` under `causal=True`),
+each clipped to the sequence length; a ragged last chunk is zero-padded and its
+padded keys masked out.
 
 The full weight matrix is never formed, so `return_weights=True` and attention
 dropout during training raise a `ValueError`.
@@ -106,15 +118,20 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     query, key, value = inputs[:3]
     mask, bias, causal, scale = inputs.mask, inputs.bias, inputs.causal, inputs.score_scale()
     if key_chunk_size is None:
-        key_chunk_size = query_chunk_size if causal else 1024
+        check_positive_int("query_chunk_size", query_chunk_size)
+        key_chunk_size = 2 * query_chunk_size if causal else 1024
     tq = static_or_dynamic_length(query)
     tk = static_or_dynamic_length(key)
     cq = _chunk_size(query_chunk_size, tq, "query_chunk_size")
     ck = _chunk_size(key_chunk_size, tk, "key_chunk_size")
     nq, nk = ceil_div(tq, cq), ceil_div(tk, ck)
     pad_q, pad_k = nq * cq - tq, nk * ck - tk
-    # Unless T is statically a multiple of the chunk, the last key block is masked.
-    ragged_k = not (is_int(pad_k) and pad_k == 0)
+    # Causal self-attention with key blocks r query blocks wide: edge blocks cut to the diagonal.
+    aligned = causal and is_int(tq) and tq == tk and ck % cq == 0
+    r = ck // cq
+    # Unless T is statically a multiple of the chunk, the last key block is masked; in the
+    # aligned case its padded keys come after every real query, so causality masks them.
+    ragged_k = not aligned and not (is_int(pad_k) and pad_k == 0)
     heads, d, dv = query.shape[2], query.shape[3], value.shape[3]
     batch = static_or_dynamic_length(query, 0)
 
@@ -150,9 +167,9 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     v_list, do_list = BlockList((batch, heads, ck, dv + 1)), BlockList((batch, heads, cq, dv + 1))
     o_list, stat_list = BlockList((batch, heads, cq, dv)), BlockList((batch, heads, cq))
 
-    def edge_fill(i0, j0):
-        """0 where the block at (i0, j0) is causal-visible and a real key, else _NEG (rank 4)."""
-        keys = ops.arange(ck, dtype="int32")[None, :]
+    def edge_fill(i0, j0, width):
+        """0 where the `cq × width` block at (i0, j0) is causal-visible and a real key, else _NEG (rank 4)."""
+        keys = ops.arange(width, dtype="int32")[None, :]
         m = None
         if causal:  # query i0 + a sees key j0 + b iff a - b >= j0 - i0
             m = (ops.arange(cq, dtype="int32")[:, None] - keys) >= (j0 - i0)
@@ -161,8 +178,10 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             m = valid if m is None else ops.logical_and(m, valid)
         return ops.where(m, 0.0, _NEG)[None, None]
 
-    # Square causal blocks and no ragged key block: every masked block is a diagonal one.
-    diagonal_fill = edge_fill(0, 0) if causal and cq == ck and not ragged_k and mask4 is None else None
+    # Aligned: query block i sees key blocks [0, i // r) whole and the first (i % r + 1)·cq keys
+    # of key block i // r, the last cq of them holding the diagonal; that edge block's fill
+    # depends on i % r only (j0 - i0 = -(i % r)·cq).
+    edge_fills = [edge_fill(rho * cq, 0, (rho + 1) * cq) for rho in range(r)] if aligned else None
 
     def attend(q_in, k_in, v_in, *bias_args):
         qs = blocks_of(q_in, batch, cq, pad_q, heads, d) * scale
@@ -180,19 +199,20 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             if bias_dims[3] != 1:
                 bias4 = pad_axis(bias4, 3, pad_k)
 
-        def scores(qc, kc, i0, j0, edge):
+        def scores(qc, kc, i0, j0, fill=None):
+            """The score block of query block `qc` (rows i0…) and the keys `kc` (columns j0…);
+            `fill` (0 / _NEG, rank 4) masks an edge block."""
+            width = kc.shape[2]
             s = ops.einsum("bhqd,bhkd->bhqk", qc, kc)
             if toeplitz:
-                s = s + ops.take(table, diag0 + (j0 - i0), axis=1)[None]
+                offsets = diag0 if width == ck else diag0[:, :width]
+                s = s + ops.take(table, offsets + (j0 - i0), axis=1)[None]
             elif bias is not None:
-                s = s + _block(bias4, i0, j0, cq, ck)
-            if edge and diagonal_fill is not None:
-                return s + diagonal_fill
-            m = None if mask4 is None else _block(mask4, i0, j0, cq, ck)
-            if edge:
-                fill = edge_fill(i0, j0)
-                return s + (fill if m is None else ops.where(m, fill, _NEG))
-            return s if m is None else s + ops.where(m, 0.0, _NEG)
+                s = s + _block(bias4, i0, j0, cq, width)
+            m = None if mask4 is None else _block(mask4, i0, j0, cq, width)
+            if fill is None:
+                return s if m is None else s + ops.where(m, 0.0, _NEG)
+            return s + (fill if m is None else ops.where(m, fill, _NEG))
 
         # ------------------------------------------------------ forward
         qb = q_list.from_tensor(augment(qs, 0.0))
@@ -207,31 +227,41 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 plain = minimum(plain, nk - 1)
             return plain, end
 
-        def q_step(i, carry):
+        def k_step(qc, i0, width=ck, fill_of=None):
+            """Loop body: folds the first `width` keys of key block j into the running softmax."""
+
+            def body(j, c):
+                m_run, acc = c  # acc = [Σ p·v | Σ p], rescaled to the running max
+                kc, vc = k_list.read(kb, j), v_list.read(vb, j)
+                if width != ck:
+                    kc, vc = kc[:, :, :width], vc[:, :, :width]
+                s = scores(qc, kc, i0, j * ck, None if fill_of is None else fill_of(j))
+                m_new = ops.maximum(m_run, ops.max(s, axis=-1))
+                p = ops.exp(s - m_new[..., None])
+                acc = acc * ops.exp(m_run - m_new)[..., None]
+                return m_new, acc + ops.einsum("bhqk,bhkd->bhqd", p, vc)
+
+            return body
+
+        def q_step(i, carry, rho=None):
+            """Attention of query block i; `rho` = i % r in the aligned case."""
             out_blocks, lse_blocks = carry
             i0 = i * cq
             qc = q_list.read(qb, i)
-
-            def k_step(edge):
-                def body(j, c):
-                    m_run, acc = c  # acc = [Σ p·v | Σ p], rescaled to the running max
-                    s = scores(qc, k_list.read(kb, j), i0, j * ck, edge)
-                    m_new = ops.maximum(m_run, ops.max(s, axis=-1))
-                    p = ops.exp(s - m_new[..., None])
-                    acc = acc * ops.exp(m_run - m_new)[..., None]
-                    return m_new, acc + ops.einsum("bhqk,bhkd->bhqd", p, v_list.read(vb, j))
-
-                return body
-
-            plain, end = forward_range(i)
-            carry = (
+            c = (
                 ops.full((batch, heads, cq), _NEG, "float32"),
                 ops.zeros((batch, heads, cq, dv + 1), "float32"),
             )
-            carry = fori_loop(0, plain, k_step(False), carry)
-            if causal or ragged_k:  # else no block needs the edge mask
-                carry = fori_loop(plain, end, k_step(True), carry)
-            m_run, acc = carry
+            if rho is not None:
+                edge = i // r  # the key block holding the diagonal
+                c = fori_loop(0, edge, k_step(qc, i0), c)
+                c = k_step(qc, i0, (rho + 1) * cq, lambda j: edge_fills[rho])(edge, c)
+            else:
+                plain, end = forward_range(i)
+                c = fori_loop(0, plain, k_step(qc, i0), c)
+                if causal or ragged_k:  # else no block needs the edge mask
+                    c = fori_loop(plain, end, k_step(qc, i0, fill_of=lambda j: edge_fill(i0, j * ck, ck)), c)
+            m_run, acc = c
             # A row that saw no key kept m ≈ _NEG (its acc is junk).
             has_keys = m_run > 0.5 * _NEG
             safe_l = ops.where(has_keys, acc[..., dv], 1.0)
@@ -239,7 +269,15 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             lse = ops.where(has_keys, m_run + ops.log(safe_l), 0.0)
             return o_list.write(out_blocks, i, out), stat_list.write(lse_blocks, i, lse)
 
-        out_blocks, lse_blocks = fori_loop(0, nq, q_step, (o_list.zeros(nq), stat_list.zeros(nq)))
+        carry = (o_list.zeros(nq), stat_list.zeros(nq))
+        if aligned:  # one loop per residue i % r, so that each edge block has a static width
+            for rho in range(min(r, nq)):
+                carry = fori_loop(
+                    0, ceil_div(nq - rho, r), lambda t, c, rho=rho: q_step(rho + r * t, c, rho), carry
+                )
+        else:
+            carry = fori_loop(0, nq, q_step, carry)
+        out_blocks, lse_blocks = carry
         out_b = o_list.stack(out_blocks)  # (nq, B, H, cq, dv)
         lse_b = stat_list.stack(lse_blocks)  # (nq, B, H, cq)
         output = from_blocks(out_b, batch, tq, "float32")
@@ -263,45 +301,70 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                     plain = ops.where(j == nk - 1, nq, plain)
                 return first, plain
 
-            def k_step(j, carry):
+            def block_grads(i, kc, vc, j0, fill, dq_blocks, db_buf):
+                """One block's gradients: the dK and dV parts of its keys; dQ and dB accumulated.
+                (dK, dV carry one junk column, as the augmented blocks do.)"""
+                i0 = i * cq
+                qc, doc = q_list.read(qlb, i), do_list.read(dob, i)
+                p = ops.exp(scores(qc, kc, i0, j0, fill))  # exp(S - L)
+                dv_part = ops.einsum("bhqk,bhqd->bhkd", p, doc)
+                ds = p * ops.einsum("bhqd,bhkd->bhqk", doc, vc)  # P ⊙ (dP - δ)
+                dk_part = ops.einsum("bhqk,bhqd->bhkd", ds, qc)
+                dq = q_list.read(dq_blocks, i) + ops.einsum("bhqk,bhkd->bhqd", ds, kc)
+                dq_blocks = q_list.write(dq_blocks, i, dq)
+                if need_bias_grad:
+                    db_buf = add_bias_grad(db_buf, ds, i0, j0)
+                return dk_part, dv_part, dq_blocks, db_buf
+
+            def q_step(kc, vc, j0, fill_of=None):
+                def body(i, c):
+                    dk, dv_acc, dq_blocks, db_buf = c
+                    fill = None if fill_of is None else fill_of(i)
+                    dk_part, dv_part, dq_blocks, db_buf = block_grads(i, kc, vc, j0, fill, dq_blocks, db_buf)
+                    return dk + dk_part, dv_acc + dv_part, dq_blocks, db_buf
+
+                return body
+
+            def k_step(j, carry, edges=r):
+                """Gradients of key block j; `edges` query blocks meet its diagonal (aligned case)."""
                 dq_blocks, dk_blocks, dv_blocks, db_buf = carry
                 j0 = j * ck
                 kc, vc = k_list.read(kb, j), v_list.read(vb, j)
-
-                def q_step(edge):
-                    def body(i, c):
-                        # Accumulators are one column wider than the gradients (junk column).
-                        dk, dv_acc, dq_blocks, db_buf = c
-                        i0 = i * cq
-                        qc, doc = q_list.read(qlb, i), do_list.read(dob, i)
-                        p = ops.exp(scores(qc, kc, i0, j0, edge))  # exp(S - L)
-                        dv_acc = dv_acc + ops.einsum("bhqk,bhqd->bhkd", p, doc)
-                        ds = p * ops.einsum("bhqd,bhkd->bhqk", doc, vc)  # P ⊙ (dP - δ)
-                        dk = dk + ops.einsum("bhqk,bhqd->bhkd", ds, qc)
-                        dq = q_list.read(dq_blocks, i) + ops.einsum("bhqk,bhkd->bhqd", ds, kc)
-                        dq_blocks = q_list.write(dq_blocks, i, dq)
-                        if need_bias_grad:
-                            db_buf = add_bias_grad(db_buf, ds, i0, j0)
-                        return dk, dv_acc, dq_blocks, db_buf
-
-                    return body
-
-                first, plain = backward_range(j)
-                carry = (
-                    ops.zeros((batch, heads, ck, d + 1), "float32"),
-                    ops.zeros((batch, heads, ck, dv + 1), "float32"),
-                    dq_blocks,
-                    db_buf,
+                dk = ops.zeros((batch, heads, ck, d + 1), "float32")
+                dv_acc = ops.zeros((batch, heads, ck, dv + 1), "float32")
+                if aligned:  # query block r·j + rho sees the first (rho + 1)·cq keys
+                    for rho in range(edges):
+                        width = (rho + 1) * cq
+                        dk_part, dv_part, dq_blocks, db_buf = block_grads(
+                            r * j + rho,
+                            kc if width == ck else kc[:, :, :width],
+                            vc if width == ck else vc[:, :, :width],
+                            j0,
+                            edge_fills[rho],
+                            dq_blocks,
+                            db_buf,
+                        )
+                        dk = dk + pad_axis(dk_part, 2, ck - width)
+                        dv_acc = dv_acc + pad_axis(dv_part, 2, ck - width)
+                    plain = r * (j + 1)
+                else:
+                    first, plain = backward_range(j)
+                    if causal or ragged_k:
+                        dk, dv_acc, dq_blocks, db_buf = fori_loop(
+                            first,
+                            plain,
+                            q_step(kc, vc, j0, lambda i: edge_fill(i * cq, j0, ck)),
+                            (dk, dv_acc, dq_blocks, db_buf),
+                        )
+                dk, dv_acc, dq_blocks, db_buf = fori_loop(
+                    plain, nq, q_step(kc, vc, j0), (dk, dv_acc, dq_blocks, db_buf)
                 )
-                if causal or ragged_k:
-                    carry = fori_loop(first, plain, q_step(True), carry)
-                dk, dv_acc, dq_blocks, db_buf = fori_loop(plain, nq, q_step(False), carry)
                 return dq_blocks, k_list.write(dk_blocks, j, dk), v_list.write(dv_blocks, j, dv_acc), db_buf
 
             def add_bias_grad(db_buf, ds, i0, j0):
                 if toeplitz:
                     ds = ops.sum(ds, axis=0) if bias_heads != 1 else ops.sum(ds, axis=(0, 1))[None]
-                    sums = diagonal_sums(ds, cq, ck)  # offsets (j0 - i0) + [-(cq-1), ck-1]
+                    sums = diagonal_sums(ds, cq, ds.shape[-1])  # offsets (j0 - i0) + [-(cq-1), width-1]
                     start = j0 - i0 + nq * cq - cq
                     return ops.slice_update(
                         db_buf, (0, start), ops.slice(db_buf, (0, start), sums.shape) + sums
@@ -311,7 +374,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                     ds = ops.sum(ds, axis=axes, keepdims=True)
                 rows, cols = bias_dims[2] != 1, bias_dims[3] != 1
                 starts = (0, 0, i0 if rows else 0, j0 if cols else 0)
-                sizes = (-1, -1, cq if rows else 1, ck if cols else 1)
+                sizes = (-1, -1, cq if rows else 1, ds.shape[3] if cols else 1)
                 return ops.slice_update(db_buf, starts, ops.slice(db_buf, starts, sizes) + ds)
 
             if not need_bias_grad:
@@ -320,9 +383,13 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 db_buf = ops.zeros((bias_heads, nq * cq + nk * ck - 1), "float32")
             else:
                 db_buf = ops.zeros_like(bias4)
-            dq_blocks, dk_blocks, dv_blocks, db_buf = fori_loop(
-                0, nk, k_step, (q_list.zeros(nq), k_list.zeros(nk), v_list.zeros(nk), db_buf)
-            )
+            carry = (q_list.zeros(nq), k_list.zeros(nk), v_list.zeros(nk), db_buf)
+            if aligned:  # the last key block may meet fewer than r (real) query blocks
+                carry = fori_loop(0, nk - 1, k_step, carry)
+                carry = k_step(nk - 1, carry, edges=nq - r * (nk - 1))
+            else:
+                carry = fori_loop(0, nk, k_step, carry)
+            dq_blocks, dk_blocks, dv_blocks, db_buf = carry
             grads = (
                 from_blocks(q_list.stack(dq_blocks), batch, tq, q_dtype, d) * ops.cast(scale, q_dtype),
                 from_blocks(k_list.stack(dk_blocks), batch, tk, k_dtype, d),
