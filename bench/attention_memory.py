@@ -293,7 +293,7 @@ def table(args):
         f"One self-attention layer, forward + backward (grads w.r.t. input and weights); batch 1, "
         f"d_model {args.d_model}, {args.heads} heads, float32, tf.function (no XLA); chunked: "
         f"query_chunk_size={args.query_chunk or 'default'}, key_chunk_size={args.key_chunk or 'default'} "
-        "(default: 512, and 1024 non-causal / 512 causal); tfm_chunked is a non-causal "
+        "(default: 512, and 1024: 2 query blocks wide); tfm_chunked is a non-causal "
         "layer, every other row causal.\n"
         "peak = TF CPU allocator high-water mark of one step minus memory live before it; "
         "rss = growth of process max RSS over the first step (cross-check); "
