@@ -339,6 +339,13 @@ _JAX_SCRIPT = textwrap.dedent(
             )
             return y
         out[name] = np.asarray(jax.jit(run)(q, k, v, values, pad))
+        if impl == "chunked":  # its hand-written backward too: d/d(q, k, v, bias values)
+            def loss(q, k, v, values, pad):
+                y = run(q, k, v, values, pad)
+                return (y * jax.numpy.sin(3.0 * y)).sum()
+            grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(q, k, v, values, pad)
+            for g_name, g in zip(("dq", "dk", "dv", "dvalues"), grads):
+                out[f"{name}_{g_name}"] = np.asarray(g)
     np.savez(sys.argv[3], **out)
     """
 )
@@ -382,9 +389,19 @@ def test_attention_core_on_jax_equals_tensorflow(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = np.load(tmp_path / "out.npz")
     q, k, v = (tf.constant(arrays[n]) for n in ("q", "k", "v"))
+    values = tf.constant(arrays["values"])
     for name, (impl, options, causal, with_bias) in JAX_CASES.items():
-        bias = ac.ToeplitzBias(tf.constant(arrays["values"]), T) if with_bias else None
-        want, _ = ac.dot_product_attention(
-            q, k, v, mask=arrays["pad"][:, None, :], bias=bias, causal=causal, impl=impl, **options
-        )
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v, values])
+            bias = ac.ToeplitzBias(values, T) if with_bias else None
+            want, _ = ac.dot_product_attention(
+                q, k, v, mask=arrays["pad"][:, None, :], bias=bias, causal=causal, impl=impl, **options
+            )
+            loss = tf.reduce_sum(want * tf.sin(3.0 * want))
         _close(got[name], want)
+        if impl == "chunked":
+            for g_name, g in zip(
+                ("dq", "dk", "dv", "dvalues"),
+                tape.gradient(loss, [q, k, v, values], unconnected_gradients="zero"),
+            ):
+                _close(got[f"{name}_{g_name}"], g, tol=2e-5)
