@@ -83,6 +83,7 @@ from keras_tfm.layers.attention_core import (
 )
 from keras_tfm.layers.row_blocks import (
     BlockList,
+    after,
     augment,
     blocks_of,
     ceil_div,
@@ -301,11 +302,14 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                     plain = ops.where(j == nk - 1, nq, plain)
                 return first, plain
 
-            def block_grads(i, kc, vc, j0, fill, dq_blocks, db_buf):
+            def block_grads(i, kc, vc, j0, fill, dq_blocks, db_buf, wait=False):
                 """One block's gradients: the dK and dV parts of its keys; dQ and dB accumulated.
-                (dK, dV carry one junk column, as the augmented blocks do.)"""
+                (dK, dV carry one junk column, as the augmented blocks do.) `wait`: start once
+                the previous block has written its dQ (unrolled blocks would run side by side)."""
                 i0 = i * cq
                 qc, doc = q_list.read(qlb, i), do_list.read(dob, i)
+                if wait:
+                    qc, doc = after((qc, doc), dq_blocks)
                 p = ops.exp(scores(qc, kc, i0, j0, fill))  # exp(S - L)
                 dv_part = ops.einsum("bhqk,bhqd->bhkd", p, doc)
                 ds = p * ops.einsum("bhqd,bhkd->bhqk", doc, vc)  # P ⊙ (dP - δ)
@@ -332,7 +336,9 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                 kc, vc = k_list.read(kb, j), v_list.read(vb, j)
                 dk = ops.zeros((batch, heads, ck, d + 1), "float32")
                 dv_acc = ops.zeros((batch, heads, ck, dv + 1), "float32")
-                if aligned:  # query block r·j + rho sees the first (rho + 1)·cq keys
+                carry = (dk, dv_acc, dq_blocks, db_buf)
+                if aligned:  # the whole blocks, then query block r·j + rho on the first (rho + 1)·cq keys
+                    dk, dv_acc, dq_blocks, db_buf = fori_loop(r * (j + 1), nq, q_step(kc, vc, j0), carry)
                     for rho in range(edges):
                         width = (rho + 1) * cq
                         dk_part, dv_part, dq_blocks, db_buf = block_grads(
@@ -343,22 +349,17 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                             edge_fills[rho],
                             dq_blocks,
                             db_buf,
+                            wait=True,
                         )
                         dk = dk + pad_axis(dk_part, 2, ck - width)
                         dv_acc = dv_acc + pad_axis(dv_part, 2, ck - width)
-                    plain = r * (j + 1)
                 else:
                     first, plain = backward_range(j)
                     if causal or ragged_k:
-                        dk, dv_acc, dq_blocks, db_buf = fori_loop(
-                            first,
-                            plain,
-                            q_step(kc, vc, j0, lambda i: edge_fill(i * cq, j0, ck)),
-                            (dk, dv_acc, dq_blocks, db_buf),
+                        carry = fori_loop(
+                            first, plain, q_step(kc, vc, j0, lambda i: edge_fill(i * cq, j0, ck)), carry
                         )
-                dk, dv_acc, dq_blocks, db_buf = fori_loop(
-                    plain, nq, q_step(kc, vc, j0), (dk, dv_acc, dq_blocks, db_buf)
-                )
+                    dk, dv_acc, dq_blocks, db_buf = fori_loop(plain, nq, q_step(kc, vc, j0), carry)
                 return dq_blocks, k_list.write(dk_blocks, j, dk), v_list.write(dv_blocks, j, dv_acc), db_buf
 
             def add_bias_grad(db_buf, ds, i0, j0):

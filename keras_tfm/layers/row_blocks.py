@@ -113,6 +113,22 @@ class BlockList:
         )
 
 
+def after(tensors, dependency):
+    """`tensors`, but on TensorFlow only available once `dependency` is computed.
+
+    A TensorFlow graph runs every op as soon as its inputs exist, so blocks
+    that do not depend on each other (the edge blocks unrolled beside a loop)
+    would hold their score blocks at the same time; this orders them. Other
+    backends compile the whole step and schedule it themselves.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return tensors
+    import tensorflow as tf  # the backend in use
+
+    with tf.control_dependencies([dependency]):
+        return tf.nest.map_structure(tf.identity, tensors)
+
+
 def fori_loop(lower, upper, body, carry):
     """`carry = body(i, carry)` for i in [lower, upper); carry is a tuple.
 
