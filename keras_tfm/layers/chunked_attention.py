@@ -200,6 +200,10 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
             if bias_dims[3] != 1:
                 bias4 = pad_axis(bias4, 3, pad_k)
 
+        def leading_keys(block, width):
+            """The first `width` keys (axis 2) of a key or value block."""
+            return block if width == ck else block[:, :, :width]
+
         def scores(qc, kc, i0, j0, fill=None):
             """The score block of query block `qc` (rows i0…) and the keys `kc` (columns j0…);
             `fill` (0 / _NEG, rank 4) masks an edge block."""
@@ -233,9 +237,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
             def body(j, c):
                 m_run, acc = c  # acc = [Σ p·v | Σ p], rescaled to the running max
-                kc, vc = k_list.read(kb, j), v_list.read(vb, j)
-                if width != ck:
-                    kc, vc = kc[:, :, :width], vc[:, :, :width]
+                kc, vc = leading_keys(k_list.read(kb, j), width), leading_keys(v_list.read(vb, j), width)
                 s = scores(qc, kc, i0, j * ck, None if fill_of is None else fill_of(j))
                 m_new = ops.maximum(m_run, ops.max(s, axis=-1))
                 p = ops.exp(s - m_new[..., None])
@@ -343,8 +345,8 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
                         width = (rho + 1) * cq
                         dk_part, dv_part, dq_blocks, db_buf = block_grads(
                             r * j + rho,
-                            kc if width == ck else kc[:, :, :width],
-                            vc if width == ck else vc[:, :, :width],
+                            leading_keys(kc, width),
+                            leading_keys(vc, width),
                             j0,
                             edge_fills[rho],
                             dq_blocks,
