@@ -4,7 +4,7 @@ Checkpoint: all-MiniLM-L6-v2 (BERT, 6 layers, 12 heads, d 384, 22.7M parameters)
 ../shared/data (nothing is downloaded). Workload: the 872 SST-2 dev sentences.
 
 Rows:
-  load            `keras_tfm.models.sentence_encoder(path)` after TensorFlow, Keras and keras_tfm
+  load            `keras_tfm.checkpoints.sentence_encoder(path)` after TensorFlow, Keras and keras_tfm
                   are imported (first call, then the median of the repeats; wall and CPU seconds,
                   CPU being steadier on a shared machine); the tokenizer
                   (`WordPieceTokenizer.from_pretrained`) separately. Target: <= 3 s.
@@ -45,10 +45,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import keras_tfm  # noqa: E402,F401
-from keras_tfm.data import WordPieceTokenizer, load_label_sentence_lines  # noqa: E402
-from keras_tfm.models import sentence_encoder  # noqa: E402
-from keras_tfm.models.sentence_embedding import embed_texts  # noqa: E402
-from keras_tfm.text_batches import LengthBucketedBatches, encode_texts  # noqa: E402
+from keras_tfm.checkpoints import sentence_encoder  # noqa: E402
+from keras_tfm.data import load_label_sentence_lines
+from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts  # noqa: E402
+from keras_tfm.models.sentence_encoder import embed_texts  # noqa: E402
+from keras_tfm.tokenizers import WordPieceTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")
@@ -104,16 +105,16 @@ def bench_load(checkpoint, reps):
 
 # (label, file suffix, function name) of the profile rows; indented rows are part of the row above.
 LOAD_PHASES = (
-    ("total: sentence_encoder(path)", "keras_tfm/models/pretrained.py", "sentence_encoder"),
-    ("  read model.safetensors", "keras_tfm/models/checkpoint_io.py", "read_weights"),
-    ("  build the Keras model", "keras_tfm/models/pretrained.py", "_build"),
+    ("total: sentence_encoder(path)", "keras_tfm/checkpoints/pretrained.py", "sentence_encoder"),
+    ("  read model.safetensors", "keras_tfm/checkpoints/files.py", "read_weights"),
+    ("  build the Keras model", "keras_tfm/checkpoints/pretrained.py", "_build"),
     (
         "    symbolic calls traced for output shapes",
         "keras/src/backend/tensorflow/core.py",
         "compute_output_spec",
     ),
     ("    variables created + random initial values", "keras/src/backend/tensorflow/core.py", "_initialize"),
-    ("  assign the checkpoint weights", "keras_tfm/models/weight_mapping.py", "assign"),
+    ("  assign the checkpoint weights", "keras_tfm/checkpoints/weight_mapping.py", "assign"),
 )
 
 
@@ -190,8 +191,8 @@ def bench_embedding(checkpoint, texts, reps, hub):
 def bench_finetune(checkpoint, data_dir, steps):
     import warnings
 
+    from keras_tfm.checkpoints import from_pretrained
     from keras_tfm.finetuning import finetune_classifier
-    from keras_tfm.models import from_pretrained
 
     texts, labels = read_sst2(data_dir, "train")
     tokenizer = WordPieceTokenizer.from_pretrained(checkpoint)

@@ -37,7 +37,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_tfm.data import BytePairTokenizer, WordPieceTokenizer  # noqa: E402
+from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")

@@ -105,10 +105,10 @@ def main():
     import keras
     import numpy as np
 
-    from keras_tfm.data import ByteTokenizer
     from keras_tfm.export import export_for_serving
     from keras_tfm.generation import CausalLMGenerator
     from keras_tfm.models import gpt
+    from keras_tfm.tokenizers import ByteTokenizer
 
     keras.utils.set_random_seed(0)
     tokenizer = ByteTokenizer()

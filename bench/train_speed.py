@@ -14,7 +14,7 @@ GPT-style decoder-only models of identical sizes (pre-norm, GELU, biases, learne
 Every Keras model is compiled alike (AdamW(1e-3, wd 0.1, β2 0.99, clipnorm 1), sparse categorical
 cross-entropy from logits, no metrics), with and without XLA (`jit_compile`), and trained with
 `model.fit` on the same random token batches, `steps_per_execution` steps per compiled call (no Python
-work per step). One extra row, "keras_tfm compile_for_lm", uses `keras_tfm.models.compile_for_lm` with
+work per step). One extra row, "keras_tfm compile_for_lm", uses `keras_tfm.training.compile_for_lm` with
 its defaults (masked loss, accuracy metric, XLA). The variants run in interleaved rounds (so machine-load
 drift hits all alike); the table gives the median step time, tokens/s and MFU against a float32
 matmul peak measured in the same run (the faster of XLA and TensorFlow's oneDNN kernel).
@@ -103,7 +103,7 @@ PEERS = {"keras_tfm": keras_tfm_gpt, "keras_hub": build_keras_hub, "keras_mha": 
 
 def make_keras_runner(model, jit, data, steps_per_execution, helper=False):
     if helper:
-        from keras_tfm.models import compile_for_lm
+        from keras_tfm.training import compile_for_lm
 
         compile_for_lm(model, adamw(), ignore_index=None, steps_per_execution=steps_per_execution)
     else:

@@ -81,9 +81,9 @@ def main(argv=None):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import keras
 
-    from keras_tfm import plotting
+    from keras_tfm.analysis import plotting
+    from keras_tfm.analysis.inspection import attention_maps, describe_head, head_statistics
     from keras_tfm.callbacks import AttentionEntropyMonitor, GradientNormMonitor, LossSpikeDetector
-    from keras_tfm.inspection import attention_maps, describe_head, head_statistics
     from keras_tfm.models import gpt
     from keras_tfm.schedules import nanogpt_schedule
 

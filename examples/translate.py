@@ -6,7 +6,7 @@ One cased byte-level BPE vocabulary (8,000 tokens) is learned from both sides of
 so every sentence is tokenized without an unknown token and detokenized to normal text
 (`--tokenizer word`: the older lower-cased word vocabulary per language). A held-out set (random,
 seeded; for a Multi30k folder its official `test_2016_flickr` split) gives the teacher-forced token
-accuracy and the cased sacreBLEU and chrF (`keras_tfm.bleu`, needs `pip install sacrebleu`) of
+accuracy and the cased sacreBLEU and chrF (`keras_tfm.analysis.bleu`, needs `pip install sacrebleu`) of
 beam-search translations (width 4, GNMT length penalty 0.6; cached decoding, `keras_tfm.generation`),
 and a few translations are printed.
 

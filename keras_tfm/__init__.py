@@ -33,23 +33,24 @@ from keras_tfm import (  # noqa: E402,F401
 )
 
 _LAZY = (
+    "analysis",
+    "atomic_files",
     "backend",
-    "bleu",
+    "checkpoints",
     "checks",
     "cli",
     "data",
     "export",
     "generation",
-    "inspection",
-    "plotting",
     "recipes",
+    "tokenizers",
     "training",
 )
 
 if _keras.backend.backend() == "tensorflow":
     # TensorFlow is loaded anyway: register the tokenizers (Keras layers made of TF ops)
     # so that models saved with them load after `import keras_tfm`.
-    from keras_tfm import data  # noqa: E402,F401
+    from keras_tfm import tokenizers  # noqa: E402,F401
 
 
 def __getattr__(name):

@@ -27,7 +27,7 @@ value is the exit status), and decorate it with `@subcommand`:
 Subcommands in other modules register the same way, or define functions
 named `add_<name>_subcommand(subparsers)`: every such function of a module
 listed in `SUBCOMMAND_MODULES` is registered when the parser is built
-(`keras_tfm.export.cli`: export, generate; `keras_tfm.plotting`: plot;
+(`keras_tfm.export.cli`: export, generate; `keras_tfm.analysis.plotting`: plot;
 `keras_tfm.pretrained_cli`: finetune, embed).
 A handler may raise `keras_tfm.recipes.UsageError(flag, message)`: it is
 printed as one line and the command exits with status 2.
@@ -42,7 +42,7 @@ _REGISTRY = []
 
 #: Modules imported by `build_parser`: their `@subcommand` functions and their
 #: `add_*_subcommand(subparsers)` functions are registered (missing modules are skipped).
-SUBCOMMAND_MODULES = ("keras_tfm.export.cli", "keras_tfm.plotting", "keras_tfm.pretrained_cli")
+SUBCOMMAND_MODULES = ("keras_tfm.export.cli", "keras_tfm.analysis.plotting", "keras_tfm.pretrained_cli")
 
 
 def subcommand(register):

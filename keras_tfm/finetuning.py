@@ -13,8 +13,8 @@ sorted by length, then the batches shuffled), each batch padded only to its
 own longest sentence, so an epoch of SST-2 (mean ≈ 25 tokens) costs well
 under half of padding everything to 64.
 
-    model = keras_tfm.models.from_pretrained(path, task="classifier", num_classes=2)
-    tokenizer = keras_tfm.data.WordPieceTokenizer.from_pretrained(path)
+    model = keras_tfm.checkpoints.from_pretrained(path, task="classifier", num_classes=2)
+    tokenizer = keras_tfm.tokenizers.WordPieceTokenizer.from_pretrained(path)
     finetune_classifier(model, tokenizer, texts, labels)
     accuracy = evaluate_classifier(model, tokenizer, dev_texts, dev_labels)
 """
@@ -26,7 +26,7 @@ import keras
 import numpy as np
 
 from keras_tfm.checks import check_positive_int, positive_float_arg, positive_int_arg, rate_arg
-from keras_tfm.text_batches import LengthBucketedBatches, encode_texts
+from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts
 
 
 def linear_warmup_decay(learning_rate, total_steps, warmup_fraction=0.1):
@@ -121,7 +121,7 @@ def finetune_classifier(
     if max_steps is not None:
         total = min(total, check_positive_int("max_steps", max_steps))
         epochs = math.ceil(total / len(data))
-    from keras_tfm.models import compile_for_classification
+    from keras_tfm.training import compile_for_classification
 
     # Batches differ in length: graph mode with relaxed shapes (XLA would compile every width).
     compile_for_classification(

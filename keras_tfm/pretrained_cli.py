@@ -39,7 +39,7 @@ def _checkpoint(args):
 
 
 def _tokenizer(path):
-    from keras_tfm.data import WordPieceTokenizer
+    from keras_tfm.tokenizers import WordPieceTokenizer
 
     try:
         return WordPieceTokenizer.from_pretrained(path)
@@ -120,8 +120,8 @@ def run_finetune(args):
     if label_names is not None and len(label_names) != num_classes:
         raise _usage("--labels", f"expected {num_classes} names; received {len(label_names)}")
 
+    from keras_tfm.checkpoints import from_pretrained, save_pretrained
     from keras_tfm.finetuning import evaluate_classifier, finetune_classifier, recipe_options
-    from keras_tfm.models import from_pretrained, save_pretrained
 
     tokenizer = _tokenizer(checkpoint)
     try:
@@ -165,8 +165,8 @@ def run_embed(args):
     texts = list(args.texts) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
         raise _usage("texts", "give at least one text (arguments or lines on stdin)")
-    from keras_tfm.models import sentence_encoder
-    from keras_tfm.models.sentence_embedding import embed_texts
+    from keras_tfm.checkpoints import sentence_encoder
+    from keras_tfm.models.sentence_encoder import embed_texts
 
     tokenizer = _tokenizer(checkpoint)
     try:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import keras_tfm
-from keras_tfm import callbacks, losses, models, optimizers, schedules
+from keras_tfm import callbacks, losses, models, optimizers, schedules, training
 
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -184,7 +184,7 @@ def _fit_all():
     # GPT: Vaswani schedule, masked loss with label smoothing, gradient accumulation.
     gpt = _tiny(models.gpt, vocabulary_size=V, max_length=T)
     optimizer = optimizers.vaswani_adam(d_model=16, warmup_steps=4, gradient_accumulation_steps=2)
-    models.compile_for_lm(gpt, optimizer, label_smoothing=0.1, jit_compile=jit)
+    training.compile_for_lm(gpt, optimizer, label_smoothing=0.1, jit_compile=jit)
     x, y = _lm_data()
     gpt.fit(x[:B], y[:B], batch_size=B, epochs=1, verbose=0)  # one micro-batch: no update yet
     before = _weights(gpt)
@@ -201,7 +201,7 @@ def _fit_all():
     # Gradient accumulation: the first micro-batch alone left the weights as built.
     fresh = _tiny(models.gpt, vocabulary_size=V, max_length=T)
     fresh_opt = optimizers.vaswani_adam(d_model=16, warmup_steps=4, gradient_accumulation_steps=2)
-    models.compile_for_lm(fresh, fresh_opt, jit_compile=False)  # two steps: not worth compiling
+    training.compile_for_lm(fresh, fresh_opt, jit_compile=False)  # two steps: not worth compiling
     fresh(x[:1])
     initial = _weights(fresh)
     fresh.fit(x[:B], y[:B], batch_size=B, epochs=1, verbose=0)
@@ -213,7 +213,7 @@ def _fit_all():
     }
     # BERT classifier.
     bert = models.bert_classifier(_tiny(models.bert_encoder, vocabulary_size=V, max_length=T), num_classes=2)
-    models.compile_for_classification(bert, learning_rate=1e-3, jit_compile=jit)
+    training.compile_for_classification(bert, learning_rate=1e-3, jit_compile=jit)
     bx, by = _bert_data()
     before = _weights(bert)
     h1 = bert.fit(bx, by, batch_size=B, epochs=1, verbose=0)
@@ -221,7 +221,7 @@ def _fit_all():
     results["bert"] = {"losses": h1.history["loss"] + h2.history["loss"], "changed": _changed(before, bert)}
     # Encoder–decoder Transformer.
     s2s = _tiny(models.seq2seq, vocabulary_size=V, max_length=T + 1)
-    models.compile_for_lm(s2s, "vaswani", warmup_steps=4, label_smoothing=0.1, jit_compile=jit)
+    training.compile_for_lm(s2s, "vaswani", warmup_steps=4, label_smoothing=0.1, jit_compile=jit)
     sx, sy = _s2s_data()
     before = _weights(s2s)
     h1 = s2s.fit(sx, sy, batch_size=B, epochs=1, verbose=0)

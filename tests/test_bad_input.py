@@ -28,7 +28,6 @@ import tensorflow as tf
 import keras_tfm
 from keras_tfm import checks
 from keras_tfm.data import (
-    CharTokenizer,
     lm_windows,
     load_aligned_files,
     load_label_sentence_lines,
@@ -54,8 +53,9 @@ from keras_tfm.layers import (
 )
 from keras_tfm.layers.output_head import softmax_with_temperature
 from keras_tfm.losses import MaskedSparseCategoricalCrossentropy
-from keras_tfm.models import bert_classifier, compile_for_lm, gpt
-from keras_tfm.training import AtomicBackupAndRestore, train
+from keras_tfm.models import bert_classifier, gpt
+from keras_tfm.tokenizers import CharTokenizer
+from keras_tfm.training import AtomicBackupAndRestore, compile_for_lm, train
 
 RECOVERS = None  # `exc` of a case whose documented behaviour is a recovery it asserts itself
 InvalidArgument = tf.errors.InvalidArgumentError
@@ -169,7 +169,7 @@ class Env:
 
     @functools.cached_property
     def classifier_serving(self):
-        from keras_tfm.data import WordTokenizer
+        from keras_tfm.tokenizers import WordTokenizer
 
         tok = WordTokenizer.from_corpus(["the cat sat on a mat dog ran"])
         model = bert_classifier("tiny", vocabulary_size=tok.vocabulary_size, max_length=8, num_classes=2)
@@ -1142,7 +1142,7 @@ def _(env):
 
 @case("load_tokenizer-missing-file", FileNotFoundError, r"missing.vocab")
 def _(env):
-    keras_tfm.data.load_tokenizer(os.path.join(env.root, "missing.vocab"))
+    keras_tfm.tokenizers.load_tokenizer(os.path.join(env.root, "missing.vocab"))
 
 
 # ---- checks used by every option ------------------------------------------------ #

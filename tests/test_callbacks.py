@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_tfm.analysis.inspection import attention_entropy, attention_maps, head_statistics
+from keras_tfm.analysis.plotting import read_tensorboard_scalars
 from keras_tfm.callbacks import AttentionEntropyMonitor, GradientNormMonitor, LossSpikeDetector
-from keras_tfm.inspection import attention_entropy, attention_maps, head_statistics
 from keras_tfm.models import bert_encoder, gpt, seq2seq
-from keras_tfm.plotting import read_tensorboard_scalars
 
 V, T = 64, 8
 

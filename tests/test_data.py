@@ -13,7 +13,8 @@ from tokenizer_test_utils import assert_saved_model_round_trip, tokenizer_module
 
 import keras_tfm  # noqa: F401  (sets the Keras backend)
 from keras_tfm import data as D
-from keras_tfm.data import (
+from keras_tfm import tokenizers as T
+from keras_tfm.tokenizers import (
     BOS,
     CLS,
     EOS,
@@ -66,7 +67,7 @@ def test_special_token_ids_and_helper():
     with pytest.raises(ValueError, match="token_id"):
         SpecialTokens.token(7)
     for tokenizer in _tokenizers().values():
-        assert tokenizer.get_vocabulary()[:7] == list(D.SPECIAL_TOKENS)
+        assert tokenizer.get_vocabulary()[:7] == list(T.SPECIAL_TOKENS)
 
 
 # --------------------------------------------------------------------------- #
@@ -159,7 +160,7 @@ def test_wordpiece_matches_reference_greedy_longest_match():
 
 
 def test_wordpiece_learned_vocabulary_round_trip():
-    vocabulary = D.learn_wordpiece_vocabulary(CORPUS, vocabulary_size=60)
+    vocabulary = T.learn_wordpiece_vocabulary(CORPUS, vocabulary_size=60)
     assert len(vocabulary) == 60 - 7 and len(set(vocabulary)) == len(vocabulary)
     assert "lowest" in vocabulary or "##est" in vocabulary  # frequent pieces were merged
     tokenizer = WordPieceTokenizer(vocabulary)
@@ -225,7 +226,7 @@ def test_keras_model_with_tokenizer_round_trip(kind, tmp_path):
     path = str(tmp_path / "model.keras")
     model.save(path)
     loaded = keras.models.load_model(path)
-    restored = next(layer for layer in loaded.layers if isinstance(layer, D.Tokenizer))
+    restored = next(layer for layer in loaded.layers if isinstance(layer, T.Tokenizer))
     assert type(restored) is type(tokenizer) and restored.get_vocabulary() == tokenizer.get_vocabulary()
     text = tf.constant(["the lowest café", "ab"])
     np.testing.assert_allclose(loaded(text).numpy(), model(text).numpy())
@@ -247,7 +248,7 @@ def test_vocabulary_file_round_trip(tmp_path):
         path = tmp_path / f"{kind}.vocab"
         tokenizer.save_vocabulary(path)
         same_class = type(tokenizer).from_vocabulary_file(path)
-        any_class = D.load_tokenizer(path)
+        any_class = T.load_tokenizer(path)
         assert type(any_class) is type(tokenizer)
         assert same_class.get_vocabulary() == tokenizer.get_vocabulary() == any_class.get_vocabulary()
     assert sorted(os.listdir(tmp_path)) == sorted(f"{k}.vocab" for k in _tokenizers())  # no temp files left
@@ -259,7 +260,7 @@ def test_vocabulary_file_round_trip(tmp_path):
     with pytest.raises(ValueError, match="WordPieceTokenizer"):
         CharTokenizer.from_vocabulary_file(tmp_path / "wordpiece.vocab")
     with pytest.raises(FileNotFoundError, match="missing.vocab"):
-        D.load_tokenizer(tmp_path / "missing.vocab")
+        T.load_tokenizer(tmp_path / "missing.vocab")
 
 
 # --------------------------------------------------------------------------- #

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_tfm.data import CharTokenizer, WordTokenizer
 from keras_tfm.export import (
     add_export_subcommand,
     add_generate_subcommand,
@@ -30,6 +29,7 @@ from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.export.cli import default_max_new_tokens, export_info
 from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator
 from keras_tfm.models import bert_classifier, bert_masked_lm, gpt, seq2seq
+from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "serving_client.py")
@@ -558,8 +558,8 @@ def test_fill_mask_uses_the_tokenizers_mask_and_special_ids():
     """A published vocabulary puts [MASK] elsewhere (here 53, BERT's is 103; the fixed id 4 is an
     ordinary word): the endpoint encodes the mask with the tokenizer's id and never predicts one of
     its special ids (0, 50..53), while the low ids 1..6 stay predictable."""
-    from keras_tfm.data import WordPieceTokenizer
     from keras_tfm.export.bert_serving import BertMaskedLMServing
+    from keras_tfm.tokenizers import WordPieceTokenizer
 
     vocabulary = ["[PAD]"] + [f"w{i}" for i in range(1, 50)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocabulary += [f"w{i}" for i in range(54, 64)]

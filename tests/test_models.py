@@ -15,8 +15,6 @@ from keras_tfm.models import (
     bert_masked_lm,
     bert_token_classifier,
     bert_weight_mapping,
-    compile_for_classification,
-    compile_for_lm,
     gpt,
     list_presets,
     load_bert_weights,
@@ -26,6 +24,7 @@ from keras_tfm.models import (
     seq2seq_layer_names,
     seq2seq_num_params,
 )
+from keras_tfm.training import compile_for_classification, compile_for_lm
 
 
 def _bert_inputs(batch, length, vocab=64, seed=0, pad=0):

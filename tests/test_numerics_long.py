@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_tfm.models import compile_for_lm, gpt
+from keras_tfm.models import gpt
+from keras_tfm.training import compile_for_lm
 
 PAD = 100
 

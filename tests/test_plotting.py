@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_tfm import plotting
+from keras_tfm.analysis import plotting
 from keras_tfm.models import gpt
 from keras_tfm.schedules import TransformerSchedule, WarmupStableDecay, nanogpt_schedule
 

@@ -1,4 +1,4 @@
-"""`keras_tfm.models.from_pretrained` / `save_pretrained` / `sentence_encoder`.
+"""`keras_tfm.checkpoints.from_pretrained` / `save_pretrained` / `sentence_encoder`.
 
 Reference outputs come from HuggingFace `transformers` (PyTorch, CPU) and were
 written once by tests/fixtures/pretrained/make_fixtures.py into small
@@ -15,9 +15,10 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tfm.checkpoints import from_pretrained, save_pretrained, sentence_encoder
+from keras_tfm.checkpoints.pretrained import pretrained_tokenizer
 from keras_tfm.generation import generate
-from keras_tfm.models import SentenceEncoder, from_pretrained, save_pretrained, sentence_encoder
-from keras_tfm.models.pretrained import pretrained_tokenizer
+from keras_tfm.models import SentenceEncoder
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 TINY_BERT = os.path.join(FIXTURES, "tiny_bert")  # BertForPreTraining
@@ -493,7 +494,7 @@ def test_sentence_encoder_exports_an_embed_signature(tmp_path):
     import tensorflow as tf
 
     from keras_tfm.export import export_for_serving
-    from keras_tfm.models.sentence_embedding import embed_texts
+    from keras_tfm.models.sentence_encoder import embed_texts
 
     model = sentence_encoder(TINY_BERT)
     tokenizer = pretrained_tokenizer(TINY_BERT)

@@ -23,9 +23,9 @@ def parse(*argv):
 
 
 def test_embed_prints_unit_vectors_equal_to_the_library(capsys):
-    from keras_tfm.models import sentence_encoder
-    from keras_tfm.models.pretrained import pretrained_tokenizer
-    from keras_tfm.models.sentence_embedding import embed_texts
+    from keras_tfm.checkpoints import sentence_encoder
+    from keras_tfm.checkpoints.pretrained import pretrained_tokenizer
+    from keras_tfm.models.sentence_encoder import embed_texts
 
     texts = ["the quick brown fox", "a funny film , not bad"]
     args = parse("embed", "--checkpoint", TINY_BERT, *texts)
@@ -42,7 +42,8 @@ def test_embed_prints_unit_vectors_equal_to_the_library(capsys):
 
 
 def test_finetune_trains_evaluates_and_saves_a_checkpoint(tmp_path, capsys):
-    from keras_tfm.models import BertClassifier, from_pretrained
+    from keras_tfm.checkpoints import from_pretrained
+    from keras_tfm.models import BertClassifier
 
     rng = np.random.default_rng(0)
     words = ["quick", "brown", "fox", "funny", "film", "bad", "good", "movie", "lazy", "dog"]

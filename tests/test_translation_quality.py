@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 from keras_tfm import cli
-from keras_tfm.bleu import corpus_scores
-from keras_tfm.data import BytePairTokenizer
-from keras_tfm.data.tokenizers.byte_pair import bytes_to_unicode
-from keras_tfm.data.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
+from keras_tfm.analysis.bleu import corpus_scores
+from keras_tfm.tokenizers import BytePairTokenizer
+from keras_tfm.tokenizers.byte_pair import bytes_to_unicode
+from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
 
 sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu is in the test extra (pip install -e .[test])")
 

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.inspection import attention_maps
+from keras_tfm.analysis.inspection import attention_maps
 from keras_tfm.layers import (
     ClassToken,
     PatchEmbedding,

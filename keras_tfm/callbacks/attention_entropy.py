@@ -3,9 +3,9 @@
 import keras
 import numpy as np
 
+from keras_tfm.analysis.inspection import attention_entropy, attention_model, transformer_blocks
 from keras_tfm.callbacks.diagnostic import DiagnosticCallback, unpack_probe
 from keras_tfm.checks import check_closed_rate
-from keras_tfm.inspection import attention_entropy, attention_model, transformer_blocks
 
 
 class AttentionEntropyMonitor(DiagnosticCallback):
@@ -14,7 +14,7 @@ class AttentionEntropyMonitor(DiagnosticCallback):
         H(layer, head) = mean over valid queries q of −Σ_k p_qk log p_qk
 
     over the keys q may attend to (causal and padding masks; see
-    `keras_tfm.inspection.attention_entropy`). A head whose normalised entropy
+    `keras_tfm.analysis.inspection.attention_entropy`). A head whose normalised entropy
     H / log(n_q) falls below `collapse_threshold` attends to one key only
     ("attention collapse"); one above `uniform_threshold` averages uniformly.
 

@@ -1,9 +1,5 @@
-"""keras_tfm.data: tokenizers, tf.data pipelines and dataset loaders.
+"""keras_tfm.data: tf.data pipelines and dataset loaders (tokenizers: `keras_tfm.tokenizers`).
 
-special_tokens  PAD=0, UNK, CLS, SEP, MASK, BOS, EOS = 1..6 and `SpecialTokens`
-tokenizers      CharTokenizer, ByteTokenizer, WordTokenizer, WordPieceTokenizer,
-                BytePairTokenizer (core TF ops only; Keras layers; SavedModel-exportable;
-                `from_pretrained` for BERT's vocab.txt and GPT-2's vocab.json + merges.txt)
 pipelines       lm_windows, mlm_mask, seq2seq_pairs, pad_and_batch,
                 bucket_by_length, tokenize_dataset
 loaders         TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
@@ -34,48 +30,8 @@ from keras_tfm.data.pipelines import (
     seq2seq_pairs,
     tokenize_dataset,
 )
-from keras_tfm.data.special_tokens import (
-    BOS,
-    CLS,
-    EOS,
-    MASK,
-    NUM_SPECIAL_TOKENS,
-    PAD,
-    SEP,
-    SPECIAL_TOKENS,
-    UNK,
-    SpecialTokens,
-)
-from keras_tfm.data.tokenizers import (
-    SPECIAL_TOKEN_ROLES,
-    VOCABULARY_FILE_FORMAT,
-    BytePairTokenizer,
-    ByteTokenizer,
-    CharTokenizer,
-    Tokenizer,
-    VocabularyTokenizer,
-    WordPieceTokenizer,
-    WordTokenizer,
-    count_characters,
-    count_words,
-    learn_wordpiece_vocabulary,
-    load_tokenizer,
-    split_words,
-)
-from keras_tfm.data.tokenizers import __all__ as _TOKENIZERS
 
 __all__ = [
-    "BOS",
-    "CLS",
-    "EOS",
-    "MASK",
-    "NUM_SPECIAL_TOKENS",
-    "PAD",
-    "SEP",
-    "SPECIAL_TOKENS",
-    "UNK",
-    "SpecialTokens",
-    *_TOKENIZERS,
     "lm_windows",
     "mlm_mask",
     "seq2seq_pairs",

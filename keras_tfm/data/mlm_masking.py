@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from keras_tfm.checks import check_closed_rate, check_int, check_open_rate, check_positive_int
 from keras_tfm.data.pipelines import check_integer_tensor, resolve_seed
-from keras_tfm.data.special_tokens import MASK, NUM_SPECIAL_TOKENS, PAD
+from keras_tfm.tokenizers.special_tokens import MASK, NUM_SPECIAL_TOKENS, PAD
 
 # --------------------------------------------------------------------------- #
 # Masked language modelling.
@@ -44,7 +44,7 @@ def mlm_mask(
     vocabulary puts them, e.g. BERT's `[PAD]`=0, `[UNK]`=100, `[CLS]`=101,
     `[SEP]`=102, `[MASK]`=103), or the ids `special_token_ids`, or else the
     first `num_special_tokens` ids (the fixed ids of the tokenizers built
-    `from_corpus`, `keras_tfm.data.special_tokens`).
+    `from_corpus`, `keras_tfm.tokenizers.special_tokens`).
 
     Works on a tensor (`[B, T]` or `[T]`) or on a whole `tf.data.Dataset` of
     such tensors (or of dicts with a `"token_ids"` entry; other entries such

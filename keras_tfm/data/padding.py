@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from keras_tfm.checks import check_positive_int
 from keras_tfm.data.dataset_common import AUTOTUNE, dense_components, finish_pipeline, map_components
-from keras_tfm.data.special_tokens import PAD
+from keras_tfm.tokenizers.special_tokens import PAD
 
 
 def padding_values(spec, padding_value):

@@ -9,7 +9,7 @@ from keras_tfm.data.dataset_common import (
     dense_components,
     finish_pipeline,
 )
-from keras_tfm.data.special_tokens import BOS, EOS, PAD
+from keras_tfm.tokenizers.special_tokens import BOS, EOS, PAD
 
 
 def _as_ragged_ids(name, ids):

@@ -3,7 +3,6 @@
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data.special_tokens import CLS, MASK, PAD, SEP
 from keras_tfm.export.common import (
     FILL_MASK_TOP_K,
     MASK_TOKEN,
@@ -15,7 +14,8 @@ from keras_tfm.export.common import (
     string_vector,
 )
 from keras_tfm.generation import samplers
-from keras_tfm.models.bert_heads import BertTask
+from keras_tfm.models.bert_tasks import BertTask
+from keras_tfm.tokenizers.special_tokens import CLS, MASK, PAD, SEP
 
 
 # --------------------------------------------------------------------------- BERT

@@ -83,8 +83,8 @@ def add_export_subcommand(subparsers):
 
 def _tokenizer_files(args, trained):
     """The export's tokenizer argument: explicit files first, else those found beside the model."""
-    from keras_tfm.data import load_tokenizer
     from keras_tfm.recipes import UsageError
+    from keras_tfm.tokenizers import load_tokenizer
 
     def load(flag, path):
         try:

@@ -6,16 +6,16 @@ decoding loop. The design of the endpoints is in `keras_tfm.export.signatures`.
 
 import tensorflow as tf
 
-from keras_tfm.data.special_tokens import (
+from keras_tfm.generation import cache as cache_lib
+from keras_tfm.generation import samplers
+from keras_tfm.tokenizers import CharTokenizer
+from keras_tfm.tokenizers.special_tokens import (
     MASK,
     NUM_SPECIAL_TOKENS,
     PAD,
     SPECIAL_TOKENS,
     UNK,
 )
-from keras_tfm.data.tokenizers import CharTokenizer
-from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import samplers
 
 MASK_TOKEN = SPECIAL_TOKENS[MASK]
 FILL_MASK_TOP_K = 5

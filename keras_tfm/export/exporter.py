@@ -11,15 +11,15 @@ import time
 
 import keras
 
-from keras_tfm.data.special_tokens import EOS
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.models.base import TransformerModel
-from keras_tfm.models.bert_heads import BertClassifier, BertMaskedLM
+from keras_tfm.models.bert_tasks import BertClassifier, BertMaskedLM
 from keras_tfm.models.gpt import GPT
 from keras_tfm.models.legacy import from_functional
-from keras_tfm.models.sentence_embedding import SentenceEncoder
+from keras_tfm.models.sentence_encoder import SentenceEncoder
 from keras_tfm.models.seq2seq import Seq2Seq
+from keras_tfm.tokenizers.special_tokens import EOS
 
 KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
 

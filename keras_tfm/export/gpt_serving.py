@@ -21,7 +21,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_tfm.checks import check_int, check_positive_int
-from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS
 from keras_tfm.export.common import (
     BEAM_SIGNATURE,
     SAMPLING_SIGNATURE,
@@ -43,6 +42,7 @@ from keras_tfm.export.common import (
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import decoding, sliding_window
 from keras_tfm.generation.causal_lm import CausalLMGenerator
+from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
 #: Default `max_new_tokens_limit` of a GPT export (or the model's max_length - 1 if larger).
 DEFAULT_MAX_NEW_TOKENS_LIMIT = 256

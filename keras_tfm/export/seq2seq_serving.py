@@ -10,7 +10,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_tfm.checks import check_int
-from keras_tfm.data.special_tokens import BOS, EOS, PAD
 from keras_tfm.export.common import (
     BEAM_SIGNATURE,
     check_beams,
@@ -26,6 +25,7 @@ from keras_tfm.export.common import (
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation.seq2seq_generator import Seq2SeqGenerator
+from keras_tfm.tokenizers.special_tokens import BOS, EOS, PAD
 
 
 # --------------------------------------------------------------------------- seq2seq

@@ -18,7 +18,7 @@ without building: `gpt_num_params`, `seq2seq_num_params`.
 
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder, bert_encoder
-from keras_tfm.models.bert_heads import (
+from keras_tfm.models.bert_tasks import (
     BertClassifier,
     BertMaskedLM,
     BertTask,
@@ -28,7 +28,6 @@ from keras_tfm.models.bert_heads import (
     bert_token_classifier,
 )
 from keras_tfm.models.bert_weights import bert_weight_mapping, load_bert_weights
-from keras_tfm.models.compile import compile_for_classification, compile_for_lm
 from keras_tfm.models.gpt import GPT, gpt
 from keras_tfm.models.heads import Bias, SequencePooling
 from keras_tfm.models.legacy import from_functional, load_model
@@ -56,8 +55,6 @@ __all__ = [
     "bert_masked_lm",
     "bert_token_classifier",
     "bert_weight_mapping",
-    "compile_for_classification",
-    "compile_for_lm",
     "from_functional",
     "get_preset",
     "gpt",
@@ -72,5 +69,4 @@ __all__ = [
     "seq2seq_num_params",
     "vit_classifier",
 ]
-from keras_tfm.models.pretrained import from_pretrained, save_pretrained, sentence_encoder  # noqa: E402
-from keras_tfm.models.sentence_embedding import SentenceEncoder  # noqa: E402
+from keras_tfm.models.sentence_encoder import SentenceEncoder  # noqa: E402

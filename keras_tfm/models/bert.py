@@ -10,7 +10,7 @@
 (dict): `token_ids`, `segment_ids`, `padding_mask` (int32 (B, T), padding_mask
 1 = real token). Outputs (dict): `sequence_output` (B, T, d), `pooled_output`
 (B, d). The heads (masked LM, sequence and token classifiers) are in
-`keras_tfm.models.bert_heads`, the checkpoint mapping in
+`keras_tfm.models.bert_tasks`, the checkpoint mapping in
 `keras_tfm.models.bert_weights`.
 """
 
@@ -18,7 +18,9 @@ import keras
 
 from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.transformer_block import TransformerBlock
-from keras_tfm.models._common import (
+from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.heads import SequencePooling
+from keras_tfm.models.parts import (
     builder_signature,
     initializer,
     make_embedding,
@@ -29,8 +31,6 @@ from keras_tfm.models._common import (
     set_size_attributes,
     truncated_normal,
 )
-from keras_tfm.models.base import TransformerModel
-from keras_tfm.models.heads import SequencePooling
 from keras_tfm.models.presets import BERT_SIZES, SIZES
 
 BERT_REQUIRED = SIZES[:5]

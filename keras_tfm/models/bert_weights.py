@@ -41,7 +41,7 @@ TF kernels are already `(in, out)`):
 import numpy as np
 
 from keras_tfm.models.bert import BertEncoder
-from keras_tfm.models.bert_heads import BertMaskedLM, BertTask
+from keras_tfm.models.bert_tasks import BertMaskedLM, BertTask
 
 
 def _t(w):

@@ -16,7 +16,7 @@ import keras
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder
-from keras_tfm.models.bert_heads import BertClassifier, BertMaskedLM, BertTokenClassifier
+from keras_tfm.models.bert_tasks import BertClassifier, BertMaskedLM, BertTokenClassifier
 from keras_tfm.models.gpt import GPT
 from keras_tfm.models.seq2seq import Seq2Seq
 from keras_tfm.models.vit import ViT

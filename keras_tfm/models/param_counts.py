@@ -15,8 +15,8 @@ weights inside attention ("relative") are not counted.
 import inspect
 
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
-from keras_tfm.models._common import preset_options
 from keras_tfm.models.gpt import GPT, GPT_SIZES
+from keras_tfm.models.parts import preset_options
 from keras_tfm.models.seq2seq import Seq2Seq, resolve_vocabularies, seq2seq_options
 
 

@@ -31,7 +31,8 @@ from keras import ops
 from keras_tfm.checks import check_bool
 from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.transformer_block import TransformerBlock
-from keras_tfm.models._common import (
+from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.parts import (
     block_caches,
     builder_signature,
     cache_positions,
@@ -44,7 +45,6 @@ from keras_tfm.models._common import (
     set_size_attributes,
     zero_caches,
 )
-from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.presets import SIZES
 
 

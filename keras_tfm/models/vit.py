@@ -22,9 +22,9 @@ from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbed
 from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
-from keras_tfm.models._common import builder_signature, check_known_options, constructor_arguments
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
+from keras_tfm.models.parts import builder_signature, check_known_options, constructor_arguments
 
 VIT_POSITIONS = ("sinusoidal2d", "learned")
 VIT_POOLINGS = ("cls", "mean")

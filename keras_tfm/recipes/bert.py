@@ -130,8 +130,9 @@ def run_bert(args):
     import numpy as np
     import tensorflow as tf
 
-    from keras_tfm import models
-    from keras_tfm.data import WordPieceTokenizer, mlm_mask
+    from keras_tfm import models, training
+    from keras_tfm.data import mlm_mask
+    from keras_tfm.tokenizers import WordPieceTokenizer
 
     splits = load_sst2(args)
     train_sentences, _ = splits["train"]
@@ -176,7 +177,7 @@ def run_bert(args):
         optimizer = runtime.adamw_decay_schedule(
             args, args.learning_rate, pretrain_steps, min(200, pretrain_steps // 10), min_ratio=0.1
         )
-        return models.compile_for_lm(
+        return training.compile_for_lm(
             models.bert_masked_lm(encoder),
             optimizer,
             ignore_index=None,
@@ -214,7 +215,7 @@ def run_bert(args):
                 max(1, finetune_steps // 10),
                 min_ratio=1e-3,
             )
-            return models.compile_for_classification(
+            return training.compile_for_classification(
                 classifier,
                 optimizer,
                 jit_compile=args.jit_compile,
@@ -269,7 +270,7 @@ def evaluate_bert(trained, args):
     import numpy as np
     import tensorflow as tf
 
-    from keras_tfm import models
+    from keras_tfm import training
 
     tokenizer = trained.tokenizers.get("tokenizer")
     if tokenizer is None:
@@ -279,6 +280,6 @@ def evaluate_bert(trained, args):
     sentences, labels = read_label_sentences(args.data)
     ids = tokenizer(tf.constant(sentences)).numpy().astype("int32")
     data = tf.data.Dataset.from_tensor_slices((encoder_inputs(ids), np.asarray(labels, "int32"))).batch(256)
-    models.compile_for_classification(trained.model, "adam", jit_compile=False)
+    training.compile_for_classification(trained.model, "adam", jit_compile=False)
     metrics = trained.model.evaluate(data, verbose=0, return_dict=True)
     return {"accuracy": float(metrics["accuracy"]), "loss": float(metrics["loss"]), "sentences": len(labels)}

@@ -185,8 +185,9 @@ def run_gpt(args):
     strategy = runtime.setup(args)
     import tensorflow as tf
 
-    from keras_tfm import models, optimizers
-    from keras_tfm.data import CharTokenizer, lm_windows
+    from keras_tfm import models, optimizers, training
+    from keras_tfm.data import lm_windows
+    from keras_tfm.tokenizers import CharTokenizer
 
     train_text, val_text = load_shakespeare_text(args)
     tokenizer = CharTokenizer.from_corpus(train_text + val_text, special_tokens=False)
@@ -230,7 +231,7 @@ def run_gpt(args):
             global_clipnorm=args.grad_clip or None,
             **runtime.optimizer_kwargs(args),
         )
-        return models.compile_for_lm(
+        return training.compile_for_lm(
             model,
             optimizer,
             ignore_index=None,  # id 0 is a real character here
@@ -290,7 +291,7 @@ def evaluate_gpt(trained, args):
 
     import tensorflow as tf
 
-    from keras_tfm import models
+    from keras_tfm import training
     from keras_tfm.checks import read_text_file
 
     tokenizer = trained.tokenizers.get("tokenizer")
@@ -307,6 +308,6 @@ def evaluate_gpt(trained, args):
     block_size = int(getattr(trained.model, "max_length", None) or trained.info["arguments"]["block_size"])
     if len(ids) <= block_size:
         raise UsageError("--data", f"needs more than {block_size} characters (one context window)")
-    models.compile_for_lm(trained.model, "adam", ignore_index=None, jit_compile=False)
+    training.compile_for_lm(trained.model, "adam", ignore_index=None, jit_compile=False)
     loss = validation_loss(trained.model, ids, block_size)
     return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)), "characters": int(len(ids))}

@@ -2,7 +2,7 @@
 
     DIR/model.keras              the trained model (keras.saving.load_model)
     DIR/tokenizer.vocab          its tokenizer (seq2seq: source_tokenizer.vocab, target_tokenizer.vocab),
-                                 keras_tfm vocabulary files (keras_tfm.data.load_tokenizer)
+                                 keras_tfm vocabulary files (keras_tfm.tokenizers.load_tokenizer)
     DIR/training.json            {"task", "arguments", "metrics", "seconds", "tokenizers", "labels", ...}
     DIR/saved_models/NAME/1/     with --export NAME: the TF Serving SavedModel (every signature)
 
@@ -276,7 +276,7 @@ def read_info(folder):
 
 def find_tokenizers(folder, info=None):
     """{role: tokenizer} of the vocabulary files in `folder` (those training.json names, else the defaults)."""
-    from keras_tfm.data import load_tokenizer
+    from keras_tfm.tokenizers import load_tokenizer
 
     names = (info or {}).get("tokenizers") or TOKENIZER_FILES
     tokenizers = {}

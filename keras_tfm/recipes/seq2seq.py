@@ -5,7 +5,7 @@ Text is tokenized by one cased byte-level BPE vocabulary learned from both sides
 (`--tokenizer bpe`, the default: nothing is unknown and detokenizing gives back normal text), or by the
 older lower-cased word vocabulary per language (`--tokenizer word`). Held-out translations are decoded
 by beam search (`--num-beams`, GNMT length penalty) and scored with sacreBLEU (cased BLEU and chrF of the
-detokenized text, `keras_tfm.bleu`).
+detokenized text, `keras_tfm.analysis.bleu`).
 """
 
 import os
@@ -149,7 +149,7 @@ def keep_short(rows, max_words):
     """The pairs whose sides both have at most `max_words` words (punctuation marks count as words)."""
     import tensorflow as tf
 
-    from keras_tfm.data import split_words
+    from keras_tfm.tokenizers import split_words
 
     if not rows:
         return []
@@ -162,7 +162,7 @@ def build_tokenizers(kind, rows, vocabulary_size=None):
     """(source, target) tokenizers learned from the training pairs `rows`: one shared cased byte-level BPE
     (`kind="bpe"`: names and numbers are copied through one segmentation, nothing is unknown) or a
     lower-cased word vocabulary per language (`kind="word"`)."""
-    from keras_tfm.data import BytePairTokenizer, WordTokenizer
+    from keras_tfm.tokenizers import BytePairTokenizer, WordTokenizer
 
     size = vocabulary_size or DEFAULT_VOCABULARY[kind]
     if kind == "bpe":
@@ -193,7 +193,7 @@ def run_seq2seq(args):
     t_start = time.perf_counter()
     output_lib.check_output_arguments(args)
     strategy = runtime.setup(args)
-    from keras_tfm import models, optimizers
+    from keras_tfm import models, optimizers, training
     from keras_tfm.data import seq2seq_pairs
 
     train_rows, test_rows, valid_rows = _split_rows(args)
@@ -238,7 +238,7 @@ def run_seq2seq(args):
             scale=args.lr_scale / (args.grad_accum**0.5) if args.grad_accum > 1 else args.lr_scale,
             **runtime.optimizer_kwargs(args),
         )
-        return models.compile_for_lm(
+        return training.compile_for_lm(
             model,
             optimizer,
             label_smoothing=args.label_smoothing,
@@ -306,7 +306,7 @@ def held_out_scores(
     """Teacher-forced token accuracy and loss on `rows`; cased sacreBLEU and chrF of the detokenized
     translations (beam search, greedy for `beams=1`) of the first `bleu_pairs` of them (0 = all), and the
     share of translations holding an unknown token (model compiled by `compile_for_lm`)."""
-    from keras_tfm.bleu import corpus_scores
+    from keras_tfm.analysis.bleu import corpus_scores
 
     if data is None:
         data = _pairs_dataset(source_tokenizer, target_tokenizer, rows, max_new_tokens)
@@ -337,8 +337,8 @@ def held_out_scores(
 def translate_ids(model, source_ids, max_new_tokens, beams=4, length_penalty=0.6, batch_size=128):
     """Cached decoding with `keras_tfm.generation` (the best beam, or greedy for `beams=1`), in batches of
     `batch_size` sources; lists of ids without EOS."""
-    from keras_tfm.data import BOS, EOS
     from keras_tfm.generation import beam_search, generate
+    from keras_tfm.tokenizers import BOS, EOS
 
     rows = []
     for start in range(0, len(source_ids), batch_size):
@@ -377,7 +377,7 @@ def _detok(tokenizer, ids):
 def evaluate_seq2seq(trained, args):
     """`keras-tfm evaluate` for a seq2seq output: token accuracy, sacreBLEU and chrF on `--data` (a pairs file,
     or a folder's held-out split)."""
-    from keras_tfm import models
+    from keras_tfm import training
 
     source, target = trained.tokenizers.get("source_tokenizer"), trained.tokenizers.get("target_tokenizer")
     if source is None or target is None:
@@ -393,7 +393,7 @@ def evaluate_seq2seq(trained, args):
         rows = keep_short(read_pairs(args.data, reverse), max_words)
         if not rows:
             raise UsageError("--data", f"no pair with both sides of at most {max_words} words")
-    models.compile_for_lm(trained.model, "adam", jit_compile=False)
+    training.compile_for_lm(trained.model, "adam", jit_compile=False)
     max_new_tokens = int(trained.model.max_length) - 1
     beams, alpha = int(arguments.get("num_beams") or 4), float(arguments.get("length_penalty", 0.6))
     scores = held_out_scores(

@@ -4,9 +4,9 @@ import collections
 import math
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS
-from keras_tfm.data.tokenizers.corpus import count_words
-from keras_tfm.data.tokenizers.pair_merges import greedy_pair_merges
+from keras_tfm.tokenizers.corpus import count_words
+from keras_tfm.tokenizers.pair_merges import greedy_pair_merges
+from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
 
 def learn_wordpiece_vocabulary(

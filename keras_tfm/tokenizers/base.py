@@ -2,7 +2,7 @@
 
 Special tokens come from the tokenizer's vocabulary. With `special_tokens=True`
 (the default of the tokenizers built `from_corpus`) ids 0..6 are `[PAD] [UNK]
-[CLS] [SEP] [MASK] [BOS] [EOS]` (`keras_tfm.data.special_tokens`) and ordinary
+[CLS] [SEP] [MASK] [BOS] [EOS]` (`keras_tfm.tokenizers.special_tokens`) and ordinary
 tokens start at id 7. A published vocabulary places them where it likes
 (BERT: `[PAD]`=0, `[UNK]`=100, `[CLS]`=101, `[SEP]`=102, `[MASK]`=103): pass
 `special_tokens={"pad": "[PAD]", "unk": "[UNK]", ...}` and each id is the
@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from keras_tfm.checks import as_string_tensor, check_bool, check_positive_int
-from keras_tfm.data.special_tokens import SPECIAL_TOKENS
+from keras_tfm.tokenizers.special_tokens import SPECIAL_TOKENS
 
 # Role names of the special tokens, in the order of their fixed ids 0..6.
 SPECIAL_TOKEN_ROLES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
@@ -312,7 +312,7 @@ class Tokenizer(keras.layers.Layer):
             scalar inputs): `token_ids` (padded with `padding_id`),
             `segment_ids` and `padding_mask` (1 = real token).
         """
-        from keras_tfm.data.tokenizers.sentence_pairs import pack_sentence_pairs
+        from keras_tfm.tokenizers.sentence_pairs import pack_sentence_pairs
 
         return pack_sentence_pairs(self, first, second, sequence_length)
 
@@ -388,7 +388,7 @@ class Tokenizer(keras.layers.Layer):
         Args:
             path: destination file path.
         """
-        from keras_tfm.data.tokenizers.vocabulary_file import write_vocabulary_file
+        from keras_tfm.tokenizers.vocabulary_file import write_vocabulary_file
 
         write_vocabulary_file(path, type(self).__name__, self._tokenizer_config(), self.get_vocabulary())
 
@@ -403,7 +403,7 @@ class Tokenizer(keras.layers.Layer):
         Returns:
             A tokenizer of the saved class (which must be `cls` or a subclass).
         """
-        from keras_tfm.data.tokenizers.vocabulary_file import read_vocabulary_file
+        from keras_tfm.tokenizers.vocabulary_file import read_vocabulary_file
 
         class_name, config, tokens = read_vocabulary_file(path)
         tokenizer_cls = _subclass_named(cls, class_name)

@@ -18,9 +18,11 @@ import json
 import os
 import warnings
 
-from keras_tfm.models import bert_checkpoint, gpt2_checkpoint, llama_checkpoint
-from keras_tfm.models import weight_mapping as wm
-from keras_tfm.models.checkpoint_io import (
+from keras_tfm.checkpoints import bert as bert_checkpoint
+from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
+from keras_tfm.checkpoints import llama as llama_checkpoint
+from keras_tfm.checkpoints import weight_mapping as wm
+from keras_tfm.checkpoints.files import (
     CONFIG_FILE,
     CheckpointError,
     ConfigReader,
@@ -128,7 +130,7 @@ def _num_classes(head, config, config_path):
 
 def _build(family, task, options, head, directory, config, config_path):
     from keras_tfm.models import bert_classifier, bert_encoder, bert_masked_lm, bert_token_classifier, gpt
-    from keras_tfm.models.sentence_embedding import SentenceEncoder
+    from keras_tfm.models.sentence_encoder import SentenceEncoder
 
     if family in DECODERS:
         return gpt(**options)
@@ -259,7 +261,7 @@ def sentence_encoder(path, **overrides):
 def _identify(model):
     """(family module, task) of a keras_tfm model."""
     from keras_tfm.models import GPT, BertClassifier, BertEncoder, BertMaskedLM, BertTokenClassifier
-    from keras_tfm.models.sentence_embedding import SentenceEncoder
+    from keras_tfm.models.sentence_encoder import SentenceEncoder
 
     tasks = (
         (GPT, gpt2_checkpoint, "causal_lm"),
@@ -296,7 +298,7 @@ def pretrained_tokenizer(path, **kwargs):
     (`WordPieceTokenizer.from_pretrained`). `kwargs` override what the files
     say (e.g. `sequence_length=128`).
     """
-    from keras_tfm.data import BytePairTokenizer, WordPieceTokenizer
+    from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
 
     directory = check_directory(path)
     config = read_json(directory, CONFIG_FILE, required=False) or {}

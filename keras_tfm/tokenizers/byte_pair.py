@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data.tokenizers import pretrained_files as F
-from keras_tfm.data.tokenizers import unicode_tables as U
-from keras_tfm.data.tokenizers.vocabulary import VocabularyTokenizer
+from keras_tfm.tokenizers import pretrained_files as F
+from keras_tfm.tokenizers import unicode_tables as U
+from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
 _GPT2_ROLES = ("pad", "unk", "bos", "eos")
 _NO_MERGE = np.iinfo(np.int32).max
@@ -102,7 +102,7 @@ class BytePairTokenizer(VocabularyTokenizer):
         Returns:
             A `BytePairTokenizer`.
         """
-        from keras_tfm.data.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
+        from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
 
         vocabulary, merges = learn_byte_pair_vocabulary(
             corpus, vocabulary_size, special_tokens=bool(special_tokens), min_frequency=min_frequency

@@ -3,9 +3,9 @@
 import collections
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS
-from keras_tfm.data.tokenizers.corpus import string_batches
-from keras_tfm.data.tokenizers.pair_merges import greedy_pair_merges
+from keras_tfm.tokenizers.corpus import string_batches
+from keras_tfm.tokenizers.pair_merges import greedy_pair_merges
+from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
 
 def learn_byte_pair_vocabulary(corpus, vocabulary_size, special_tokens=True, min_frequency=1):
@@ -37,7 +37,7 @@ def learn_byte_pair_vocabulary(corpus, vocabulary_size, special_tokens=True, min
         merges, special_tokens=special_tokens)`: the tokens (without the
         special tokens) and the merge rules `"left right"` in rank order.
     """
-    from keras_tfm.data.tokenizers.byte_pair import BytePairTokenizer, bytes_to_unicode
+    from keras_tfm.tokenizers.byte_pair import BytePairTokenizer, bytes_to_unicode
 
     check_positive_int("vocabulary_size", vocabulary_size)
     check_positive_int("min_frequency", min_frequency)

@@ -3,8 +3,8 @@
 import keras
 import tensorflow as tf
 
-from keras_tfm.data.tokenizers.corpus import count_characters
-from keras_tfm.data.tokenizers.vocabulary import VocabularyTokenizer
+from keras_tfm.tokenizers.corpus import count_characters
+from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -21,12 +21,12 @@ One module per picture:
     cli             add_plot_subcommand, run_plot (`keras-tfm plot`)
 """
 
-from keras_tfm.plotting.attention import plot_attention_heads, plot_attention_weights, resolve_layer
-from keras_tfm.plotting.cli import add_plot_subcommand, run_plot
-from keras_tfm.plotting.curves import plot_training_curves, read_tensorboard_scalars
-from keras_tfm.plotting.figure import PNG_SIGNATURE, new_figure, save_png
-from keras_tfm.plotting.learning_rate import learning_rates, plot_lr_schedule
-from keras_tfm.plotting.positional import (
+from keras_tfm.analysis.plotting.attention import plot_attention_heads, plot_attention_weights, resolve_layer
+from keras_tfm.analysis.plotting.cli import add_plot_subcommand, run_plot
+from keras_tfm.analysis.plotting.curves import plot_training_curves, read_tensorboard_scalars
+from keras_tfm.analysis.plotting.figure import PNG_SIGNATURE, new_figure, save_png
+from keras_tfm.analysis.plotting.learning_rate import learning_rates, plot_lr_schedule
+from keras_tfm.analysis.plotting.positional import (
     plot_position_similarity,
     plot_positional_encoding,
     position_similarity,

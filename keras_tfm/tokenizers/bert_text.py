@@ -12,7 +12,7 @@ ops: `unicode_decode`/`unicode_encode`, a `StaticHashTable`, `searchsorted`.
 
 import tensorflow as tf
 
-from keras_tfm.data.tokenizers import unicode_tables as U
+from keras_tfm.tokenizers import unicode_tables as U
 
 
 class BertWordSplitter(tf.Module):

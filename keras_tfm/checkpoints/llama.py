@@ -33,8 +33,8 @@ projections are copied without a permutation (Meta's original interleaved
 checkpoints are permuted by HuggingFace's conversion script, not here).
 """
 
-from keras_tfm.models import weight_mapping as wm
-from keras_tfm.models.gpt2_checkpoint import parts  # the same GPT attributes hold the weights
+from keras_tfm.checkpoints import weight_mapping as wm
+from keras_tfm.checkpoints.gpt2 import parts  # the same GPT attributes hold the weights
 
 #: Name prefix of a `LlamaForCausalLM` state dict (LlamaModel names have none).
 STATE_DICT_PREFIX = "model."

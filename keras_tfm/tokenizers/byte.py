@@ -4,8 +4,8 @@ import keras
 import tensorflow as tf
 
 from keras_tfm.checks import check_choice
-from keras_tfm.data.special_tokens import SPECIAL_TOKENS
-from keras_tfm.data.tokenizers.base import Tokenizer
+from keras_tfm.tokenizers.base import Tokenizer
+from keras_tfm.tokenizers.special_tokens import SPECIAL_TOKENS
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

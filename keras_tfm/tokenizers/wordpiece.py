@@ -12,10 +12,10 @@ import keras
 import tensorflow as tf
 
 from keras_tfm.checks import check_bool, check_choice, check_positive_int
-from keras_tfm.data.tokenizers import pretrained_files as F
-from keras_tfm.data.tokenizers.bert_text import BertWordSplitter
-from keras_tfm.data.tokenizers.corpus import split_words
-from keras_tfm.data.tokenizers.vocabulary import VocabularyTokenizer
+from keras_tfm.tokenizers import pretrained_files as F
+from keras_tfm.tokenizers.bert_text import BertWordSplitter
+from keras_tfm.tokenizers.corpus import split_words
+from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
 _NORMALIZATIONS = ("words", "bert")
 _BERT_ROLES = ("pad", "unk", "cls", "sep", "mask")
@@ -143,7 +143,7 @@ class WordPieceTokenizer(VocabularyTokenizer):
         Returns:
             A `WordPieceTokenizer`.
         """
-        from keras_tfm.data.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
+        from keras_tfm.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
 
         vocabulary = learn_wordpiece_vocabulary(
             corpus,

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from keras_tfm.plotting.figure import new_figure, save_png
+from keras_tfm.analysis.plotting.figure import new_figure, save_png
 
 
 def read_tensorboard_scalars(log_dir):

@@ -30,22 +30,50 @@ One module per concept:
     vocabulary_file    the keras_tfm vocabulary file format, load_tokenizer
     pretrained_files   readers for HuggingFace tokenizer files
 
+    special_tokens     PAD=0, UNK, CLS, SEP, MASK, BOS, EOS = 1..6 and `SpecialTokens`
+
 Special tokens: see `base` (fixed ids 0..6 for the tokenizers built
 `from_corpus`; where a published vocabulary has them for `from_pretrained`).
 """
 
-from keras_tfm.data.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer
-from keras_tfm.data.tokenizers.byte import ByteTokenizer
-from keras_tfm.data.tokenizers.byte_pair import BytePairTokenizer
-from keras_tfm.data.tokenizers.char import CharTokenizer
-from keras_tfm.data.tokenizers.corpus import count_characters, count_words, split_words
-from keras_tfm.data.tokenizers.vocabulary import VocabularyTokenizer
-from keras_tfm.data.tokenizers.vocabulary_file import VOCABULARY_FILE_FORMAT, load_tokenizer
-from keras_tfm.data.tokenizers.word import WordTokenizer
-from keras_tfm.data.tokenizers.wordpiece import WordPieceTokenizer
-from keras_tfm.data.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
+from keras_tfm.backend import require_tensorflow as _require_tensorflow
+
+_require_tensorflow("keras_tfm.tokenizers")
+
+from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer
+from keras_tfm.tokenizers.byte import ByteTokenizer
+from keras_tfm.tokenizers.byte_pair import BytePairTokenizer
+from keras_tfm.tokenizers.char import CharTokenizer
+from keras_tfm.tokenizers.corpus import count_characters, count_words, split_words
+from keras_tfm.tokenizers.special_tokens import (
+    BOS,
+    CLS,
+    EOS,
+    MASK,
+    NUM_SPECIAL_TOKENS,
+    PAD,
+    SEP,
+    SPECIAL_TOKENS,
+    UNK,
+    SpecialTokens,
+)
+from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
+from keras_tfm.tokenizers.vocabulary_file import VOCABULARY_FILE_FORMAT, load_tokenizer
+from keras_tfm.tokenizers.word import WordTokenizer
+from keras_tfm.tokenizers.wordpiece import WordPieceTokenizer
+from keras_tfm.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
 
 __all__ = [
+    "BOS",
+    "CLS",
+    "EOS",
+    "MASK",
+    "NUM_SPECIAL_TOKENS",
+    "PAD",
+    "SEP",
+    "SPECIAL_TOKENS",
+    "UNK",
+    "SpecialTokens",
     "SPECIAL_TOKEN_ROLES",
     "VOCABULARY_FILE_FORMAT",
     "Tokenizer",

@@ -29,7 +29,7 @@ GPT-2's `Conv1D` stores (in, out) matrices, i.e. already Keras kernels):
 
 import types
 
-from keras_tfm.models import weight_mapping as wm
+from keras_tfm.checkpoints import weight_mapping as wm
 
 #: Name prefix of a `GPT2LMHeadModel` state dict (GPT2Model names have none).
 STATE_DICT_PREFIX = "transformer."

@@ -7,8 +7,8 @@ unknown, then `[UNK]`'s id when there is one), ids back to tokens through
 
 import tensorflow as tf
 
-from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKENS
-from keras_tfm.data.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer
+from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer
+from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKENS
 
 
 class VocabularyTokenizer(Tokenizer):

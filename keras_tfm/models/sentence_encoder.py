@@ -15,7 +15,7 @@ normalised embeddings is their dot product.
 import keras
 
 from keras_tfm.checks import check_bool, check_choice
-from keras_tfm.models.bert_heads import BertTask, as_encoder
+from keras_tfm.models.bert_tasks import BertTask, as_encoder
 from keras_tfm.models.heads import POOLINGS, SequencePooling
 
 
@@ -63,7 +63,7 @@ def embed_texts(model, tokenizer, texts, max_length=256, batch_size=64):
     """Embeddings of `texts` with a `SentenceEncoder` (batched by length, in input order).
 
     Args:
-        model: a `SentenceEncoder` (e.g. `keras_tfm.models.sentence_encoder(path)`).
+        model: a `SentenceEncoder` (e.g. `keras_tfm.checkpoints.sentence_encoder(path)`).
         tokenizer: its tokenizer (`WordPieceTokenizer.from_pretrained(path)`).
         texts: list of str.
         max_length: longer texts are truncated (sentence-transformers'
@@ -75,7 +75,7 @@ def embed_texts(model, tokenizer, texts, max_length=256, batch_size=64):
     """
     import numpy as np
 
-    from keras_tfm.text_batches import LengthBucketedBatches, encode_texts
+    from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts
 
     rows = encode_texts(tokenizer, texts, max_length)
     batches = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=tokenizer.pad_id)

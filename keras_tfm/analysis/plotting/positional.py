@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from keras_tfm.analysis.plotting.figure import new_figure, save_png
 from keras_tfm.checks import check_positive_int
-from keras_tfm.plotting.figure import new_figure, save_png
 
 
 def _pe_table(length, d_model, max_wavelength=10000.0):

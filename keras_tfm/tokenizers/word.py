@@ -4,9 +4,9 @@ import keras
 import tensorflow as tf
 
 from keras_tfm.checks import check_bool, check_positive_int
-from keras_tfm.data.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKENS
-from keras_tfm.data.tokenizers.corpus import count_words, split_words
-from keras_tfm.data.tokenizers.vocabulary import VocabularyTokenizer
+from keras_tfm.tokenizers.corpus import count_words, split_words
+from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKENS
+from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -4,11 +4,11 @@ import os
 
 import numpy as np
 
+from keras_tfm.analysis.plotting.attention import plot_attention_heads
+from keras_tfm.analysis.plotting.curves import plot_training_curves
+from keras_tfm.analysis.plotting.learning_rate import plot_lr_schedule
+from keras_tfm.analysis.plotting.positional import plot_position_similarity, plot_positional_encoding
 from keras_tfm.checks import parse_int_list
-from keras_tfm.plotting.attention import plot_attention_heads
-from keras_tfm.plotting.curves import plot_training_curves
-from keras_tfm.plotting.learning_rate import plot_lr_schedule
-from keras_tfm.plotting.positional import plot_position_similarity, plot_positional_encoding
 
 
 def _load_schedule(args):
@@ -61,7 +61,7 @@ def run_plot(args):
                 raise ValueError(
                     "`--text` needs `--vocabulary` (a tokenizer vocabulary file); or give `--ids`."
                 )
-            from keras_tfm.data.tokenizers import load_tokenizer
+            from keras_tfm.tokenizers import load_tokenizer
 
             tokenizer = load_tokenizer(args.vocabulary)
             ids = [int(i) for i in np.asarray(tokenizer.tokenize(args.text)).reshape(-1)]
@@ -102,7 +102,7 @@ def add_plot_subcommand(subparsers):
     p.add_argument("--layer", default="0", help="Block name (e.g. decoder_block_1) or index (default 0).")
     p.add_argument("--ids", help="Token ids, comma- or space-separated.")
     p.add_argument("--text", help="Text to tokenize with --vocabulary.")
-    p.add_argument("--vocabulary", help="Tokenizer vocabulary file (keras_tfm.data.load_tokenizer).")
+    p.add_argument("--vocabulary", help="Tokenizer vocabulary file (keras_tfm.tokenizers.load_tokenizer).")
     p.add_argument("--out", default="attention.png", help="Output PNG.")
 
     for name, help_text in (

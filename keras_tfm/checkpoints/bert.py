@@ -37,7 +37,7 @@ no keras_tfm counterpart and is reported as unused.
 
 import types
 
-from keras_tfm.models import weight_mapping as wm
+from keras_tfm.checkpoints import weight_mapping as wm
 
 #: Name prefix of a `BertFor*` state dict (BertModel names have none).
 STATE_DICT_PREFIX = "bert."
@@ -95,7 +95,7 @@ def builder_options(config, read):
 def parts(model):
     """The layers of a BERT encoder or task model that hold checkpoint weights."""
     from keras_tfm.models.bert import BertEncoder
-    from keras_tfm.models.bert_heads import BertTask
+    from keras_tfm.models.bert_tasks import BertTask
 
     wm.check_model_class(
         model, (BertEncoder, BertTask), "a keras_tfm BERT model (BertEncoder or a task model on one)"

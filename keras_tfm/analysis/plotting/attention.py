@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 
+from keras_tfm.analysis.inspection import attention_maps, transformer_blocks
+from keras_tfm.analysis.plotting.figure import new_figure, save_png
 from keras_tfm.checks import check_index
-from keras_tfm.inspection import attention_maps, transformer_blocks
-from keras_tfm.plotting.figure import new_figure, save_png
 
 
 def resolve_layer(model, layer):

@@ -75,6 +75,6 @@ def load_tokenizer(path, **kwargs):
     Returns:
         The tokenizer, of the class recorded in the file.
     """
-    from keras_tfm.data.tokenizers.base import Tokenizer
+    from keras_tfm.tokenizers.base import Tokenizer
 
     return Tokenizer.from_vocabulary_file(path, **kwargs)

@@ -17,10 +17,10 @@ import keras
 
 from keras_tfm.checks import check_choice, check_positive_int, check_rate
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
-from keras_tfm.models._common import check_vocabulary, make_norm, tokenizer_vocabulary_size, truncated_normal
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
+from keras_tfm.models.parts import check_vocabulary, make_norm, tokenizer_vocabulary_size, truncated_normal
 
 #: Encoder parts every head model exposes as its own attributes.
 ENCODER_PARTS = (
