@@ -142,7 +142,7 @@ def core_child(length, repeats, d_model, heads, query_chunk, key_chunk):
     import tensorflow as tf
 
     import keras_tfm.layers as L
-    from keras_tfm.layers import attention_core
+    from keras_tfm.layers.attention import core as attention_core
 
     keras.utils.set_random_seed(0)
     shape = (1, length, heads, d_model // heads)

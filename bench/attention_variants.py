@@ -27,7 +27,7 @@ import tensorflow as tf  # noqa: E402
 tf.get_logger().setLevel("ERROR")  # one tf.function per variant and T: retracing is intended
 
 import keras_tfm.layers  # noqa: E402,F401  (registers the implementations)
-from keras_tfm.layers import attention_core as ac  # noqa: E402
+from keras_tfm.layers.attention import core as ac  # noqa: E402
 
 
 def make_step(impl, options, causal, backward):

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import keras_tfm.layers as L
-from keras_tfm.layers import attention_core as ac
+from keras_tfm.layers.attention import core as ac
 
 B, T, H, D = 2, 37, 3, 8
 SMALL = dict(min_key_length=16, query_chunk_size=8, key_chunk_size=8)
@@ -326,7 +326,7 @@ _JAX_SCRIPT = textwrap.dedent(
     import jax
     import numpy as np
     from keras import ops
-    from keras_tfm.layers import attention_core as ac
+    from keras_tfm.layers.attention import core as ac
     data = np.load(sys.argv[1])
     q, k, v, values, pad = (data[n] for n in ("q", "k", "v", "values", "pad"))
     cases = json.loads(sys.argv[2])

@@ -8,8 +8,8 @@ import tensorflow as tf
 from layer_test_utils import run_layer_test
 
 import keras_tfm.layers as L
-from keras_tfm.layers import attention_core as ac
-from keras_tfm.layers.linear_attention import linear_attention_reference
+from keras_tfm.layers.attention import core as ac
+from keras_tfm.layers.attention.linear import linear_attention_reference
 
 B, T, H, D, DV = 2, 37, 3, 8, 5
 CHUNKS = dict(query_chunk_size=8, key_chunk_size=8)  # ragged last chunk (37 = 4·8 + 5)
@@ -373,7 +373,7 @@ def test_causal_chunked_computes_only_the_lower_triangle_blocks(monkeypatch, t):
     its own diagonal square: the forward (S) and the backward (S and dP)
     together compute 3 × Σ_i (i + 1)·cq² scores, nothing above the diagonal
     square; the un-cut edge blocks would cost a full key block each."""
-    from keras_tfm.layers import chunked_attention
+    from keras_tfm.layers.attention import chunked as chunked_attention
 
     spy = _ScoreBlockSpy()
     monkeypatch.setattr(chunked_attention, "ops", spy)

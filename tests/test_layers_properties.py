@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tfm import layers as L
-from keras_tfm.layers import attention_core
+from keras_tfm.layers.attention import core as attention_core
 
 B, T, D, H = 2, 8, 16, 2
 POSITIONS = [None, "rope", "alibi", "relative"]

@@ -18,9 +18,9 @@ from keras import ops
 
 from keras_tfm import layers as L
 from keras_tfm import models as M
-from keras_tfm.layers.attention_core import dot_product_attention
+from keras_tfm.layers.attention.core import dot_product_attention
+from keras_tfm.layers.attention.multi_head import MultiHeadAttentionBase
 from keras_tfm.layers.feed_forward import get_activation
-from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
 
 MODES = ("plain", "lora", "int8", "float8")
 D, T, S = 16, 6, 7

@@ -10,15 +10,15 @@ from keras_tfm.checks import (
     check_rank,
     check_rate,
 )
-from keras_tfm.layers.attention_core import ATTENTION_IMPLS
-from keras_tfm.layers.cross_attention import CrossAttention
+from keras_tfm.layers.attention.core import ATTENTION_IMPLS
+from keras_tfm.layers.attention.cross_attention import CrossAttention
+from keras_tfm.layers.attention.masks import merge_masks
+from keras_tfm.layers.attention.multi_head import ATTENTION_POSITIONS
+from keras_tfm.layers.attention.self_attention import MultiHeadSelfAttention
 from keras_tfm.layers.feed_forward import ACTIVATIONS, FeedForward
 from keras_tfm.layers.initializers import clone_initializers
-from keras_tfm.layers.masks import merge_masks
-from keras_tfm.layers.multi_head_attention import ATTENTION_POSITIONS
 from keras_tfm.layers.quantization import QuantizeSublayersMixin
 from keras_tfm.layers.rms_norm import RMSNorm
-from keras_tfm.layers.self_attention import MultiHeadSelfAttention
 
 NORMS = ("layer", "rms")
 

@@ -7,7 +7,7 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_choice, check_positive_int
-from keras_tfm.layers.masks import merge_masks
+from keras_tfm.layers.attention.masks import merge_masks
 
 POOLINGS = ("cls", "mean", "max")
 

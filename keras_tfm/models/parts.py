@@ -13,7 +13,7 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool, check_choice, check_positive_int, check_rate
-from keras_tfm.layers.attention_core import ATTENTION_IMPLS
+from keras_tfm.layers.attention.core import ATTENTION_IMPLS
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.initializers import clone_initializer

@@ -7,7 +7,7 @@
 `keras.layers.MultiHeadAttention`, so weights transfer one to one), the
 position schemes that act inside attention (RoPE on q/k, ALiBi or T5 relative
 bias on the scores) and the call into the single attention core,
-`keras_tfm.layers.attention_core.dot_product_attention`.
+`keras_tfm.layers.attention.core.dot_product_attention`.
 """
 
 import math
@@ -16,11 +16,11 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool, check_choice, check_known_keys, check_positive_int, check_rate
-from keras_tfm.layers import attention_core
-from keras_tfm.layers.alibi import AlibiBias
+from keras_tfm.layers.attention import core as attention_core
+from keras_tfm.layers.attention.alibi import AlibiBias
+from keras_tfm.layers.attention.relative_position_bias import RelativePositionBias
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.quantization import QuantizeSublayersMixin
-from keras_tfm.layers.relative_position_bias import RelativePositionBias
 from keras_tfm.layers.rotary_embedding import RotaryEmbedding
 
 # Position schemes that act inside attention (absolute ones act on embeddings).

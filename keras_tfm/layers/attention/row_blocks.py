@@ -13,7 +13,7 @@ the helpers accept both.
 import keras
 from keras import ops
 
-from keras_tfm.layers.attention_core import static_or_dynamic_length
+from keras_tfm.layers.attention.core import static_or_dynamic_length
 
 
 def is_int(x):

@@ -74,14 +74,14 @@ dropout during training raise a `ValueError`.
 from keras import ops
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.layers.attention_core import (
+from keras_tfm.layers.attention.core import (
     ToeplitzBias,
     _expand_bias,
     _expand_mask,
     register_attention_impl,
     static_or_dynamic_length,
 )
-from keras_tfm.layers.row_blocks import (
+from keras_tfm.layers.attention.row_blocks import (
     BlockList,
     after,
     augment,

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool, check_positive_int
-from keras_tfm.layers.offset_bias import OffsetBias
+from keras_tfm.layers.attention.offset_bias import OffsetBias
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):

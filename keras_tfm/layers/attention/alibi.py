@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.layers.offset_bias import OffsetBias
+from keras_tfm.layers.attention.offset_bias import OffsetBias
 
 
 def alibi_slopes(num_heads):

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_rank
-from keras_tfm.layers import masks as masks_lib
-from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
+from keras_tfm.layers.attention import masks as masks_lib
+from keras_tfm.layers.attention.multi_head import MultiHeadAttentionBase
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -39,8 +39,8 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.layers.attention_core import _expand_mask, register_attention_impl, static_or_dynamic_length
-from keras_tfm.layers.row_blocks import pad_axis
+from keras_tfm.layers.attention.core import _expand_mask, register_attention_impl, static_or_dynamic_length
+from keras_tfm.layers.attention.row_blocks import pad_axis
 
 _MASK_MESSAGE = (
     "attention_impl='linear' only supports key-padding masks, combined with a causal "

@@ -32,7 +32,7 @@ raises a `ValueError` (the T × T weights are never formed). Written with
 from keras import ops
 
 from keras_tfm.checks import check_non_negative_int, check_positive_int
-from keras_tfm.layers.attention_core import (
+from keras_tfm.layers.attention.core import (
     MASK_FILL_VALUE,
     ToeplitzBias,
     _expand_bias,

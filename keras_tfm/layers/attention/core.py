@@ -57,7 +57,7 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import as_bool_mask, check_positive_int
-from keras_tfm.layers import masks as masks_lib
+from keras_tfm.layers.attention import masks as masks_lib
 
 # Finite large negative fill used on float32 scores before the softmax.
 MASK_FILL_VALUE = -1e9

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool, check_cache_index, check_positive_int, check_rank
-from keras_tfm.layers import masks as masks_lib
-from keras_tfm.layers.multi_head_attention import MultiHeadAttentionBase
+from keras_tfm.layers.attention import masks as masks_lib
+from keras_tfm.layers.attention.multi_head import MultiHeadAttentionBase
 
 #: Slot (length) axis of the two tensors of a decoding cache: keys `(batch,
 #: kv_heads, key_dim, length)` are stored transposed, values are `(batch,
