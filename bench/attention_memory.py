@@ -13,7 +13,7 @@ linearly):
 
 `--threshold` measures standard vs chunked (causal) at T = 256 … 2048 and prints the
 smallest T from which chunked is both faster (process CPU time) and lighter: the
-value of `attention_core.AUTO_MIN_KEY_LENGTH`.
+value of `keras_tfm.layers.attention.auto.AUTO_MIN_KEY_LENGTH`.
 
 `--gpt` (issue 16 item 4) trains the lab GPT (4 layers, 4 heads, d 128, vocabulary 65,
 dropout 0) at context `--gpt-context` (4096) and batch 1: keras_tfm `gpt(...)` with
@@ -142,7 +142,7 @@ def core_child(length, repeats, d_model, heads, query_chunk, key_chunk):
     import tensorflow as tf
 
     import keras_tfm.layers as L
-    from keras_tfm.layers.attention import core as attention_core
+    from keras_tfm.layers import attention
 
     keras.utils.set_random_seed(0)
     shape = (1, length, heads, d_model // heads)
@@ -155,8 +155,8 @@ def core_child(length, repeats, d_model, heads, query_chunk, key_chunk):
         def step():
             with tf.GradientTape() as tape:
                 tape.watch([q, k, v])
-                out, _ = attention_core.dot_product_attention(
-                    q, k, v, causal=causal, impl="chunked", **options
+                out, _ = attention.dot_product_attention(
+                    q, k, v, causal=causal, attention_impl="chunked", attention_options=options
                 )
                 loss = tf.reduce_sum(tf.square(out))
             return tape.gradient(loss, [q, k, v])

@@ -26,8 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")  # one tf.function per variant and T: retracing is intended
 
-import keras_tfm.layers  # noqa: E402,F401  (registers the implementations)
-from keras_tfm.layers.attention import core as ac  # noqa: E402
+from keras_tfm.layers import attention  # noqa: E402  (importing it registers the implementations)
 
 
 def make_step(impl, options, causal, backward):
@@ -35,7 +34,9 @@ def make_step(impl, options, causal, backward):
     def step(q, k, v):
         with tf.GradientTape() as tape:
             tape.watch([q, k, v])
-            out, _ = ac.dot_product_attention(q, k, v, causal=causal, impl=impl, **options)
+            out, _ = attention.dot_product_attention(
+                q, k, v, causal=causal, attention_impl=impl, attention_options=options
+            )
             loss = tf.reduce_sum(tf.square(out))
         if backward:
             return tape.gradient(loss, [q, k, v])

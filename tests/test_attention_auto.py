@@ -1,5 +1,6 @@
 """attention_impl="auto" (the default), the causal flag and `ToeplitzBias` of the
-attention core (issue 16), and the core on the JAX backend (issue 17 §2)."""
+attention core (issue 16), and the core on the JAX backend (issue 17 §2); every
+path is compared with the plain formula, "reference"."""
 
 import functools
 import json
@@ -14,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import keras_tfm.layers as L
-from keras_tfm.layers.attention import core as ac
+from keras_tfm.layers import attention as ac
 
 B, T, H, D = 2, 37, 3, 8
 SMALL = dict(min_key_length=16, query_chunk_size=8, key_chunk_size=8)
@@ -59,7 +60,9 @@ def spy(monkeypatch):
 def _grads(impl, q, k, v, mask=None, bias=None, causal=False, **options):
     with tf.GradientTape() as tape:
         tape.watch([q, k, v])
-        out, _ = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=causal, impl=impl, **options)
+        out, _ = ac.dot_product_attention(
+            q, k, v, mask=mask, bias=bias, causal=causal, attention_impl=impl, attention_options=options
+        )
         loss = tf.reduce_sum(out * tf.sin(3.0 * out))
     return [out] + tape.gradient(loss, [q, k, v])
 
@@ -77,10 +80,10 @@ def test_auto_is_the_default_everywhere():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_auto_picks_chunked_for_long_keys_and_equals_standard(spy, causal):
+def test_auto_picks_chunked_for_long_keys_and_equals_reference(spy, causal):
     q, k, v = _qkv()
     mask = tf.constant(_padding()[:, None, :])
-    want = _grads("standard", q, k, v, mask, causal=causal)
+    want = _grads("reference", q, k, v, mask, causal=causal)
     spy.clear()
     got = _grads("auto", q, k, v, mask, causal=causal, **SMALL)
     assert [name for name, _ in spy] == ["chunked"]
@@ -93,17 +96,25 @@ def test_auto_picks_chunked_for_long_keys_and_equals_standard(spy, causal):
 
 def test_auto_takes_standard_for_weights_dropout_and_single_queries(spy):
     q, k, v = _qkv()
-    _, w = ac.dot_product_attention(q, k, v, return_weights=True, impl="auto", **SMALL)
+    _, w = ac.dot_product_attention(
+        q, k, v, return_attention_scores=True, attention_impl="auto", attention_options=SMALL
+    )
     assert w.shape == (B, H, T, T)
     drop = keras.layers.Dropout(0.5)
-    ac.dot_product_attention(q, k, v, dropout=drop, training=True, impl="auto", **SMALL)
-    ac.dot_product_attention(q[:, :1], k, v, impl="auto", **SMALL)  # a cached decoding step
+    ac.dot_product_attention(
+        q, k, v, dropout=drop, training=True, attention_impl="auto", attention_options=SMALL
+    )
+    ac.dot_product_attention(
+        q[:, :1], k, v, attention_impl="auto", attention_options=SMALL
+    )  # a decoding step
     assert [name for name, _ in spy] == ["standard"] * 3
     spy.clear()
-    ac.dot_product_attention(q, k, v, dropout=drop, training=False, impl="auto", **SMALL)
+    ac.dot_product_attention(
+        q, k, v, dropout=drop, training=False, attention_impl="auto", attention_options=SMALL
+    )
     assert [name for name, _ in spy] == ["chunked"]
     with pytest.raises(ValueError, match="min_key_length"):
-        ac.dot_product_attention(q, k, v, impl="auto", min_key_length=0)
+        ac.dot_product_attention(q, k, v, attention_impl="auto", attention_options={"min_key_length": 0})
 
 
 def test_auto_decides_at_run_time_for_unknown_lengths():
@@ -115,18 +126,21 @@ def test_auto_decides_at_run_time_for_unknown_lengths():
 
     for t in (8, T):  # below and above min_key_length, one graph
         q, k, v = _qkv(1, t)
-        for g, w in zip(fn(q, k, v), _grads("standard", q, k, v, causal=True)):
+        for g, w in zip(fn(q, k, v), _grads("reference", q, k, v, causal=True)):
             _close(g, w)
     assert len(fn.get_concrete_function().graph.get_operations()) > 0
 
 
 @pytest.mark.parametrize("position", [None, "alibi", "relative", "rope"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_default_layer_equals_standard_layer_outputs_and_gradients(position, causal):
+@pytest.mark.parametrize("tested", ["auto", "standard"])
+def test_layer_equals_reference_layer_outputs_and_gradients(tested, position, causal):
+    """The default layer ("auto", here chunked for T = 37) and the standard one
+    equal the plain formula: outputs and the gradients of every weight."""
     x = tf.constant(np.random.default_rng(2).normal(size=(B, T, 12)), tf.float32)
     pad = tf.constant(_padding())
     layers = []
-    for impl, options in (("standard", None), ("auto", SMALL)):
+    for impl, options in (("reference", None), (tested, SMALL if tested == "auto" else None)):
         layer = L.MultiHeadSelfAttention(
             H,
             causal=causal,
@@ -154,24 +168,32 @@ def test_default_layer_equals_standard_layer_outputs_and_gradients(position, cau
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_standard_hand_written_gradient_equals_autodiff(causal):
+def test_standard_hand_written_gradient_equals_reference(causal):
     """The standard path differentiates softmax(S)·V by hand (rowsum(dO ⊙ O)); asking for the
-    weights takes the autodiff path, which must give the same output and gradients."""
+    weights takes its autodiff path. Both give the formula's output and gradients."""
     q, k, v = _qkv(4)
     bias = tf.constant(np.random.default_rng(5).normal(size=(H, T, T)), tf.float32)
     mask = tf.constant(_padding()[:, None, :])  # sequence 1's first queries see no key under causal
     results = []
-    for return_weights in (False, True):
+    for impl, return_scores in (("reference", False), ("standard", False), ("standard", True)):
         with tf.GradientTape() as tape:
             tape.watch([q, k, v, bias])
             out, _ = ac.dot_product_attention(
-                q, k, v, mask=mask, bias=bias, causal=causal, impl="standard", return_weights=return_weights
+                q,
+                k,
+                v,
+                mask=mask,
+                bias=bias,
+                causal=causal,
+                attention_impl=impl,
+                return_attention_scores=return_scores,
             )
             loss = tf.reduce_sum(out * tf.sin(3.0 * out))
         results.append([out] + tape.gradient(loss, [q, k, v, bias]))
-    for got, want in zip(*results):
-        assert np.all(np.isfinite(got))
-        _close(got, want)
+    for standard in results[1:]:
+        for got, want in zip(standard, results[0]):
+            assert np.all(np.isfinite(got))
+            _close(got, want)
 
 
 def test_layers_pass_no_t_by_t_tensor_to_the_chunked_core(spy):
@@ -222,19 +244,18 @@ def test_chunked_toeplitz_bias_gradient(chunks, causal):
     values = tf.constant(np.random.default_rng(6).normal(size=(H, 2 * T - 1)), tf.float32)
     mask = tf.constant(_padding()[:, None, :])
     results = []
-    for impl, bias_of in (("standard", lambda t: t.dense(T)), ("chunked", lambda t: t)):
+    for impl in ("reference", "chunked"):
         with tf.GradientTape() as tape:
             tape.watch([q, k, v, values])
-            bias = bias_of(ac.ToeplitzBias(values, T))
             out, _ = ac.dot_product_attention(
                 q,
                 k,
                 v,
                 mask=mask,
-                bias=bias,
+                bias=ac.ToeplitzBias(values, T),
                 causal=causal,
-                impl=impl,
-                **({} if impl == "standard" else chunks),
+                attention_impl=impl,
+                attention_options=None if impl == "reference" else chunks,
             )
             loss = tf.reduce_sum(out * tf.sin(3.0 * out))
         results.append([out] + tape.gradient(loss, [q, k, v, values]))
@@ -246,7 +267,7 @@ def test_chunked_toeplitz_bias_gradient(chunks, causal):
 def test_chunked_without_ragged_blocks(causal):
     """T a multiple of both chunk sizes: no block needs the padding mask."""
     q, k, v = _qkv(7, t=32)
-    want = _grads("standard", q, k, v, causal=causal)
+    want = _grads("reference", q, k, v, causal=causal)
     got = _grads("chunked", q, k, v, causal=causal, query_chunk_size=8, key_chunk_size=16)
     for g, w in zip(got, want):
         _close(g, w)
@@ -254,10 +275,10 @@ def test_chunked_without_ragged_blocks(causal):
 
 @pytest.mark.parametrize("t", [48, 56, 37])  # 6 or 7 blocks of 8, or a ragged last one
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_causal_square_blocks_equal_standard(t, dynamic):
+def test_causal_square_blocks_equal_reference(t, dynamic):
     """Causal chunked attention with square blocks (the causal default: plain
     blocks, one masked diagonal block per row): with a position bias and
-    padding, outputs and every gradient equal the standard path, also for a
+    padding, outputs and every gradient equal the formula, also for a
     length known only at run time."""
     q, k, v = _qkv(8, t=t)
     values = tf.constant(np.random.default_rng(9).normal(size=(H, 2 * t - 1)), tf.float32)
@@ -275,13 +296,13 @@ def test_causal_square_blocks_equal_standard(t, dynamic):
                 mask=mask,
                 bias=bias if impl == "chunked" else bias.dense(tf.shape(q)[1]),
                 causal=True,
-                impl=impl,
-                **options,
+                attention_impl=impl,
+                attention_options=options,
             )
             loss = tf.reduce_sum(out * tf.sin(3.0 * out))
         return [out] + tape.gradient(loss, [q, k, v, values])
 
-    want = run("standard", q, k, v, values)
+    want = run("reference", q, k, v, values)
     if dynamic:
         spec = tf.TensorSpec((B, None, H, D), tf.float32)
         chunked = tf.function(
@@ -299,24 +320,29 @@ def test_local_reads_a_toeplitz_bias_on_the_band():
     values = tf.constant(np.random.default_rng(9).normal(size=(H, 2 * T - 1)), tf.float32)
     toeplitz = ac.ToeplitzBias(values, T)
     for causal, g in ((False, 0), (True, 3)):
-        options = dict(window=5, global_tokens=g, causal=causal)
-        want = ac.dot_product_attention(q, k, v, bias=toeplitz.dense(T), impl="local", **options)[0]
-        got = ac.dot_product_attention(q, k, v, bias=toeplitz, impl="local", **options)[0]
+        options = dict(window=5, global_tokens=g)
+        want, _ = ac.dot_product_attention(
+            q, k, v, bias=toeplitz.dense(T), causal=causal, attention_impl="local", attention_options=options
+        )
+        got, _ = ac.dot_product_attention(
+            q, k, v, bias=toeplitz, causal=causal, attention_impl="local", attention_options=options
+        )
         _close(got, want)
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_backend_kernel_equals_standard(causal):
+def test_fused_backend_kernel_equals_reference(causal):
     """ "fused" = keras.ops.dot_product_attention (cuDNN flash attention on a JAX
     GPU); same contract, rows without a visible key are zero."""
     q, k, v = _qkv(11)
     mask = tf.constant(_padding()[:, None, :])
     for bias in (None, tf.constant(np.random.default_rng(12).normal(size=(H, T, T)), tf.float32)):
-        want = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=causal, impl="standard")[0]
-        got = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, causal=causal, impl="fused")[0]
-        _close(got, want)
+        want = _grads("reference", q, k, v, mask, bias, causal=causal)
+        got = _grads("fused", q, k, v, mask, bias, causal=causal)
+        for g, w in zip(got, want):
+            _close(g, w)
     with pytest.raises(ValueError, match="fused"):
-        ac.dot_product_attention(q, k, v, impl="fused", return_weights=True)
+        ac.dot_product_attention(q, k, v, attention_impl="fused", return_attention_scores=True)
 
 
 # ---------------------------------------------------------------- JAX
@@ -326,7 +352,7 @@ _JAX_SCRIPT = textwrap.dedent(
     import jax
     import numpy as np
     from keras import ops
-    from keras_tfm.layers.attention import core as ac
+    from keras_tfm.layers import attention as ac
     data = np.load(sys.argv[1])
     q, k, v, values, pad = (data[n] for n in ("q", "k", "v", "values", "pad"))
     cases = json.loads(sys.argv[2])
@@ -335,7 +361,8 @@ _JAX_SCRIPT = textwrap.dedent(
         def run(q, k, v, values, pad):  # one jax.jit per case: compiled once, not op by op
             bias = ac.ToeplitzBias(values, q.shape[1]) if with_bias else None
             y, _ = ac.dot_product_attention(
-                q, k, v, mask=pad[:, None, :], bias=bias, causal=causal, impl=impl, **options
+                q, k, v, mask=pad[:, None, :], bias=bias, causal=causal, attention_impl=impl,
+                attention_options=options,
             )
             return y
         out[name] = np.asarray(jax.jit(run)(q, k, v, values, pad))
@@ -351,6 +378,7 @@ _JAX_SCRIPT = textwrap.dedent(
 )
 
 JAX_CASES = {
+    "reference": ["reference", {}, True, True],
     "standard": ["standard", {}, True, True],
     "chunked": ["chunked", {"query_chunk_size": 8, "key_chunk_size": 8}, True, True],
     "chunked_noncausal": ["chunked", {"query_chunk_size": 16, "key_chunk_size": 5}, False, True],
@@ -395,7 +423,14 @@ def test_attention_core_on_jax_equals_tensorflow(tmp_path):
             tape.watch([q, k, v, values])
             bias = ac.ToeplitzBias(values, T) if with_bias else None
             want, _ = ac.dot_product_attention(
-                q, k, v, mask=arrays["pad"][:, None, :], bias=bias, causal=causal, impl=impl, **options
+                q,
+                k,
+                v,
+                mask=arrays["pad"][:, None, :],
+                bias=bias,
+                causal=causal,
+                attention_impl=impl,
+                attention_options=options,
             )
             loss = tf.reduce_sum(want * tf.sin(3.0 * want))
         _close(got[name], want)

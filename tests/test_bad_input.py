@@ -481,8 +481,8 @@ def _(env):
     dot_product_attention(q[0], q, q)
 
 
-def _cache():
-    return np.zeros((2, 2, 6, 2, 4), "float32")
+def _cache(env):
+    return env.attention.init_cache(2, 6)
 
 
 @case(
@@ -491,12 +491,12 @@ def _cache():
     r"`cache_index`=-1 with 4 new positions does not fit the cache of length 6",
 )
 def _(env):
-    env.attention(np.ones((2, 4, 8), "float32"), cache=_cache(), cache_index=-1)
+    env.attention(np.ones((2, 4, 8), "float32"), cache=_cache(env), cache_index=-1)
 
 
 @case("cache_index-overflow", ValueError, r"`cache_index`=3 with 4 new positions does not fit")
 def _(env):
-    env.attention(np.ones((2, 4, 8), "float32"), cache=_cache(), cache_index=3)
+    env.attention(np.ones((2, 4, 8), "float32"), cache=_cache(env), cache_index=3)
 
 
 @case(
@@ -504,16 +504,26 @@ def _(env):
 )
 def _(env):
     fn = tf.function(lambda x, c, i: env.attention(x, cache=c, cache_index=i))
-    fn(tf.ones((2, 4, 8)), _cache(), tf.constant(5))
+    fn(tf.ones((2, 4, 8)), _cache(env), tf.constant(5))
 
 
 @case("cache-without-cache_index", ValueError, r"`cache_index` is required")
 def _(env):
-    env.attention(np.ones((2, 4, 8), "float32"), cache=_cache())
+    env.attention(np.ones((2, 4, 8), "float32"), cache=_cache(env))
 
 
 @case(
-    "cache-pair-earlier-layout",
+    "cache-rank-5-tensor",
+    ValueError,
+    r"`cache` must be the pair \(keys, values\) made by `init_cache`; received a single tensor of shape "
+    r"\(2, 2, 6, 2, 4\) \(rank 5\)",
+)
+def _(env):
+    env.attention(np.ones((2, 4, 8), "float32"), cache=np.zeros((2, 2, 6, 2, 4), "float32"), cache_index=0)
+
+
+@case(
+    "cache-pair-keys-not-transposed",
     ValueError,
     r"keys \(batch, 2 key/value heads, 4, length\) and values \(batch, 2, length, 4\); received shapes "
     r"\(2, 2, 6, 4\) and \(2, 2, 6, 4\)",

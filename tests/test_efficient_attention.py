@@ -1,5 +1,6 @@
 """Tests of the memory-efficient / sub-quadratic attention-core implementations:
-"chunked" (exact, O(T) memory), "local" (sliding window) and "linear"."""
+"chunked" (exact, O(T) memory), "local" (sliding window) and "linear". The
+exact ones are compared with the plain formula, "reference"."""
 
 import keras
 import numpy as np
@@ -8,7 +9,7 @@ import tensorflow as tf
 from layer_test_utils import run_layer_test
 
 import keras_tfm.layers as L
-from keras_tfm.layers.attention import core as ac
+from keras_tfm.layers import attention as ac
 from keras_tfm.layers.attention.linear import linear_attention_reference
 
 B, T, H, D, DV = 2, 37, 3, 8, 5
@@ -45,12 +46,14 @@ def _close(a, b, tol=1e-5):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=tol, rtol=tol)
 
 
-def _grads(impl, q, k, v, mask=None, bias=None, **options):
+def _grads(impl, q, k, v, mask=None, bias=None, causal=False, **options):
     """Output and gradients w.r.t. (q, k, v[, bias]) of a non-trivial loss."""
     with tf.GradientTape() as tape:
         watched = [q, k, v] + ([bias] if bias is not None else [])
         tape.watch(watched)
-        out, _ = ac.dot_product_attention(q, k, v, mask=mask, bias=bias, impl=impl, **options)
+        out, _ = ac.dot_product_attention(
+            q, k, v, mask=mask, bias=bias, causal=causal, attention_impl=impl, attention_options=options
+        )
         loss = tf.reduce_sum(out * tf.sin(3.0 * out))
     return [out] + tape.gradient(loss, watched)
 
@@ -58,7 +61,7 @@ def _grads(impl, q, k, v, mask=None, bias=None, **options):
 # ----------------------------------------------------------------- chunked
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "padding", "causal_padding"])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_chunked_matches_standard_outputs_and_gradients(mask_kind, with_bias):
+def test_chunked_matches_reference_outputs_and_gradients(mask_kind, with_bias):
     q, k, v = _qkv()
     mask = _mask(mask_kind)
     mask = None if mask is None else tf.constant(mask)
@@ -66,7 +69,7 @@ def test_chunked_matches_standard_outputs_and_gradients(mask_kind, with_bias):
     if with_bias:  # ALiBi-like (H, Tq, Tk) bias plus noise
         rng = np.random.default_rng(1)
         bias = tf.constant(rng.normal(size=(H, T, T)), tf.float32)
-    want = _grads("standard", q, k, v, mask, bias)
+    want = _grads("reference", q, k, v, mask, bias)
     got = _grads("chunked", q, k, v, mask, bias, **CHUNKS)
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -83,7 +86,7 @@ def test_chunked_bias_broadcast_gradients(bias_shape):
     q, k, v = _qkv(2)
     bias = tf.constant(np.random.default_rng(3).normal(size=bias_shape), tf.float32)
     mask = tf.constant(_mask("causal_padding"))
-    want = _grads("standard", q, k, v, mask, bias)
+    want = _grads("reference", q, k, v, mask, bias)
     got = _grads("chunked", q, k, v, mask, bias, query_chunk_size=16, key_chunk_size=5)
     assert got[-1].shape == bias.shape
     for g, w in zip(got, want):
@@ -100,7 +103,7 @@ def test_chunked_fully_masked_rows_are_zero_not_nan():
     assert np.all(out[:, 3] == 0) and np.all(out[1] == 0)
     for g in (dq, dk, dv):
         assert np.all(np.isfinite(np.asarray(g)))
-    for g, w in zip([out, dq, dk, dv], _grads("standard", q, k, v, tf.constant(mask))):
+    for g, w in zip([out, dq, dk, dv], _grads("reference", q, k, v, tf.constant(mask))):
         _close(g, w)
 
 
@@ -110,7 +113,7 @@ def test_chunked_cross_attention_lengths_and_chunk_clipping():
     k = tf.constant(rng.normal(size=(B, 29, H, D)), tf.float32)
     v = tf.constant(rng.normal(size=(B, 29, H, DV)), tf.float32)
     mask = tf.constant(_padding(29)[:, None, :])
-    want = _grads("standard", q, k, v, mask)
+    want = _grads("reference", q, k, v, mask)
     for options in ({}, CHUNKS, dict(query_chunk_size=4, key_chunk_size=1000)):
         for g, w in zip(_grads("chunked", q, k, v, mask, **options), want):
             _close(g, w)
@@ -120,7 +123,7 @@ def test_chunked_tf_function_and_xla():
     q, k, v = _qkv(5)
     mask = tf.constant(_mask("causal_padding"))
     bias = tf.constant(np.random.default_rng(6).normal(size=(H, T, T)), tf.float32)
-    want = _grads("standard", q, k, v, mask, bias)
+    want = _grads("reference", q, k, v, mask, bias)
     for jit in (False, True):
         fn = tf.function(lambda: _grads("chunked", q, k, v, mask, bias, **CHUNKS), jit_compile=jit)
         for g, w in zip(fn(), want):
@@ -135,7 +138,7 @@ def test_chunked_dynamic_length_in_tf_function():
     def fn(q, k, v):
         return _grads("chunked", q, k, v, None, None, **CHUNKS)
 
-    for g, w in zip(fn(q, k, v), _grads("standard", q, k, v)):
+    for g, w in zip(fn(q, k, v), _grads("reference", q, k, v)):
         _close(g, w)
 
 
@@ -147,39 +150,39 @@ def test_chunked_mixed_precision_accumulates_in_float32():
         tf.cast(k, "float16"),
         tf.cast(v, "float16"),
         mask=mask,
-        impl="chunked",
-        **CHUNKS,
+        attention_impl="chunked",
+        attention_options=CHUNKS,
     )
     assert out16.dtype == tf.float16
-    ref, _ = ac.dot_product_attention(q, k, v, mask=mask)
+    ref, _ = ac.dot_product_attention(q, k, v, mask=mask, attention_impl="reference")
     _close(tf.cast(out16, tf.float32), ref, tol=1e-2)
 
 
 def test_chunked_rejects_weights_and_dropout():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match="return_weights"):
-        ac.dot_product_attention(q, k, v, impl="chunked", return_weights=True)
+    with pytest.raises(ValueError, match="return_attention_scores"):
+        ac.dot_product_attention(q, k, v, attention_impl="chunked", return_attention_scores=True)
     drop = keras.layers.Dropout(0.1)
     with pytest.raises(ValueError, match="dropout"):
-        ac.dot_product_attention(q, k, v, impl="chunked", dropout=drop, training=True)
+        ac.dot_product_attention(q, k, v, attention_impl="chunked", dropout=drop, training=True)
     # Inference with a dropout layer is fine (dropout is the identity there).
-    ac.dot_product_attention(q, k, v, impl="chunked", dropout=drop, training=False)
+    ac.dot_product_attention(q, k, v, attention_impl="chunked", dropout=drop, training=False)
     with pytest.raises(ValueError, match="key_chunk_size"):
-        ac.dot_product_attention(q, k, v, impl="chunked", key_chunk_size=0)
+        ac.dot_product_attention(q, k, v, attention_impl="chunked", attention_options={"key_chunk_size": 0})
     layer = L.MultiHeadSelfAttention(H, attention_impl="chunked")
-    with pytest.raises(ValueError, match="return_weights"):
+    with pytest.raises(ValueError, match="return_attention_scores"):
         layer(tf.zeros((B, T, 12)), return_attention_scores=True)
 
 
 # ------------------------------------------------------------------- local
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "padding", "causal_padding"])
 @pytest.mark.parametrize("window", [T, 100])
-def test_local_window_covering_sequence_equals_full_attention(mask_kind, window):
+def test_local_window_covering_sequence_equals_reference(mask_kind, window):
     q, k, v = _qkv(9)
     mask = _mask(mask_kind)
     mask = None if mask is None else tf.constant(mask)
     causal = "causal" in mask_kind
-    want = _grads("standard", q, k, v, mask)
+    want = _grads("reference", q, k, v, mask)
     got = _grads("local", q, k, v, mask, window=window, causal=causal)
     for g, w in zip(got, want):
         _close(g, w)
@@ -187,7 +190,7 @@ def test_local_window_covering_sequence_equals_full_attention(mask_kind, window)
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("window,global_tokens", [(1, 0), (5, 0), (8, 3), (4, 10)])
-def test_local_equals_banded_standard_attention(causal, window, global_tokens):
+def test_local_equals_banded_reference_attention(causal, window, global_tokens):
     q, k, v = _qkv(10)
     i = np.arange(T)
     rel = i[:, None] - i[None, :]
@@ -197,7 +200,7 @@ def test_local_equals_banded_standard_attention(causal, window, global_tokens):
         glob &= rel >= 0
     pad = _padding()[:, None, :]
     bias = tf.constant(np.random.default_rng(11).normal(size=(H, T, T)), tf.float32)
-    want = _grads("standard", q, k, v, tf.constant((band | glob)[None] & pad), bias)
+    want = _grads("reference", q, k, v, tf.constant((band | glob)[None] & pad), bias)
     # The local impl gets only the padding mask; the band comes from its options.
     got = _grads(
         "local", q, k, v, tf.constant(pad), bias, window=window, causal=causal, global_tokens=global_tokens
@@ -209,11 +212,11 @@ def test_local_equals_banded_standard_attention(causal, window, global_tokens):
 def test_local_option_errors():
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="window"):
-        ac.dot_product_attention(q, k, v, impl="local", window=0)
-    with pytest.raises(ValueError, match="return_weights"):
-        ac.dot_product_attention(q, k, v, impl="local", return_weights=True)
+        ac.dot_product_attention(q, k, v, attention_impl="local", attention_options={"window": 0})
+    with pytest.raises(ValueError, match="return_attention_scores"):
+        ac.dot_product_attention(q, k, v, attention_impl="local", return_attention_scores=True)
     with pytest.raises(ValueError, match="query_length == key_length"):
-        ac.dot_product_attention(q[:, :5], k, v, impl="local")
+        ac.dot_product_attention(q[:, :5], k, v, attention_impl="local")
 
 
 # ------------------------------------------------------------------ linear
@@ -247,23 +250,25 @@ def test_linear_rejects_unsupported_masks_bias_and_options():
     q, k, v = _qkv()
     causal = tf.constant(_mask("causal"))
     with pytest.raises(ValueError, match="causal': True"):
-        ac.dot_product_attention(q, k, v, mask=causal, impl="linear")  # causal mask, causal option missing
+        ac.dot_product_attention(
+            q, k, v, mask=causal, attention_impl="linear"
+        )  # causal mask, causal option missing
     window = tf.constant(np.abs(np.arange(T)[:, None] - np.arange(T)[None, :]) <= 3)
     with pytest.raises(ValueError, match="key-padding"):
-        ac.dot_product_attention(q, k, v, mask=window, impl="linear", causal=True)
+        ac.dot_product_attention(q, k, v, mask=window, attention_impl="linear", causal=True)
     with pytest.raises(ValueError, match="bias"):
-        ac.dot_product_attention(q, k, v, bias=tf.zeros((H, T, T)), impl="linear")
-    with pytest.raises(ValueError, match="return_weights"):
-        ac.dot_product_attention(q, k, v, impl="linear", return_weights=True)
+        ac.dot_product_attention(q, k, v, bias=tf.zeros((H, T, T)), attention_impl="linear")
+    with pytest.raises(ValueError, match="return_attention_scores"):
+        ac.dot_product_attention(q, k, v, attention_impl="linear", return_attention_scores=True)
     with pytest.raises(ValueError, match="query_length == key_length"):
-        ac.dot_product_attention(q[:, :4], k, v, impl="linear", causal=True)
+        ac.dot_product_attention(q[:, :4], k, v, attention_impl="linear", causal=True)
     with pytest.raises(ValueError, match="position"):
         L.MultiHeadSelfAttention(H, position="alibi", attention_impl="linear")(tf.zeros((B, T, 12)))
 
 
 def test_linear_mask_check_in_tf_function():
     q, k, v = _qkv()
-    fn = tf.function(lambda m: ac.dot_product_attention(q, k, v, mask=m, impl="linear")[0])
+    fn = tf.function(lambda m: ac.dot_product_attention(q, k, v, mask=m, attention_impl="linear")[0])
     with pytest.raises(tf.errors.InvalidArgumentError, match="only supports key-padding masks"):
         fn(tf.constant(_mask("causal")))
 
@@ -299,10 +304,10 @@ def test_transformer_block_with_efficient_impl(impl):
     )
 
 
-def test_chunked_layer_equals_standard_layer_and_trains():
+def test_chunked_layer_equals_reference_layer_and_trains():
     x = tf.constant(np.random.default_rng(14).normal(size=(B, T, 12)), tf.float32)
     pad = tf.constant(_padding())
-    std = L.TransformerBlock(12, H, 16, causal=True, position="alibi")
+    std = L.TransformerBlock(12, H, 16, causal=True, position="alibi", attention_impl="reference")
     chk = L.TransformerBlock(
         12, H, 16, causal=True, position="alibi", attention_impl="chunked", attention_options=CHUNKS
     )
@@ -337,7 +342,7 @@ def test_chunked_causal_option_skips_blocks_exactly(chunks, layer_mask):
     q, k, v = _qkv(15)
     bias = tf.constant(np.random.default_rng(16).normal(size=(H, T, T)), tf.float32)
     full = tf.constant(_mask("causal_padding"))
-    want = _grads("standard", q, k, v, full, bias)
+    want = _grads("reference", q, k, v, full, bias)
     mask = full if layer_mask else tf.constant(_mask("padding"))
     got = _grads("chunked", q, k, v, mask, bias, causal=True, **chunks)
     for g, w in zip(got, want):
@@ -373,14 +378,14 @@ def test_causal_chunked_computes_only_the_lower_triangle_blocks(monkeypatch, t):
     its own diagonal square: the forward (S) and the backward (S and dP)
     together compute 3 × Σ_i (i + 1)·cq² scores, nothing above the diagonal
     square; the un-cut edge blocks would cost a full key block each."""
-    from keras_tfm.layers.attention import chunked as chunked_attention
+    from keras_tfm.layers.attention import chunked
 
     spy = _ScoreBlockSpy()
-    monkeypatch.setattr(chunked_attention, "ops", spy)
+    monkeypatch.setattr(chunked, "ops", spy)
     q, k, v = _qkv(17, t=t)
     got = _grads("chunked", q, k, v, causal=True, query_chunk_size=4, key_chunk_size=8)
     monkeypatch.undo()
-    for g, w in zip(got, _grads("standard", q, k, v, causal=True)):
+    for g, w in zip(got, _grads("reference", q, k, v, causal=True)):
         _close(g, w)
     query_blocks = -(-t // 4)
     assert set(spy.blocks) == {(4, 4), (4, 8)}
@@ -396,7 +401,7 @@ def test_layer_passes_its_causality_to_the_implementation():
     from keras_tfm.layers import MultiHeadSelfAttention
 
     x = np.random.default_rng(0).normal(size=(2, 19, 16)).astype("float32")
-    ref = MultiHeadSelfAttention(2, causal=True)
+    ref = MultiHeadSelfAttention(2, causal=True, attention_impl="reference")
     expected = ref(x)
     for impl, options in (
         ("chunked", {"query_chunk_size": 4, "key_chunk_size": 8}),

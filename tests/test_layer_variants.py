@@ -78,7 +78,8 @@ def test_gqa_cache_is_sized_by_key_value_heads_and_matches_full_forward():
     x = _x((2, T, D))
     attn = L.MultiHeadSelfAttention(H, num_key_value_heads=1, causal=True, position="rope")
     full = attn(x)
-    cache = ops.zeros((2, 2, T, 1, D // H))
+    cache = attn.init_cache(2, T)
+    assert tuple(cache[0].shape) == (2, 1, D // H, T) and tuple(cache[1].shape) == (2, 1, T, D // H)
     outputs = []
     for t in range(T):
         out, cache = attn(x[:, t : t + 1], cache=cache, cache_index=t)
@@ -200,7 +201,7 @@ def test_rope_base_is_configurable():
     assert attn.rotary.max_wavelength == 500.0
     q, k, v = attn.query_dense(x), attn.key_dense(x), attn.value_dense(x)
     rope = L.RotaryEmbedding(500.0)
-    out, _ = L.dot_product_attention(rope(q), rope(k), v, mask=L.causal_mask(T), impl="standard")
+    out, _ = L.dot_product_attention(rope(q), rope(k), v, mask=L.causal_mask(T), attention_impl="reference")
     np.testing.assert_allclose(attn(x), attn.output_dense(out), atol=1e-5)
     # The base matters.
     default = L.MultiHeadSelfAttention(H, position="rope", causal=True)

@@ -136,8 +136,8 @@ def test_unknown_attention_impl():
         L.MultiHeadSelfAttention(H, attention_impl="flashy")
     with pytest.raises(ValueError, match="attention_impl"):
         L.TransformerBlock(D, H, 32, attention_impl="flashy")
-    with pytest.raises(ValueError, match="impl"):
-        L.dot_product_attention(X[:, :, None], X[:, :, None], X[:, :, None], impl="flashy")
+    with pytest.raises(ValueError, match="attention_impl"):
+        L.dot_product_attention(X[:, :, None], X[:, :, None], X[:, :, None], attention_impl="flashy")
 
 
 def test_cross_attention_with_position():
@@ -177,11 +177,15 @@ def test_cross_attention_block_without_context():
 
 def test_cache_arguments():
     layer = L.MultiHeadSelfAttention(H, causal=True)
-    cache = np.zeros((B, 2, 8, H, D // H), "float32")
+    layer(X)
+    cache = layer.init_cache(B, 8)
     with pytest.raises(ValueError, match="cache_index"):
         layer(X, cache=cache)
     with pytest.raises(ValueError, match="cache"):
-        layer(X, cache=cache[:, 0], cache_index=0)
+        layer(X, cache=cache[0], cache_index=0)
+    # Only the (keys, values) pair of `init_cache` is a cache; a stacked rank-5 tensor is not.
+    with pytest.raises(ValueError, match=r"pair \(keys, values\) made by `init_cache`.*rank 5"):
+        layer(X, cache=np.zeros((B, 2, 8, H, D // H), "float32"), cache_index=0)
 
 
 def test_rope_needs_even_head_dim():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tfm import layers as L
-from keras_tfm.layers.attention import core as attention_core
+from keras_tfm.layers import attention
 
 B, T, D, H = 2, 8, 16, 2
 POSITIONS = [None, "rope", "alibi", "relative"]
@@ -215,7 +215,7 @@ def test_attention_rows_sum_to_one_and_masked_entries_are_exactly_zero():
     k = r.normal(size=(B, T, H, 4)).astype("float32")
     mask = r.random((B, T, T)) < 0.6
     mask[:, :, 0] = True  # no empty rows here
-    w = np.asarray(attention_core.attention_weights(q, k, mask=mask))
+    w = np.asarray(attention.attention_weights(q, k, mask=mask))
     assert w.shape == (B, H, T, T)
     np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-6)
     assert np.all(w[np.broadcast_to(~mask[:, None], w.shape)] == 0.0)
@@ -234,12 +234,12 @@ def test_fully_masked_query_gives_zeros_not_nan(dtype):
     v = r.normal(size=(1, 3, H, 4)).astype("float32")
     mask = np.array([[[True, False, True], [False, False, False], [True, True, True]]])
     compute = "float32" if dtype == "float32" else dtype.split("_")[1]
-    out, w = attention_core.dot_product_attention(
+    out, w = attention.dot_product_attention(
         keras.ops.cast(q, compute),
         keras.ops.cast(q, compute),
         keras.ops.cast(v, compute),
         mask=mask,
-        return_weights=True,
+        return_attention_scores=True,
     )
     out, w = np.asarray(keras.ops.cast(out, "float32")), np.asarray(w)
     assert np.all(np.isfinite(out)) and np.all(np.isfinite(w))
@@ -302,15 +302,17 @@ def test_kv_cache_matches_full_causal_computation(position):
     x = inputs()
     full = np.asarray(layer(x))
     max_len, prompt = T + 2, 4
-    cache = np.zeros((B, 2, max_len, H, D // H), "float32")
+    cache = layer.init_cache(B, max_len)
     out, cache = layer(x[:, :prompt], cache=cache, cache_index=0)
     np.testing.assert_allclose(out, full[:, :prompt], atol=1e-5)
     for t in range(prompt, T):
         out, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)
         np.testing.assert_allclose(out, full[:, t : t + 1], atol=1e-5, err_msg=f"step {t}")
     # The cache holds exactly the projected keys/values of every position so far.
-    np.testing.assert_allclose(np.asarray(cache)[:, 0, T:], 0.0)
-    assert np.abs(np.asarray(cache)[:, 1, :T]).sum(-1).min() > 0
+    keys, values = (np.asarray(c) for c in cache)  # (B, H, d, L), (B, H, L, d)
+    np.testing.assert_allclose(keys[..., T:], 0.0)
+    np.testing.assert_allclose(values[:, :, T:], 0.0)
+    assert np.abs(values[:, :, :T]).sum(-1).min() > 0
 
 
 @pytest.mark.parametrize("position", [None, "alibi"])
@@ -318,7 +320,7 @@ def test_kv_cache_of_transformer_block_matches_full_computation(position):
     layer = block(position=position, causal=True, norm_first=True)
     x = inputs()
     full = np.asarray(layer(x))
-    cache = np.zeros((B, 2, T, H, D // H), "float32")
+    cache = layer.self_attention_layer.init_cache(B, T)
     out, cache = layer(x[:, :3], cache=cache, cache_index=0)
     np.testing.assert_allclose(out, full[:, :3], atol=1e-5)
     for t in range(3, T):
@@ -333,7 +335,7 @@ def test_kv_cache_under_xla_with_tensor_index():
     x = inputs()
     full = np.asarray(layer(x))
     step = tf.function(lambda tok, c, i: layer(tok, cache=c, cache_index=i), jit_compile=True)
-    cache = tf.zeros((B, 2, T, H, D // H))
+    cache = layer.init_cache(B, T)
     for t in range(T):
         out, cache = step(x[:, t : t + 1], cache, tf.constant(t))
         np.testing.assert_allclose(out, full[:, t : t + 1], atol=1e-5)

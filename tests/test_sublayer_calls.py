@@ -18,8 +18,8 @@ from keras import ops
 
 from keras_tfm import layers as L
 from keras_tfm import models as M
+from keras_tfm.layers.attention import decoding, projections
 from keras_tfm.layers.attention.core import dot_product_attention
-from keras_tfm.layers.attention.multi_head import MultiHeadAttentionBase
 from keras_tfm.layers.feed_forward import get_activation
 
 MODES = ("plain", "lora", "int8", "float8")
@@ -50,7 +50,7 @@ def _self_attention_by_hand(attn, x):
     q, k, v = attn.query_dense(x), attn.key_dense(x), attn.value_dense(x)
     if attn.rotary is not None:
         q, k = attn.rotary(q), attn.rotary(k)
-    out, _ = dot_product_attention(q, k, v, mask=L.causal_mask(T), impl="standard")
+    out, _ = dot_product_attention(q, k, v, mask=L.causal_mask(T), attention_impl="reference")
     return attn.output_dense(out)
 
 
@@ -62,7 +62,7 @@ def test_self_attention_calls_its_projections(mode, position):
     attn(x)
     _transform(_projections(attn), mode)
     # The fused fast path is kept exactly for plain float kernels.
-    assert all(attn._plain_float(layer) for layer in _projections(attn)) == (mode == "plain")
+    assert all(projections.is_plain_float(layer) for layer in _projections(attn)) == (mode == "plain")
     np.testing.assert_allclose(attn(x), _self_attention_by_hand(attn, x), atol=1e-5)
 
 
@@ -71,7 +71,7 @@ def test_fused_path_kept_under_mixed_precision(policy):
     attn = L.MultiHeadSelfAttention(4, causal=True, attention_impl="standard", dtype=policy)
     x = ops.cast(_x((2, T, D), 1), attn.compute_dtype)
     y = attn(x)
-    assert all(attn._plain_float(layer) for layer in _projections(attn))
+    assert all(projections.is_plain_float(layer) for layer in _projections(attn))
     expected = _self_attention_by_hand(attn, x)
     np.testing.assert_allclose(ops.cast(y, "float32"), ops.cast(expected, "float32"), atol=2e-2)
 
@@ -83,7 +83,7 @@ def test_cross_attention_calls_its_projections(mode):
     attn(y, ctx)
     _transform(_projections(attn), mode)
     q, k, v = attn.query_dense(y), attn.key_dense(ctx), attn.value_dense(ctx)
-    expected = attn.output_dense(dot_product_attention(q, k, v, impl="standard")[0])
+    expected = attn.output_dense(dot_product_attention(q, k, v, attention_impl="reference")[0])
     np.testing.assert_allclose(attn(y, ctx), expected, atol=1e-5)
     # The cached path (keys/values projected once) too.
     cache = attn.compute_cache(ctx)
@@ -192,7 +192,7 @@ def test_no_layer_bypasses_a_quantized_sublayer(quantized_gpt, monkeypatch):
     assert all(n >= 1 for n in counts.values()), {k: n for k, n in counts.items() if n == 0}
     # The check can fail: force the fused path (reading the kernels directly)
     # and the attention projections are no longer called.
-    monkeypatch.setattr(MultiHeadAttentionBase, "_plain_float", staticmethod(lambda layer: True))
+    monkeypatch.setattr(projections, "is_plain_float", lambda layer: True)
     bypassed = [path for path, n in _count_quantized_calls(model, ids).items() if n == 0]
     assert len(bypassed) == 8 and all("self_attention" in path for path in bypassed), bypassed
 
@@ -273,12 +273,12 @@ def test_grouped_query_decoding_step_reads_the_cache_once(kv_heads, monkeypatch)
     attn = L.MultiHeadSelfAttention(4, num_key_value_heads=kv_heads, causal=True, position="rope")
     x = _x((3, T, D), 5)
     attn(x)
-    cache = ops.zeros((3, 2, 16, kv_heads, D // 4))
+    cache = attn.init_cache(3, 16)
     _, cache = attn(x[:, :-1], cache=cache, cache_index=0, padding_mask=ops.ones((3, 16), "bool"))
     padding = np.ones((3, 16), bool)
     padding[0, :2] = False  # a left-padded row
     step, _ = attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
-    monkeypatch.setattr(MultiHeadAttentionBase, "_attend_one_query_grouped", None)
+    monkeypatch.setattr(decoding, "attend_one_query_grouped", None)
     with pytest.raises(TypeError):  # the step really takes the grouped path
         attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
     monkeypatch.undo()

@@ -26,7 +26,7 @@ of power-of-two buckets keep the per-token cost O(current length):
 import numpy as np
 from keras import ops
 
-from keras_tfm.layers.attention.self_attention import CACHE_LENGTH_AXES
+from keras_tfm.layers.attention.decoding import CACHE_LENGTH_AXES
 
 #: Smallest cache length bucket.
 MIN_CACHE_LENGTH = 64

@@ -19,9 +19,8 @@ class CausalLMAdapter(decoding.DecoderAdapter):
         self.model = model
         self.vocabulary_size = model.vocabulary_size
         self.max_length = model.max_length
-        position = model.config.get("position")
         #: The position scheme ("learned", "sinusoidal", "rope", "alibi", "relative" or None).
-        self.position = None if position == "none" else position
+        self.position = model.config.get("position")
 
     def init_caches(self, batch_size, length):
         return self.model.init_caches(batch_size, length)

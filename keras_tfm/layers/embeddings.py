@@ -174,8 +174,6 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         _store_token_options(self, vocabulary_size, d_model, scale, mask_zero, embeddings_initializer)
         self.max_length = check_positive_int("max_length", max_length, allow_none=True)
-        if position == "none":
-            position = None
         self.position = check_choice("position", position, EMBEDDING_POSITIONS)
         if self.position == "learned" and self.max_length is None:
             raise ValueError("position='learned' needs `max_length`.")

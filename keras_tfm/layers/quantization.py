@@ -3,7 +3,7 @@
 `keras.Model.quantize(mode)` quantizes the leaf layers of a model (Dense,
 EinsumDense, ...). The composite keras_tfm layers hold no kernels of their own
 and CALL those sublayers, so the quantized kernels and their scales are used
-(see `MultiHeadAttentionBase._project_heads`). This mixin gives a standalone
+(see `attention/projections.py`). This mixin gives a standalone
 composite layer the same `layer.quantize(mode)`: it quantizes the sublayers the
 layer names in `_quantizable_sublayers()` (recursively for composite ones).
 Norms, dropout and the embedding tables of `TokenEmbedding` stay as they are.

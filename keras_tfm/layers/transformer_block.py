@@ -10,7 +10,7 @@ from keras_tfm.checks import (
     check_rank,
     check_rate,
 )
-from keras_tfm.layers.attention.core import ATTENTION_IMPLS
+from keras_tfm.layers.attention.core import check_attention_impl
 from keras_tfm.layers.attention.cross_attention import CrossAttention
 from keras_tfm.layers.attention.masks import merge_masks
 from keras_tfm.layers.attention.multi_head import ATTENTION_POSITIONS
@@ -131,17 +131,11 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
                 f"`layer_norm_epsilon` must be a positive float; received {layer_norm_epsilon!r}."
             )
         self.layer_norm_epsilon = float(layer_norm_epsilon)
-        if position == "none":
-            position = None
         if position not in ATTENTION_POSITIONS:
             raise ValueError(f"Unknown `position` {position!r}; expected one of {list(ATTENTION_POSITIONS)}.")
         self.position = position
         self.use_bias = check_bool("use_bias", use_bias)
-        if attention_impl not in ATTENTION_IMPLS:
-            raise ValueError(
-                f"Unknown `attention_impl` {attention_impl!r}; expected one of {sorted(ATTENTION_IMPLS)}."
-            )
-        self.attention_impl = attention_impl
+        self.attention_impl = check_attention_impl(attention_impl)
         self.attention_options = dict(attention_options or {})
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)

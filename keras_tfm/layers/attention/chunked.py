@@ -48,18 +48,16 @@ static T; the causal default is 512 × 1024, r = 2), query block i sees key
 blocks [0, i // r) whole and only the first (i % r + 1)·query_chunk_size keys of
 key block i // r, the last query_chunk_size of them holding the diagonal. That
 edge block is cut to this width (a static one: the query loop runs once per
-residue i % r), so nothing is computed beyond the diagonal's own square: at
-T = 8192 the work is 136/256 = 53 % of the non-causal one, in blocks of the
-non-causal size. Square blocks (r = 1) reach the same 53 % but in twice as many
-half-size blocks, whose per-operation cost is relatively higher (about 0.60 of
-the non-causal time at two threads, against 0.55); un-cut 512 × 1024 edges
-compute 144/256. Padded keys come after every real query, so causality masks
-them. Other shapes (key block not a multiple of the query block, a length known
+residue i % r), so nothing is computed beyond the diagonal's own square, in
+blocks of the non-causal size. Square blocks (r = 1) compute the same scores
+in twice as many half-size blocks, each with its own per-operation cost
+(timings in bench/RESULTS.md). Padded keys come after every real query, so
+causality masks them. Other shapes (key block not a multiple of the query block, a length known
 only at run time, cross-attention) take the general path, masking whole edge
 blocks.
 
 All arithmetic is float32 (inputs are cast once; gradients are cast back), the
-mask/bias contract is the one of `attention_core`, and a query whose keys are
+mask/bias contract is the one of `core.py`, and a query whose keys are
 all masked gets a zero output and zero gradients (never NaN).
 
 Options (`attention_options`): `query_chunk_size` (default 512) and
@@ -67,33 +65,28 @@ Options (`attention_options`): `query_chunk_size` (default 512) and
 each clipped to the sequence length; a ragged last chunk is zero-padded and its
 padded keys masked out.
 
-The full weight matrix is never formed, so `return_weights=True` and attention
+The full weight matrix is never formed, so `return_attention_scores=True` and attention
 dropout during training raise a `ValueError`.
 """
+
+from typing import Any
 
 from keras import ops
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.layers.attention.core import (
-    ToeplitzBias,
-    _expand_bias,
-    _expand_mask,
-    register_attention_impl,
-    static_or_dynamic_length,
-)
+from keras_tfm.layers.attention.core import AttentionInputs, register_attention_impl
+from keras_tfm.layers.attention.lengths import ceil_div, is_int, minimum, pad_axis, static_or_dynamic_length
+from keras_tfm.layers.attention.masks import expand_mask
 from keras_tfm.layers.attention.row_blocks import (
     BlockList,
     after,
     augment,
     blocks_of,
-    ceil_div,
     diagonal_sums,
     fori_loop,
     from_blocks,
-    is_int,
-    minimum,
-    pad_axis,
 )
+from keras_tfm.layers.attention.toeplitz_bias import ToeplitzBias, expand_bias
 
 # Finite "minus infinity" for masked scores and the running max; exp(_NEG - finite) == 0.
 _NEG = -1e30
@@ -113,7 +106,9 @@ def _block(x4, i0, j0, cq, ck):
 
 
 @register_attention_impl("chunked")
-def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
+def chunked_attention(
+    inputs: AttentionInputs, query_chunk_size: int = 512, key_chunk_size: int | None = None
+) -> tuple[Any, None]:
     """Exact attention in O(T) memory (forward and backward); see module docs."""
     inputs.refuse_weights("chunked")
     query, key, value = inputs[:3]
@@ -138,7 +133,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
 
     mask4 = None
     if mask is not None:
-        mask4 = _expand_mask(mask)
+        mask4 = expand_mask(mask)
         if mask4.shape[2] != 1:
             mask4 = pad_axis(mask4, 2, pad_q, False)
         if mask4.shape[3] != 1:
@@ -155,7 +150,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     elif bias is not None:
         bias_in = ops.cast(bias, "float32")
         bias_shape = ops.shape(bias_in)
-        b4 = _expand_bias(bias_in)
+        b4 = expand_bias(bias_in)
         bias_dims = tuple(b4.shape)
     need_bias_grad = bias is not None and (not toeplitz or bias.trainable)
 
@@ -163,7 +158,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
     # Row blocks, block index first. Every query/key/value block carries one extra column
     # (`augment`), so the matmuls also compute the row terms: [Q | 0]·[K | 1]ᵀ = S in the
     # forward and [Q | -L]·[K | 1]ᵀ = S - L in the backward; P·[V | 1] = [P·V | rowsum P];
-    # [dO | -δ]·[V | 1]ᵀ = dP - δ. (The extra column is free: a depth of 65 costs what 64 does.)
+    # [dO | -δ]·[V | 1]ᵀ = dP - δ (one more column of matmul depth).
     q_list, k_list = BlockList((batch, heads, cq, d + 1)), BlockList((batch, heads, ck, d + 1))
     v_list, do_list = BlockList((batch, heads, ck, dv + 1)), BlockList((batch, heads, cq, dv + 1))
     o_list, stat_list = BlockList((batch, heads, cq, dv)), BlockList((batch, heads, cq))
@@ -194,7 +189,7 @@ def chunked_attention(inputs, query_chunk_size=512, key_chunk_size=None):
         if toeplitz:
             table = pad_axis(ops.flip(pad_axis(ops.flip(bias_args[0], 1), 1, pad_q), 1), 1, pad_k)
         elif bias is not None:
-            bias4 = _expand_bias(bias_args[0])
+            bias4 = expand_bias(bias_args[0])
             if bias_dims[2] != 1:
                 bias4 = pad_axis(bias4, 2, pad_q)
             if bias_dims[3] != 1:

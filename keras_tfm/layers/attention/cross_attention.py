@@ -1,5 +1,7 @@
 """Cross-attention: queries from one sequence, keys and values from another."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -45,8 +47,16 @@ class CrossAttention(MultiHeadAttentionBase):
         `(batch, target_length, output_dim)`, and the weights if requested.
     """
 
-    def __init__(self, num_heads, key_dim=None, value_dim=None, dropout=0.0, use_bias=True, **kwargs):
-        if kwargs.get("position") not in (None, "none"):
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int | None = None,
+        value_dim: int | None = None,
+        dropout: float = 0.0,
+        use_bias: bool = True,
+        **kwargs,
+    ):
+        if kwargs.get("position") is not None:
             raise ValueError(
                 f"CrossAttention takes no `position` scheme (positions act within one sequence); "
                 f"received position={kwargs['position']!r}; expected None."
@@ -69,53 +79,57 @@ class CrossAttention(MultiHeadAttentionBase):
             )
         self._build_projections(query_shape, context_shape, context_shape)
 
-    def compute_cache(self, context):
+    def compute_cache(self, context: Any) -> Any:
         """Source keys and values, `(batch, 2, source_length, num_heads, key_dim)`."""
         check_rank("context", context, 3)
         return ops.stack(self._project_heads(context, (self.key_dense, self.value_dense)), axis=1)
 
     def call(
         self,
-        query,
-        context=None,
-        query_mask=None,
-        context_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        cache=None,
+        query: Any,
+        context: Any = None,
+        query_mask: Any = None,
+        context_mask: Any = None,
+        attention_mask: Any = None,
+        return_attention_scores: bool = False,
+        training: bool | None = None,
+        cache: Any = None,
     ):
         check_rank("query", query, 3)
         if cache is None:
-            if context is None:
-                raise ValueError("`context` is required unless a precomputed `cache` is given.")
-            check_rank("context", context, 3)
-            if (
-                query.shape[0] is not None
-                and context.shape[0] is not None
-                and query.shape[0] != context.shape[0]
-            ):
-                raise ValueError(
-                    f"`query` and `context` must have the same batch size; received {query.shape[0]} and {context.shape[0]}."
-                )
+            self._check_context(query, context)
+            # K = X W^K, V = X W^V from the source.
             key, value = self._project_heads(context, (self.key_dense, self.value_dense))
             source_length = context.shape[1]
             if context_mask is not None:
                 context_mask = masks_lib.check_padding_mask(context_mask, context, "context_mask")
-        else:
+        else:  # the source keys and values of `compute_cache`
             check_rank("cache", cache, 5)
             key, value = cache[:, 0], cache[:, 1]
             source_length = cache.shape[2]
         masks_lib.check_attention_mask(attention_mask, query.shape[1], source_length)
-        (q,) = self._project_heads(query, (self.query_dense,))
-        full_mask = masks_lib.merge_masks(
+        (q,) = self._project_heads(query, (self.query_dense,))  # Q = Y W^Q from the target
+        mask = masks_lib.merge_masks(
             None if context_mask is None else ops.cast(context_mask, "bool")[:, None, :],
             attention_mask,
         )
-        output, weights = self._attend(q, key, value, full_mask, None, return_attention_scores, training)
+        # heads = softmax(Q Kᵀ/√d_k + M) V
+        heads, weights = self._attention(q, key, value, mask, None, return_attention_scores, training)
+        output = self._project_output(heads)  # Concat(head_1, …, head_H) W^O
         if return_attention_scores:
             return output, weights
         return output
+
+    @staticmethod
+    def _check_context(query: Any, context: Any) -> None:
+        """`context` is given, has rank 3 and the batch size of `query`."""
+        if context is None:
+            raise ValueError("`context` is required unless a precomputed `cache` is given.")
+        check_rank("context", context, 3)
+        if query.shape[0] is not None and context.shape[0] is not None and query.shape[0] != context.shape[0]:
+            raise ValueError(
+                f"`query` and `context` must have the same batch size; received {query.shape[0]} and {context.shape[0]}."
+            )
 
     def compute_mask(self, query, previous_mask=None):
         return previous_mask

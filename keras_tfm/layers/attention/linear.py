@@ -31,16 +31,19 @@ a runtime tensor, while the causal/non-causal algorithm must be chosen when
 the graph is built. Written with `keras.ops`: runs on the TensorFlow, JAX and
 PyTorch backends.
 
-A query with no valid key gets a zero output. `return_weights`, attention
+A query with no valid key gets a zero output. `return_attention_scores`, attention
 dropout in training, `bias` and `scale` raise a `ValueError`.
 """
+
+from typing import Any
 
 import keras
 from keras import ops
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.layers.attention.core import _expand_mask, register_attention_impl, static_or_dynamic_length
-from keras_tfm.layers.attention.row_blocks import pad_axis
+from keras_tfm.layers.attention.core import AttentionInputs, register_attention_impl
+from keras_tfm.layers.attention.lengths import pad_axis, static_or_dynamic_length
+from keras_tfm.layers.attention.masks import expand_mask
 
 _MASK_MESSAGE = (
     "attention_impl='linear' only supports key-padding masks, combined with a causal "
@@ -49,7 +52,7 @@ _MASK_MESSAGE = (
 )
 
 
-def elu_feature_map(x):
+def elu_feature_map(x: Any) -> Any:
     """φ(x) = elu(x) + 1 > 0."""
     return ops.elu(x) + 1.0
 
@@ -74,7 +77,7 @@ def _checked(ok, tensor):
 
 def _key_padding(mask, causal, tq, tk):
     """Reduces a layer mask to key validity `(B|1, H|1, Tk)` and checks its form."""
-    mask4 = _expand_mask(mask)
+    mask4 = expand_mask(mask)
     if mask4.shape[3] == 1:
         raise ValueError(
             "attention_impl='linear' needs a mask that varies over keys (a key-padding "
@@ -90,7 +93,9 @@ def _key_padding(mask, causal, tq, tk):
     return _checked(ops.all(ops.equal(mask4, expected)), key_valid)
 
 
-def linear_attention_reference(query, key, value, key_valid=None, causal=False):
+def linear_attention_reference(
+    query: Any, key: Any, value: Any, key_valid: Any = None, causal: bool = False
+) -> Any:
     """Quadratic reference of linear attention (for tests): materialises
     A = φ(Q)φ(K)ᵀ, zeroes padded (and, if causal, future) keys, normalises rows."""
     fq = elu_feature_map(ops.cast(query, "float32"))
@@ -107,7 +112,7 @@ def linear_attention_reference(query, key, value, key_valid=None, causal=False):
 
 
 @register_attention_impl("linear")
-def linear_attention(inputs, chunk_size=64):
+def linear_attention(inputs: AttentionInputs, chunk_size: int = 64) -> tuple[Any, None]:
     """O(T) kernelized attention; see module docs."""
     inputs.refuse_weights("linear")
     query, key, value = inputs[:3]

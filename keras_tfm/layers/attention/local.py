@@ -11,9 +11,9 @@ n), i.e. a `(w, 3w)` score block, gathered from K and V without ever forming a
 T × T matrix. The band (and the window edges inside it) is masked exactly, the
 g global keys are appended to every block's keys, and the g global queries are
 computed as ordinary rows over all keys (O(g·T)). Softmax in float32, fully
-masked rows give zeros, as in `attention_core`.
+masked rows give zeros, as in the core (`core.py`).
 
-Any mask and bias of the `attention_core` contract are supported: only the
+Any mask and bias of the core's contract are supported: only the
 band entries of a full (Tq, Tk) mask / bias are read (gathered blockwise), and
 key-padding masks `(B, 1, Tk)` are broadcast. Causal masks passed by the layers
 are therefore honoured even without `causal=True`; `causal=True` additionally
@@ -24,22 +24,20 @@ A `ToeplitzBias` (ALiBi / relative positions, as the layers pass it) is read
 on the band only: within a block the key − query offset does not depend on
 the block, so the whole band bias is one `(H, w, nkw)` gather.
 
-Attention-weight dropout is applied to the banded weights; `return_weights`
+Attention-weight dropout is applied to the banded weights; `return_attention_scores`
 raises a `ValueError` (the T × T weights are never formed). Written with
 `keras.ops`: runs on the TensorFlow, JAX and PyTorch backends.
 """
 
+from typing import Any
+
 from keras import ops
 
 from keras_tfm.checks import check_non_negative_int, check_positive_int
-from keras_tfm.layers.attention.core import (
-    MASK_FILL_VALUE,
-    ToeplitzBias,
-    _expand_bias,
-    _expand_mask,
-    register_attention_impl,
-    static_or_dynamic_length,
-)
+from keras_tfm.layers.attention.core import AttentionInputs, register_attention_impl
+from keras_tfm.layers.attention.lengths import static_or_dynamic_length
+from keras_tfm.layers.attention.masks import MASK_FILL_VALUE, expand_mask
+from keras_tfm.layers.attention.toeplitz_bias import ToeplitzBias, expand_bias
 
 
 def _band(x4, nb, w, nkw, t, fill):
@@ -83,7 +81,7 @@ def _toeplitz_at(bias, t, offsets):
 
 
 @register_attention_impl("local")
-def local_attention(inputs, window=128, global_tokens=0):
+def local_attention(inputs: AttentionInputs, window: int = 128, global_tokens: int = 0) -> tuple[Any, None]:
     """Sliding-window attention in O(T·window); see module docs."""
     inputs.refuse_weights("local", dropout=False)  # weight dropout is applied on the band
     check_positive_int("window", window)
@@ -108,9 +106,9 @@ def local_attention(inputs, window=128, global_tokens=0):
     q = ops.cast(query, "float32") * scale
     k = ops.cast(key, "float32")
     v = ops.cast(value, "float32")
-    mask4 = None if mask is None else _expand_mask(mask)
+    mask4 = None if mask is None else expand_mask(mask)
     toeplitz = isinstance(bias, ToeplitzBias)
-    bias4 = None if bias is None or toeplitz else _expand_bias(bias)
+    bias4 = None if bias is None or toeplitz else expand_bias(bias)
 
     # ------------------------------------------------ banded (local) part
     qb = ops.reshape(ops.pad(q, [[0, 0], [0, nb * w - t], [0, 0], [0, 0]]), (batch, nb, w, h, d))

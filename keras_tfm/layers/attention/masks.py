@@ -4,14 +4,23 @@ A *padding mask* has shape `(batch, length)` and marks real tokens (True) versus
 padding (False). An *attention mask* has shape `(batch, query_length, key_length)`
 (or `(batch, heads, query_length, key_length)`) and says, for each query, which
 keys it may attend to. These helpers build and combine them with `keras.ops`.
+
+Inside attention a mask M enters the scores as 0 where True and as
+`MASK_FILL_VALUE` (a finite float32 stand-in for −∞) where False.
 """
+
+from typing import Any
 
 from keras import ops
 
 from keras_tfm.checks import as_bool_mask, check_leading_dims
 
+#: Finite large negative fill of masked float32 scores before the softmax
+#: (never −inf, never a float16 overflow).
+MASK_FILL_VALUE = -1e9
 
-def causal_mask(query_length, key_length=None, offset=0):
+
+def causal_mask(query_length: Any, key_length: Any = None, offset: Any = 0) -> Any:
     """Lower-triangular mask: query `i` (at absolute position `offset + i`) may
     attend key `j` iff `j <= offset + i`.
 
@@ -32,7 +41,30 @@ def causal_mask(query_length, key_length=None, offset=0):
     return ops.greater_equal(q_pos, k_pos)
 
 
-def padding_to_attention_mask(query_mask=None, key_mask=None):
+def expand_mask(mask: Any) -> Any:
+    """Brings a boolean mask of rank 2 `(Tq, Tk)`, 3 `(B, Tq, Tk)` or 4
+    `(B, H, Tq, Tk)` to rank 4 `(B|1, H|1, Tq, Tk)`."""
+    mask = ops.cast(mask, "bool")
+    rank = len(mask.shape)
+    if rank == 2:
+        return mask[None, None, :, :]
+    if rank == 3:
+        return mask[:, None, :, :]
+    if rank == 4:
+        return mask
+    raise ValueError(f"`mask` must have rank 2, 3 or 4; received shape {tuple(mask.shape)}.")
+
+
+def score_mask(mask: Any, causal: bool, query_length: Any, key_length: Any) -> Any:
+    """The rank-4 boolean mask of the scores, `mask ∧ causal`, or None when
+    neither is given."""
+    if causal:
+        causal_m = causal_mask(query_length, key_length)[None, None]
+        return causal_m if mask is None else ops.logical_and(expand_mask(mask), causal_m)
+    return None if mask is None else expand_mask(mask)
+
+
+def padding_to_attention_mask(query_mask: Any = None, key_mask: Any = None) -> Any:
     """Turns padding masks into an attention mask of shape `(B, Tq, Tk)`.
 
     Only `key_mask` restricts attention; `query_mask` is accepted so that callers
@@ -48,7 +80,7 @@ def padding_to_attention_mask(query_mask=None, key_mask=None):
     return ops.expand_dims(ops.cast(key_mask, "bool"), axis=1)
 
 
-def merge_masks(*masks):
+def merge_masks(*masks: Any) -> Any:
     """Logical AND of any number of broadcastable boolean masks (None ignored)."""
     result = None
     for m in masks:
@@ -59,7 +91,7 @@ def merge_masks(*masks):
     return result
 
 
-def check_padding_mask(mask, inputs, name="padding_mask"):
+def check_padding_mask(mask: Any, inputs: Any, name: str = "padding_mask") -> Any:
     """Validates a `(batch, length)` padding mask against `(batch, length, ...)`
     inputs; raises a `ValueError` naming `name` (static shapes), or asserts
     the sizes at run time when they are dynamic.
@@ -76,7 +108,9 @@ def check_padding_mask(mask, inputs, name="padding_mask"):
     return check_leading_dims(name, mask, "inputs", inputs)
 
 
-def check_attention_mask(mask, query_length, key_length, name="attention_mask"):
+def check_attention_mask(
+    mask: Any, query_length: int | None, key_length: int | None, name: str = "attention_mask"
+) -> None:
     """Validates an attention mask of rank 2, 3 or 4 whose last two axes are
     `(query_length, key_length)` when those are statically known."""
     if mask is None:

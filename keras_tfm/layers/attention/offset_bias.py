@@ -4,7 +4,7 @@
     bias[h, i, j] = f_h(pos_k(j) − pos_q(i))
 
 Because the bias is a function of the offset alone, the attention core can
-also take it as an O(T) `ToeplitzBias` (`attention_core.py`).
+also take it as an O(T) `ToeplitzBias` (`toeplitz_bias.py`).
 """
 
 import keras

@@ -6,37 +6,14 @@ first: `(n, B, H, c, D)`, `n = ceil(T / c)`, the last block zero-padded
 `TensorList` on TensorFlow), read and written one at a time; `fori_loop` is
 the loop.
 
-Shapes may be Python ints or, for a dynamic sequence length, scalar tensors;
-the helpers accept both.
+Shapes may be Python ints or, for a dynamic sequence length, scalar tensors
+(`lengths.py`); the helpers accept both.
 """
 
 import keras
 from keras import ops
 
-from keras_tfm.layers.attention.core import static_or_dynamic_length
-
-
-def is_int(x):
-    """Whether `x` is a Python int (not a bool, not a tensor)."""
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def minimum(a, b):
-    """min(a, b) for ints or scalar tensors."""
-    return min(a, b) if is_int(a) and is_int(b) else ops.minimum(a, b)
-
-
-def ceil_div(a, b):
-    return -(-a // b)
-
-
-def pad_axis(x, axis, pad, value=0):
-    """Appends `pad` (int or scalar tensor) entries equal to `value` on `axis`."""
-    if is_int(pad) and pad == 0:
-        return x
-    shape = [static_or_dynamic_length(x, a) for a in range(len(x.shape))]
-    shape[axis] = pad
-    return ops.concatenate([x, ops.full(shape, value, dtype=x.dtype)], axis=axis)
+from keras_tfm.layers.attention.lengths import is_int, pad_axis
 
 
 def blocks_of(x, batch, block, pad, heads, dim):
@@ -64,7 +41,7 @@ class BlockList:
     On TensorFlow a `TensorList` (the storage of `tf.TensorArray`): a read
     aliases the block and a write replaces it, so an access costs O(block).
     A `(n, ...)` tensor would be copied whole by every `slice_update` outside
-    XLA (the per-block copy of a T × d buffer was ~15 % of the step). Other
+    XLA (a T × d copy per block; bench/RESULTS.md). Other
     backends keep the `(n, ...)` tensor (`jax.jit` updates it in place).
     The loops carry the handle that `from_tensor`/`zeros`/`write` return.
     """

@@ -1,16 +1,14 @@
 """Multi-head self-attention: queries, keys and values from one sequence."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_cache_index, check_positive_int, check_rank
+from keras_tfm.checks import check_bool, check_cache_index, check_rank
+from keras_tfm.layers.attention import decoding
 from keras_tfm.layers.attention import masks as masks_lib
 from keras_tfm.layers.attention.multi_head import MultiHeadAttentionBase
-
-#: Slot (length) axis of the two tensors of a decoding cache: keys `(batch,
-#: kv_heads, key_dim, length)` are stored transposed, values are `(batch,
-#: kv_heads, length, value_dim)` (`MultiHeadSelfAttention.init_cache`).
-CACHE_LENGTH_AXES = (3, 2)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -30,22 +28,14 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
     `Embedding(mask_zero=True)`), from `padding_mask`, or both (they are ANDed);
     the input mask is propagated to the output.
 
-    Incremental (cached) decoding: pass `cache`, a pair `(keys, values)` from
-    `init_cache`: keys `(batch, num_key_value_heads, key_dim, max_length)`
-    (stored transposed) and values `(batch, num_key_value_heads, max_length,
-    value_dim)`, zeros initially (uint16 tensors hold bfloat16 bits: half the
-    bytes), and `cache_index`, the number of positions already written. The
-    new keys and values are written in place (no concatenation), the queries
-    attend to every filled position (causally), and the updated pair is
-    returned as the last output. A single query (a decoding step) is two
-    batched matmuls over the cache (`_attend_one_query_grouped`), q·K and P·V,
-    each the plain (rows × depth)·(depth × columns) form: both read the cache
-    where it lies, each cached key and value once. (Keys stored
-    `(…, length, key_dim)` would need the transposed product q·Kᵀ, and XLA on
-    CPU copies the whole key cache into the other layout at every step.) A
-    rank-5 tensor `(batch, 2, max_length, num_key_value_heads, head_dim)` (the
-    earlier layout) is accepted too and returned in that layout (converted on
-    every call: slower).
+    Incremental (cached) decoding: pass `cache`, the pair `(keys, values)`
+    from `init_cache` (keys `(batch, num_key_value_heads, key_dim,
+    max_length)`, stored transposed, and values `(batch, num_key_value_heads,
+    max_length, value_dim)`), and `cache_index`, the number of positions
+    already written. The new keys and values are written into their slots,
+    the queries attend to every filled position (causally), and the updated
+    pair is returned as the last output. A single query (a decoding step)
+    reads each cached key and value once (`decoding.py`).
 
     Args:
         num_heads: number of heads.
@@ -80,13 +70,13 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
     def __init__(
         self,
-        num_heads,
-        key_dim=None,
-        value_dim=None,
-        dropout=0.0,
-        use_bias=True,
-        causal=False,
-        position=None,
+        num_heads: int,
+        key_dim: int | None = None,
+        value_dim: int | None = None,
+        dropout: float = 0.0,
+        use_bias: bool = True,
+        causal: bool = False,
+        position: str | None = None,
         **kwargs,
     ):
         super().__init__(
@@ -111,82 +101,92 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
     def call(
         self,
-        inputs,
-        padding_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        cache=None,
-        cache_index=None,
-        mask=None,
-        inputs_mask=None,
+        inputs: Any,
+        padding_mask: Any = None,
+        attention_mask: Any = None,
+        return_attention_scores: bool = False,
+        training: bool | None = None,
+        cache: tuple[Any, Any] | None = None,
+        cache_index: Any = None,
+        mask: Any = None,
+        inputs_mask: Any = None,
     ):
         check_rank("inputs", inputs, 3)
-        query, key, value = self._project_heads(inputs, (self.query_dense, self.key_dense, self.value_dense))
         length = ops.shape(inputs)[1]
+        # Q = X W^Q, K = X W^K, V = X W^V, split into heads.
+        query, key, value = self._project_heads(inputs, (self.query_dense, self.key_dense, self.value_dense))
 
         if cache is None:
-            implicit = masks_lib.merge_masks(mask, inputs_mask)
-            padding_mask = masks_lib.check_padding_mask(padding_mask, inputs, "padding_mask")
-            masks_lib.check_attention_mask(attention_mask, inputs.shape[1], inputs.shape[1])
-            start = 0
-            key_length = length
-            causal = None  # applied inside the attention core (`causal=` below)
-            key_padding = masks_lib.merge_masks(padding_mask, implicit)
+            start, key_length = 0, length
+            mask = self._sequence_mask(
+                inputs, padding_mask, attention_mask, masks_lib.merge_masks(mask, inputs_mask)
+            )
         else:
             if cache_index is None:
                 raise ValueError("`cache_index` is required when `cache` is given.")
-            cached_keys, cached_values = self._unpack_cache(cache)
-            key_length = ops.shape(cached_values)[CACHE_LENGTH_AXES[1]]
+            heads = self.num_key_value_heads or self.num_heads
+            cache = decoding.check_cache(cache, heads, self._key_dim, self._value_dim)
+            key_length = decoding.cache_length(cache)
             # Negative or overflowing indices would be clamped into the wrong cache slots.
             start = ops.cast(check_cache_index("cache_index", cache_index, length, key_length), "int32")
-            causal = masks_lib.causal_mask(length, key_length, offset=start)
-            key_padding = padding_mask
+            # The new queries sit at positions start…; `padding_mask` covers the cache slots.
+            mask = masks_lib.merge_masks(
+                masks_lib.causal_mask(length, key_length, offset=start),
+                None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, :],
+                attention_mask,
+            )
 
-        if self.rotary is not None:
+        if self.rotary is not None:  # RoPE rotates Q and K by their absolute positions
             query = self.rotary(query, start_index=start)
             key = self.rotary(key, start_index=start)
+        bias = self._position_bias(length, key_length, start)  # B: ALiBi / T5 relative positions
 
-        new_cache = None
-        if cache is not None:
-            cached_keys = _write_slots(cached_keys, key, start, CACHE_LENGTH_AXES[0])
-            cached_values = _write_slots(cached_values, value, start, CACHE_LENGTH_AXES[1])
-            new_cache = self._pack_cache(cache, cached_keys, cached_values)
-            key, value = _read_slots(cached_keys, key.dtype), _read_slots(cached_values, value.dtype)
-
-        full_mask = masks_lib.merge_masks(
-            causal,
-            None if key_padding is None else ops.cast(key_padding, "bool")[:, None, :],
-            attention_mask,
-        )
-        bias = self._position_bias(length, key_length, start)
-        if cache is not None and self._one_query_step(query, full_mask, return_attention_scores):
-            output = self._attend_one_query_grouped(
-                query, key, value, full_mask, bias, training, cache_layout=True
+        if cache is None:
+            # heads = softmax(Q Kᵀ/√d_k + B + M) V; causality is applied inside the core.
+            heads, weights = self._attention(
+                query, key, value, mask, bias, return_attention_scores, training, causal=self.causal
             )
-            weights = None
         else:
-            if cache is not None:  # the attention core takes (batch, length, heads, dim)
-                key, value = ops.transpose(key, (0, 3, 1, 2)), ops.transpose(value, (0, 2, 1, 3))
-            output, weights = self._attend(
-                query,
-                key,
-                value,
-                full_mask,
-                bias,
-                return_attention_scores,
-                training,
-                causal=self.causal and cache is None,
-            )
+            cache = decoding.write_cache(cache, key, value, start)
+            key, value = decoding.read_cache(cache, key.dtype)
+            if decoding.takes_one_query_step(query, mask, self.attention_impl, return_attention_scores):
+                heads = decoding.attend_one_query_grouped(
+                    query,
+                    key,
+                    value,
+                    mask,
+                    bias,
+                    self.num_heads,
+                    self.dropout_layer if self.dropout > 0 else None,
+                    training,
+                    cache_layout=True,
+                )
+                weights = None
+            else:
+                key, value = decoding.sequence_layout(key, value)
+                heads, weights = self._attention(
+                    query, key, value, mask, bias, return_attention_scores, training
+                )
+        output = self._project_output(heads)  # Concat(head_1, …, head_H) W^O
 
         outputs = (output,)
         if return_attention_scores:
             outputs += (weights,)
         if cache is not None:
-            outputs += (new_cache,)
+            outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def init_cache(self, batch_size, length, dtype=None):
+    def _sequence_mask(self, inputs: Any, padding_mask: Any, attention_mask: Any, implicit_mask: Any) -> Any:
+        """M of an uncached call: key padding (`padding_mask` ∧ the implicit mask)
+        `(B, 1, T)` ∧ `attention_mask`, or None."""
+        padding_mask = masks_lib.check_padding_mask(padding_mask, inputs, "padding_mask")
+        masks_lib.check_attention_mask(attention_mask, inputs.shape[1], inputs.shape[1])
+        key_padding = masks_lib.merge_masks(padding_mask, implicit_mask)
+        return masks_lib.merge_masks(
+            None if key_padding is None else ops.cast(key_padding, "bool")[:, None, :], attention_mask
+        )
+
+    def init_cache(self, batch_size: Any, length: int, dtype: str | None = None) -> tuple[Any, Any]:
         """Zero key/value cache of `length` slots for this (built) layer.
 
         Args:
@@ -201,66 +201,19 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         Returns:
             `(keys, values)`: keys `(batch, kv_heads, key_dim, length)` (stored
             transposed), values `(batch, kv_heads, length, value_dim)`; the slot
-            axis of each is `CACHE_LENGTH_AXES`.
+            axis of each is `decoding.CACHE_LENGTH_AXES`.
         """
         if not self.built:
             raise ValueError("`init_cache` needs a built layer (call it once, or `build` it, first).")
-        length = check_positive_int("length", length)
-        dtype = dtype or self.compute_dtype
-        if dtype == "bfloat16" and self.compute_dtype != "bfloat16":
-            dtype = "uint16"
         heads = self.num_key_value_heads or self.num_heads
-        return (
-            ops.zeros((batch_size, heads, self._key_dim, length), dtype=dtype),
-            ops.zeros((batch_size, heads, length, self._value_dim), dtype=dtype),
-        )
-
-    def _unpack_cache(self, cache):
-        """`(keys, values)` in the `init_cache` layout, from a cache pair or from a
-        rank-5 `(batch, 2, length, G, head_dim)` tensor (the earlier layout)."""
-        heads = self.num_key_value_heads or self.num_heads
-        if isinstance(cache, (tuple, list)):
-            if len(cache) != 2:
-                raise ValueError(f"`cache` must be a pair (keys, values); received {len(cache)} tensors.")
-            for name, part in zip(("cache[0] (keys)", "cache[1] (values)"), cache):
-                check_rank(name, part, 4)
-            keys, values = cache
-        else:
-            check_rank("cache", cache, 5)
-            if self._key_dim != self._value_dim:
-                raise ValueError("A stacked (rank-5) key/value cache needs `key_dim == value_dim`.")
-            keys, values = ops.transpose(cache[:, 0], (0, 2, 3, 1)), ops.transpose(cache[:, 1], (0, 2, 1, 3))
-        if (
-            tuple(keys.shape[1:3]) != (heads, self._key_dim)
-            or values.shape[1] != heads
-            or values.shape[3] != self._value_dim
-            or (
-                keys.shape[3] is not None and values.shape[2] is not None and keys.shape[3] != values.shape[2]
-            )
-        ):
-            raise ValueError(
-                f"`cache` must be (keys, values) as `init_cache` makes them: keys (batch, {heads} key/value "
-                f"heads, {self._key_dim}, length) and values (batch, {heads}, length, {self._value_dim}); "
-                f"received shapes {tuple(keys.shape)} and {tuple(values.shape)}."
-            )
-        return keys, values
-
-    @staticmethod
-    def _pack_cache(cache, keys, values):
-        """The updated cache in the caller's form: a pair, or the rank-5 tensor."""
-        if isinstance(cache, (tuple, list)):
-            return keys, values
-        return ops.stack([ops.transpose(keys, (0, 3, 1, 2)), ops.transpose(values, (0, 2, 1, 3))], axis=1)
-
-    def _one_query_step(self, query, mask, return_attention_scores):
-        """Whether a cached call takes `_attend_one_query_grouped`: one query,
-        the standard core ("auto" is standard for one query), no weights
-        requested, a mask without a per-head axis."""
-        return (
-            query.shape[1] == 1
-            and self.attention_impl in ("auto", "standard")
-            and not return_attention_scores
-            and (mask is None or len(mask.shape) < 4 or mask.shape[1] == 1)
+        return decoding.init_cache(
+            batch_size,
+            length,
+            heads,
+            self._key_dim,
+            self._value_dim,
+            dtype or self.compute_dtype,
+            self.compute_dtype,
         )
 
     def compute_mask(self, inputs, mask=None):
@@ -270,37 +223,3 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         config = super().get_config()
         config.update({"causal": self.causal})
         return config
-
-
-def _write_slots(cached, new, start, axis):
-    """Writes `new` `(batch, T, G, d)` into a cache tensor at slots `start ..
-    start + T - 1` of its length `axis` (3: keys `(batch, G, d, L)`; 2:
-    values `(batch, G, L, d)`), as bfloat16 bits when `cached` is uint16.
-
-    One decoding step (T = 1) is a scatter of `batch·G·d` numbers: XLA updates
-    the loop's buffer in place and hands it to the attention matmuls as is.
-    (A dynamic slice update there is fused with the reshape XLA puts before
-    a matmul whose batch or head axis has size 1, and the fused copy then
-    re-writes the whole cache at every step.)
-    """
-    new = ops.transpose(new, (0, 2, 3, 1) if axis == 3 else (0, 2, 1, 3))
-    if cached.dtype == "uint16":  # bfloat16 bits: Keras would cast a float cache argument
-        new = ops.view(ops.cast(new, "bfloat16"), "uint16")
-    else:
-        new = ops.cast(new, cached.dtype)
-    zero = ops.zeros((), "int32")
-    if new.shape[axis] != 1:
-        return ops.slice_update(cached, (zero, zero) + ((zero, start) if axis == 3 else (start, zero)), new)
-    # Every (batch, head, feature) row of the slot, in `new`'s order.
-    dims = [ops.shape(cached)[0], cached.shape[1], cached.shape[5 - axis]]
-    flat = ops.arange(dims[0] * dims[1] * dims[2], dtype="int32")
-    index = [flat // (dims[1] * dims[2]), (flat // dims[2]) % dims[1], flat % dims[2]]
-    index.insert(axis, ops.broadcast_to(ops.cast(start, "int32"), ops.shape(flat)))
-    return ops.scatter_update(cached, ops.stack(index, axis=1), ops.reshape(new, (-1,)))
-
-
-def _read_slots(cached, dtype):
-    """The cache in the compute dtype (bfloat16 bits unpacked)."""
-    if cached.dtype == "uint16":
-        cached = ops.view(cached, "bfloat16")
-    return ops.cast(cached, dtype)

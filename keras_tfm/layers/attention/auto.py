@@ -1,0 +1,64 @@
+"""The default implementation: `attention_impl="auto"`.
+
+    "standard"  when the weights are requested, weight dropout is active, or
+                there is one query (a cached decoding step: a `(1, Tk)` score row);
+    "fused"     on a GPU under JAX with float16/bfloat16 inputs and no score bias;
+    "chunked"   when the key length is at least `min_key_length`
+                (default `AUTO_MIN_KEY_LENGTH`);
+    "standard"  otherwise.
+
+The key length is read statically when it is known (always on JAX and
+PyTorch, and in TensorFlow graphs traced for fixed-length batches, as
+`model.fit` and XLA trace them); when it is unknown at trace time (a
+TensorFlow graph traced with a `None` length) the choice is made at run time
+inside the graph with `keras.ops.cond`.
+"""
+
+from typing import Any
+
+import keras
+from keras import ops
+
+from keras_tfm.checks import check_positive_int
+from keras_tfm.layers.attention.core import ATTENTION_IMPLS, AttentionInputs, register_attention_impl
+from keras_tfm.layers.attention.fused import fused_attention, fused_kernel_available
+
+#: "auto" takes the chunked path from this key length on. Chosen with
+#: `python bench/attention_memory.py --threshold` (time and peak memory of one
+#: causal layer, forward + backward, standard against chunked); the figures are
+#: in bench/RESULTS.md.
+AUTO_MIN_KEY_LENGTH = 2048
+
+
+@register_attention_impl("auto")
+def auto_attention(
+    inputs: AttentionInputs, min_key_length: int | None = None, **chunked_options: Any
+) -> tuple[Any, Any]:
+    """ "chunked" for long keys, "standard" otherwise (module docstring).
+
+    Options: `min_key_length` (default `AUTO_MIN_KEY_LENGTH`) and the options of
+    "chunked" (`query_chunk_size`, `key_chunk_size`).
+    """
+    threshold = AUTO_MIN_KEY_LENGTH if min_key_length is None else min_key_length
+    check_positive_int("min_key_length", threshold)
+    standard = ATTENTION_IMPLS["standard"]
+    if inputs.return_attention_scores or inputs.dropout_active() or inputs.query.shape[1] == 1:
+        return standard(inputs)
+    inputs = inputs._replace(return_attention_scores=False)
+    if fused_kernel_available(inputs.query, inputs.value, inputs.bias):
+        return fused_attention(inputs)
+    chunked = ATTENTION_IMPLS["chunked"]
+    tk = inputs.key.shape[1]
+    if not isinstance(tk, int) and keras.backend.backend() != "tensorflow":
+        # A symbolic length exists only while Keras infers shapes on JAX/PyTorch (real calls have
+        # static shapes there); both paths give the same output shape.
+        return standard(inputs)
+    if tk is not None:
+        return chunked(inputs, **chunked_options) if tk >= threshold else standard(inputs)
+    dtype = inputs.value.dtype
+    output = ops.cond(
+        ops.shape(inputs.key)[1] >= threshold,
+        lambda: ops.cast(chunked(inputs, **chunked_options)[0], dtype),
+        lambda: ops.cast(standard(inputs)[0], dtype),
+    )
+    return output, None
