@@ -2,6 +2,7 @@
 the reverse (weight-tied) projection back to vocabulary logits."""
 
 import math
+from typing import Any
 
 import keras
 from keras import ops
@@ -58,11 +59,11 @@ class TokenEmbedding(keras.layers.Layer):
 
     def __init__(
         self,
-        vocabulary_size,
-        d_model,
-        scale=False,
-        mask_zero=False,
-        embeddings_initializer="uniform",
+        vocabulary_size: int,
+        d_model: int,
+        scale: bool = False,
+        mask_zero: bool = False,
+        embeddings_initializer: Any = "uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -75,7 +76,7 @@ class TokenEmbedding(keras.layers.Layer):
             initializer=self.embeddings_initializer,
         )
 
-    def call(self, inputs, reverse=False):
+    def call(self, inputs: Any, reverse: bool = False):
         if reverse:
             check_rank("inputs", inputs, (2, 3))
             kernel = ops.cast(self.embeddings, self.compute_dtype)
@@ -162,13 +163,13 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     def __init__(
         self,
-        vocabulary_size,
-        d_model,
-        max_length=None,
-        position="learned",
-        scale=False,
-        mask_zero=False,
-        embeddings_initializer="uniform",
+        vocabulary_size: int,
+        d_model: int,
+        max_length: int | None = None,
+        position: str | None = "learned",
+        scale: bool = False,
+        mask_zero: bool = False,
+        embeddings_initializer: Any = "uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -201,7 +202,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         elif self.position == "sinusoidal":
             self.position_embedding = PositionalEncoding(dtype=self.dtype_policy, name="position_encoding")
 
-    def call(self, inputs, start_index=0, reverse=False, positions=None):
+    def call(self, inputs: Any, start_index: Any = 0, reverse: bool = False, positions: Any = None):
         if reverse:
             return self.token_embedding(inputs, reverse=True)
         check_rank("inputs", inputs, 2)

@@ -1,5 +1,7 @@
 """Position-wise feed-forward network."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -12,7 +14,7 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu")
 GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}
 
 
-def get_activation(name):
+def get_activation(name: str) -> Any:
     """Returns the activation function for one of `ACTIVATIONS` (for a gated
     unit, the activation of its gate: SiLU for "swiglu", GELU for "geglu")."""
     check_choice("activation", name, ACTIVATIONS)
@@ -58,13 +60,13 @@ class FeedForward(QuantizeSublayersMixin, keras.layers.Layer):
 
     def __init__(
         self,
-        d_ff,
-        activation="relu",
-        dropout=0.0,
-        use_bias=True,
-        output_dim=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
+        d_ff: int,
+        activation: str = "relu",
+        dropout: float = 0.0,
+        use_bias: bool = True,
+        output_dim: int | None = None,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -101,7 +103,7 @@ class FeedForward(QuantizeSublayersMixin, keras.layers.Layer):
             self.gate_dense.build(input_shape)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="dropout")
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: Any, training: bool | None = None):
         if self.gate_dense is not None:
             x = self._act(self.gate_dense(inputs)) * self.inner_dense(inputs)
         else:

@@ -17,17 +17,18 @@ sublayer its own instance:
 """
 
 import hashlib
+from typing import Any
 
 import keras
 
 
-def derive_seed(seed, salt):
+def derive_seed(seed: int, salt: str) -> int:
     """A seed in [1, 2³¹ − 1) determined by `seed` and the string `salt`."""
     digest = hashlib.sha256(f"{int(seed)}/{salt}".encode()).digest()
     return int.from_bytes(digest[:8], "little") % (2**31 - 2) + 1
 
 
-def clone_initializer(initializer, salt):
+def clone_initializer(initializer: Any, salt: str) -> Any:
     """An independent copy of `initializer` for the sublayer named by `salt`.
 
     Args:
@@ -51,7 +52,7 @@ def clone_initializer(initializer, salt):
     return initializer.__class__.from_config(config)
 
 
-def clone_initializers(kwargs, salt):
+def clone_initializers(kwargs: dict, salt: str) -> dict:
     """Copy of a layer's keyword arguments with every `*initializer` entry
     cloned for the layer named by `salt` (e.g. one Transformer block)."""
     return {

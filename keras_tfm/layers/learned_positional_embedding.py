@@ -1,5 +1,7 @@
 """Learned absolute position embeddings (BERT, GPT-2)."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -29,7 +31,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         shape as `inputs`.
     """
 
-    def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
+    def __init__(self, max_length: int, initializer: Any = "glorot_uniform", **kwargs):
         super().__init__(**kwargs)
         self.max_length = check_positive_int("max_length", max_length)
         self.initializer = keras.initializers.get(initializer)
@@ -46,7 +48,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             initializer=self.initializer,
         )
 
-    def call(self, inputs, start_index=0, positions=None):
+    def call(self, inputs: Any, start_index: Any = 0, positions: Any = None):
         check_rank("inputs", inputs, 3)
         if positions is not None:
             positions = ops.clip(ops.cast(positions, "int32"), 0, self.max_length - 1)

@@ -1,5 +1,7 @@
 """Projection from hidden states to the vocabulary, and temperature softmax."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -16,7 +18,7 @@ from keras_tfm.layers.quantization import QuantizeSublayersMixin
 HEAD_OUTPUTS = ("logits", "probabilities")
 
 
-def softmax_with_temperature(logits, temperature=1.0):
+def softmax_with_temperature(logits: Any, temperature: Any = 1.0) -> Any:
     """p_i = exp(z_i / τ) / Σ_j exp(z_j / τ), in float32.
 
     τ → 0 approaches one-hot argmax; τ > 1 flattens the distribution.
@@ -56,11 +58,11 @@ class OutputHead(QuantizeSublayersMixin, keras.layers.Layer):
 
     def __init__(
         self,
-        vocabulary_size,
-        use_bias=True,
-        output="logits",
-        temperature=1.0,
-        kernel_initializer="glorot_uniform",
+        vocabulary_size: int,
+        use_bias: bool = True,
+        output: str = "logits",
+        temperature: float = 1.0,
+        kernel_initializer: Any = "glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -81,7 +83,7 @@ class OutputHead(QuantizeSublayersMixin, keras.layers.Layer):
         )
         self.dense.build(input_shape)
 
-    def call(self, inputs, temperature=None):
+    def call(self, inputs: Any, temperature: Any = None):
         logits = ops.cast(self.dense(inputs), "float32")
         if self.output_type == "logits":
             return logits

@@ -1,6 +1,8 @@
 """Vision tokens: image patches → vectors (ViT, Dosovitskiy et al. 2021) and the
 learnable [CLS] token."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -45,11 +47,11 @@ class PatchEmbedding(keras.layers.Layer):
 
     def __init__(
         self,
-        patch_size,
-        d_model,
-        use_bias=True,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
+        patch_size: int | tuple[int, int],
+        d_model: int,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -59,7 +61,7 @@ class PatchEmbedding(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
-    def grid_size(self, image_shape):
+    def grid_size(self, image_shape: tuple) -> tuple[int, int]:
         """(rows, cols) of patches for an image shape (…, height, width, channels)."""
         height, width = image_shape[-3], image_shape[-2]
         for axis, size, p in (("height", height, self.patch_size[0]), ("width", width, self.patch_size[1])):
@@ -91,7 +93,7 @@ class PatchEmbedding(keras.layers.Layer):
         )
         self.projection.build(input_shape)
 
-    def call(self, inputs):
+    def call(self, inputs: Any):
         check_rank("inputs", inputs, 4)
         x = self.projection(inputs)  # (B, rows, cols, d)
         shape = ops.shape(x)
@@ -125,7 +127,7 @@ class ClassToken(keras.layers.Layer):
         **kwargs: standard `keras.layers.Layer` arguments.
     """
 
-    def __init__(self, initializer="zeros", **kwargs):
+    def __init__(self, initializer: Any = "zeros", **kwargs):
         super().__init__(**kwargs)
         self.initializer = keras.initializers.get(initializer)
 
@@ -136,7 +138,7 @@ class ClassToken(keras.layers.Layer):
             )
         self.token = self.add_weight(name="token", shape=(input_shape[-1],), initializer=self.initializer)
 
-    def call(self, inputs):
+    def call(self, inputs: Any):
         check_rank("inputs", inputs, 3)
         batch = ops.shape(inputs)[0]
         cls = ops.broadcast_to(

@@ -1,19 +1,21 @@
 """Sinusoidal positional encoding of Vaswani et al. (2017)."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
 from keras_tfm.checks import check_float_dtype, check_positive_float, check_rank
 
 
-def inverse_frequencies(dim, max_wavelength, dtype="float32"):
+def inverse_frequencies(dim: int, max_wavelength: float, dtype: str = "float32") -> Any:
     """θ_i = w^(−2i/d), i = 0 … ⌈d/2⌉ − 1: the frequencies of the sinusoidal
     encoding and of RoPE, in `dtype`."""
     i = ops.arange((dim + 1) // 2, dtype=dtype)
     return ops.power(ops.cast(max_wavelength, dtype), -2.0 * i / float(dim))
 
 
-def sinusoidal_table(positions, dim, max_wavelength=10000.0):
+def sinusoidal_table(positions: Any, dim: int, max_wavelength: float = 10000.0) -> Any:
     """PE(p, 2i) = sin(p / w^(2i/d)), PE(p, 2i+1) = cos(p / w^(2i/d)), float32.
 
     Args:
@@ -45,7 +47,7 @@ class GeometricWavelengths(keras.layers.Layer):
         **kwargs: standard `keras.layers.Layer` arguments.
     """
 
-    def __init__(self, max_wavelength=10000.0, **kwargs):
+    def __init__(self, max_wavelength: float = 10000.0, **kwargs):
         super().__init__(**kwargs)
         self.max_wavelength = check_positive_float("max_wavelength", max_wavelength)
         self.supports_masking = True
@@ -86,12 +88,12 @@ class PositionalEncoding(GeometricWavelengths):
         `inputs + PE`, same shape and dtype as `inputs`.
     """
 
-    def encoding(self, length, dim, start_index=0):
+    def encoding(self, length: Any, dim: int, start_index: Any = 0) -> Any:
         """The float32 `(length, dim)` table for positions start..start+length-1."""
         positions = ops.arange(length, dtype="float32") + ops.cast(start_index, "float32")
         return sinusoidal_table(positions, dim, self.max_wavelength)
 
-    def call(self, inputs, start_index=0, positions=None):
+    def call(self, inputs: Any, start_index: Any = 0, positions: Any = None):
         check_rank("inputs", inputs, 3)
         check_float_dtype("inputs", inputs)
         shape = ops.shape(inputs)

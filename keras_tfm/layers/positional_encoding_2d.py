@@ -1,5 +1,7 @@
 """2-D sinusoidal positional encoding for a grid of image patches."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -7,7 +9,7 @@ from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.positional_encoding import sinusoidal_table
 
 
-def sinusoidal_table_2d(rows, cols, dim, max_wavelength=10000.0):
+def sinusoidal_table_2d(rows: int, cols: int, dim: int, max_wavelength: float = 10000.0) -> Any:
     """float32 `(rows · cols, dim)` table, row-major over the grid.
 
         PE2D(r, c) = [ PE_{dim/2}(r) , PE_{dim/2}(c) ]
@@ -50,7 +52,13 @@ class PositionalEncoding2D(keras.layers.Layer):
         Same shape and dtype as `inputs`.
     """
 
-    def __init__(self, grid_size=None, num_prefix_tokens=0, max_wavelength=10000.0, **kwargs):
+    def __init__(
+        self,
+        grid_size: tuple[int, int] | None = None,
+        num_prefix_tokens: int = 0,
+        max_wavelength: float = 10000.0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if grid_size is not None:
             if not isinstance(grid_size, (tuple, list)) or len(grid_size) != 2:
@@ -94,10 +102,10 @@ class PositionalEncoding2D(keras.layers.Layer):
         else:
             raise ValueError(f"`inputs` must have rank 3 or 4; received shape {tuple(input_shape)}.")
 
-    def encoding(self, rows, cols, dim):
+    def encoding(self, rows: int, cols: int, dim: int) -> Any:
         return sinusoidal_table_2d(rows, cols, dim, self.max_wavelength)
 
-    def call(self, inputs):
+    def call(self, inputs: Any):
         d = inputs.shape[-1]
         if len(inputs.shape) == 4:
             rows, cols = inputs.shape[1], inputs.shape[2]

@@ -1,5 +1,7 @@
 """Root-mean-square layer normalization (Zhang & Sennrich 2019)."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -26,7 +28,7 @@ class RMSNorm(keras.layers.Layer):
         `(..., d)`.
     """
 
-    def __init__(self, epsilon=1e-6, **kwargs):
+    def __init__(self, epsilon: float = 1e-6, **kwargs):
         super().__init__(**kwargs)
         self.epsilon = check_positive_float("epsilon", epsilon)
         self.supports_masking = True
@@ -36,7 +38,7 @@ class RMSNorm(keras.layers.Layer):
             raise ValueError("The last dimension of `inputs` must be known.")
         self.scale = self.add_weight(name="scale", shape=(input_shape[-1],), initializer="ones")
 
-    def call(self, inputs):
+    def call(self, inputs: Any):
         x = ops.cast(inputs, "float32")
         y = x * ops.rsqrt(ops.mean(ops.square(x), axis=-1, keepdims=True) + self.epsilon)
         return ops.cast(y * ops.cast(self.scale, "float32"), self.compute_dtype)

@@ -1,5 +1,7 @@
 """Rotary position embedding (RoPE, Su et al. 2021), applied to queries and keys."""
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -30,7 +32,7 @@ class RotaryEmbedding(GeometricWavelengths):
         The rotated tensor, same shape and dtype as `inputs`.
     """
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs: Any, start_index: Any = 0):
         check_rank("inputs", inputs, 4)
         dim = inputs.shape[-1]
         if dim is not None and dim % 2:

@@ -1,5 +1,7 @@
 """The Transformer block used by every builder (encoder, decoder, seq2seq)."""
 
+from typing import Any
+
 import keras
 
 from keras_tfm.checks import (
@@ -87,26 +89,26 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
 
     def __init__(
         self,
-        d_model,
-        num_heads,
-        d_ff,
-        dropout=0.0,
-        attention_dropout=None,
-        norm_first=False,
-        causal=False,
-        cross_attention=False,
-        activation="relu",
-        layer_norm_epsilon=1e-5,
-        position=None,
-        use_bias=True,
-        key_dim=None,
-        attention_impl="auto",
-        attention_options=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        norm="layer",
-        num_key_value_heads=None,
-        rope_max_wavelength=10000.0,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        attention_dropout: float | None = None,
+        norm_first: bool = False,
+        causal: bool = False,
+        cross_attention: bool = False,
+        activation: str = "relu",
+        layer_norm_epsilon: float = 1e-5,
+        position: str | None = None,
+        use_bias: bool = True,
+        key_dim: int | None = None,
+        attention_impl: str = "auto",
+        attention_options: dict | None = None,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        norm: str = "layer",
+        num_key_value_heads: int | None = None,
+        rope_max_wavelength: float = 10000.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -251,18 +253,18 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
 
     def call(
         self,
-        inputs,
-        context=None,
-        padding_mask=None,
-        attention_mask=None,
-        context_mask=None,
-        training=None,
-        cache=None,
-        cache_index=None,
-        cross_cache=None,
-        return_attention_scores=False,
-        mask=None,
-        inputs_mask=None,
+        inputs: Any,
+        context: Any = None,
+        padding_mask: Any = None,
+        attention_mask: Any = None,
+        context_mask: Any = None,
+        training: bool | None = None,
+        cache: tuple[Any, Any] | None = None,
+        cache_index: Any = None,
+        cross_cache: Any = None,
+        return_attention_scores: bool = False,
+        mask: Any = None,
+        inputs_mask: Any = None,
     ):
         check_rank("inputs", inputs, 3)
         if self.cross_attention and context is None and cross_cache is None:

@@ -1,6 +1,7 @@
 """ALiBi: attention with linear biases (Press et al. 2022)."""
 
 import math
+from typing import Any
 
 import keras
 from keras import ops
@@ -8,7 +9,7 @@ from keras import ops
 from keras_tfm.layers.attention.offset_bias import OffsetBias
 
 
-def alibi_slopes(num_heads):
+def alibi_slopes(num_heads: int) -> list[float]:
     """Head slopes m_h: the geometric sequence 2^(-8h/n) of the paper, with its
     interleaving rule when `num_heads` is not a power of two."""
 
@@ -38,7 +39,7 @@ class AlibiBias(OffsetBias):
     Call arguments and return value: those of `OffsetBias`.
     """
 
-    def offset_bias(self, offsets):
+    def offset_bias(self, offsets: Any) -> Any:
         slopes = ops.convert_to_tensor(alibi_slopes(self.num_heads), dtype="float32")
         distance = ops.abs(ops.cast(offsets, "float32"))
         return -ops.reshape(slopes, (-1,) + (1,) * len(offsets.shape)) * distance[None]

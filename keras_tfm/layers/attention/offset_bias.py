@@ -7,6 +7,8 @@ Because the bias is a function of the offset alone, the attention core can
 also take it as an O(T) `ToeplitzBias` (`toeplitz_bias.py`).
 """
 
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -32,23 +34,23 @@ class OffsetBias(keras.layers.Layer):
         float32 tensor `(num_heads, query_length, key_length)`.
     """
 
-    def __init__(self, num_heads, **kwargs):
+    def __init__(self, num_heads: int, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
         # Called with Python ints (query_length, key_length), not tensors.
         self._allow_non_tensor_positional_args = True
 
-    def call(self, query_length, key_length, query_offset=0):
+    def call(self, query_length: Any, key_length: Any, query_offset: Any = 0):
         return self.compute_bias(query_length, key_length, query_offset)
 
-    def compute_bias(self, query_length, key_length, query_offset=0):
+    def compute_bias(self, query_length: Any, key_length: Any, query_offset: Any = 0) -> Any:
         """The float32 `(num_heads, query_length, key_length)` bias (usable with
         Python ints or scalar tensors, outside `__call__`)."""
         q_pos = ops.arange(query_length, dtype="int32") + ops.cast(query_offset, "int32")
         k_pos = ops.arange(key_length, dtype="int32")
         return self.offset_bias(k_pos[None, :] - q_pos[:, None])
 
-    def offset_bias(self, offsets):
+    def offset_bias(self, offsets: Any) -> Any:
         raise NotImplementedError
 
     def get_config(self):

@@ -1,6 +1,7 @@
 """T5-style bucketed relative position bias (Raffel et al. 2020)."""
 
 import math
+from typing import Any
 
 import keras
 from keras import ops
@@ -9,7 +10,9 @@ from keras_tfm.checks import check_bool, check_positive_int
 from keras_tfm.layers.attention.offset_bias import OffsetBias
 
 
-def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+def relative_position_bucket(
+    relative_position: Any, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> Any:
     """Maps relative positions (key − query) to bucket ids, as in T5.
 
     Half the buckets hold exact small distances; the rest cover distances up to
@@ -57,11 +60,11 @@ class RelativePositionBias(OffsetBias):
 
     def __init__(
         self,
-        num_heads,
-        num_buckets=32,
-        max_distance=128,
-        bidirectional=True,
-        embeddings_initializer="zeros",
+        num_heads: int,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+        embeddings_initializer: Any = "zeros",
         **kwargs,
     ):
         super().__init__(num_heads, **kwargs)
@@ -81,7 +84,7 @@ class RelativePositionBias(OffsetBias):
             initializer=self.embeddings_initializer,
         )
 
-    def offset_bias(self, offsets):
+    def offset_bias(self, offsets: Any) -> Any:
         if not self.built:
             self.build()
         buckets = relative_position_bucket(offsets, self.bidirectional, self.num_buckets, self.max_distance)
