@@ -64,22 +64,6 @@ def score_mask(mask: Any, causal: bool, query_length: Any, key_length: Any) -> A
     return None if mask is None else expand_mask(mask)
 
 
-def padding_to_attention_mask(query_mask: Any = None, key_mask: Any = None) -> Any:
-    """Turns padding masks into an attention mask of shape `(B, Tq, Tk)`.
-
-    Only `key_mask` restricts attention; `query_mask` is accepted so that callers
-    can pass both, but padded queries still attend normally (their outputs are
-    ignored downstream), which keeps them free of all-masked rows.
-
-    Returns:
-        Boolean `(batch, 1, key_length)` tensor, or None if `key_mask` is None.
-    """
-    del query_mask
-    if key_mask is None:
-        return None
-    return ops.expand_dims(ops.cast(key_mask, "bool"), axis=1)
-
-
 def merge_masks(*masks: Any) -> Any:
     """Logical AND of any number of broadcastable boolean masks (None ignored)."""
     result = None
