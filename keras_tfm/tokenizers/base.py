@@ -16,8 +16,11 @@ around every sequence (`prefix_ids`, `suffix_ids`).
 import keras
 import tensorflow as tf
 
-from keras_tfm.checks import as_string_tensor, check_bool, check_positive_int
+from keras_tfm.checks import check_bool, check_positive_int
+from keras_tfm.tokenizers.batches import id_column, string_batch
+from keras_tfm.tokenizers.sentence_pairs import pack_sentence_pairs
 from keras_tfm.tokenizers.special_tokens import SPECIAL_TOKENS
+from keras_tfm.tokenizers.vocabulary_file import read_vocabulary_file, write_vocabulary_file
 
 # Role names of the special tokens, in the order of their fixed ids 0..6.
 SPECIAL_TOKEN_ROLES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
@@ -312,8 +315,6 @@ class Tokenizer(keras.layers.Layer):
             scalar inputs): `token_ids` (padded with `padding_id`),
             `segment_ids` and `padding_mask` (1 = real token).
         """
-        from keras_tfm.tokenizers.sentence_pairs import pack_sentence_pairs
-
         return pack_sentence_pairs(self, first, second, sequence_length)
 
     def detokenize(self, ids):
@@ -388,8 +389,6 @@ class Tokenizer(keras.layers.Layer):
         Args:
             path: destination file path.
         """
-        from keras_tfm.tokenizers.vocabulary_file import write_vocabulary_file
-
         write_vocabulary_file(path, type(self).__name__, self._tokenizer_config(), self.get_vocabulary())
 
     @classmethod
@@ -403,8 +402,6 @@ class Tokenizer(keras.layers.Layer):
         Returns:
             A tokenizer of the saved class (which must be `cls` or a subclass).
         """
-        from keras_tfm.tokenizers.vocabulary_file import read_vocabulary_file
-
         class_name, config, tokens = read_vocabulary_file(path)
         tokenizer_cls = _subclass_named(cls, class_name)
         if tokenizer_cls is None:
@@ -421,22 +418,17 @@ class Tokenizer(keras.layers.Layer):
         return cls(vocabulary=tokens, **config)
 
 
-def string_batch(inputs, name="inputs"):
-    """(`[batch]` string tensor, was_scalar) from a scalar or rank-1 string input named `name`."""
-    inputs = as_string_tensor(name, inputs)
-    rank = inputs.shape.rank
-    if rank is None or rank > 1:
-        raise ValueError(
-            f"`{name}` must be a scalar string or a rank-1 [batch] string tensor; received shape {inputs.shape}."
-        )
-    return (tf.reshape(inputs, [1]) if rank == 0 else inputs), rank == 0
+def load_tokenizer(path, **kwargs):
+    """Loads any keras_tfm tokenizer saved with `save_vocabulary`.
 
+    Args:
+        path: the vocabulary file.
+        **kwargs: constructor arguments that override the saved options.
 
-def id_column(tokens, like):
-    """`[rows, len(tokens)]` ragged int32 of `tokens` repeated for each row of `like`."""
-    rows = like.nrows(out_type=tf.int32)
-    column = tf.RaggedTensor.from_tensor(tf.tile(tf.constant([list(tokens)], tf.int32), [rows, 1]))
-    return column.with_row_splits_dtype(like.row_splits.dtype)
+    Returns:
+        The tokenizer, of the class recorded in the file.
+    """
+    return Tokenizer.from_vocabulary_file(path, **kwargs)
 
 
 def _subclass_named(cls, name):

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from keras_tfm.checks import check_bool, check_choice, check_positive_int
-from keras_tfm.tokenizers import pretrained_files as F
+from keras_tfm.tokenizers import huggingface_files as F
 from keras_tfm.tokenizers.bert_text import BertWordSplitter
 from keras_tfm.tokenizers.corpus import split_words
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
