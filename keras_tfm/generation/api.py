@@ -27,8 +27,7 @@ def get_generator(model, pad_id=0):
         else:
             raise TypeError(
                 f"`model` must be a keras_tfm GPT or Seq2Seq model (or a generator); received "
-                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"{type(model).__name__}."
             )
         generator = cls(model, pad_id=pad_id)
         _GENERATORS[model] = generator
@@ -45,8 +44,7 @@ def generate(model, prompt_ids, max_new_tokens, pad_id=0, **options):
         max_new_tokens: int >= 0.
         pad_id: padding id (left-padding of prompts, finished rows).
         **options: those of `BaseGenerator.generate`:
-            sampler: "greedy" (default) | "sample" | "temperature" | "top_k"
-                | "top_p" (the last four are the same stochastic sampler; the
+            sampler: "greedy" (default) | "sample" (stochastic; the
                 filters act when `top_k` > 0 / `top_p` < 1).
             temperature: finite float >= 0 (default 1; 0, or below 1e-6, =
                 greedy; NaN and negative values raise a ValueError).

@@ -12,8 +12,6 @@ from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding, samplers, sliding_window
 
-SAMPLERS = ("greedy", "sample", "temperature", "top_k", "top_p")
-
 
 def to_id_array(name, x):
     """Converts ids (list, numpy, tf tensor) to a numpy array, checking the dtype."""
@@ -136,7 +134,7 @@ def make_seed(seed):
 def check_sampler(sampler, temperature, top_k, top_p, vocabulary_size=None):
     """Checks the sampler name and its Python arguments (see `samplers.check_sampling_args`;
     `top_k` larger than `vocabulary_size` is refused)."""
-    check_choice("sampler", sampler, SAMPLERS)
+    check_choice("sampler", sampler, samplers.SAMPLERS)
     return samplers.check_sampling_args(temperature, top_k, top_p, vocabulary_size=vocabulary_size)
 
 
@@ -287,10 +285,10 @@ class BaseGenerator(tf.Module):
             inputs: GPT: the prompts; seq2seq: the source sequences. A list
                 of id sequences (any lengths) or a 2-D int array.
             max_new_tokens: int >= 0.
-            sampler: "greedy", or "sample" (also "temperature", "top_k",
-                "top_p") for stochastic sampling.
-            temperature, top_k, top_p: sampling parameters (ignored by greedy;
-                see `samplers.check_sampling_args`).
+            sampler: "greedy" or "sample" (stochastic: temperature, then
+                the top-k and top-p filters).
+            temperature, top_k, top_p: the arguments of "sample" (ignored by
+                "greedy"; see `samplers.check_sampling_args`).
             seed: int or int32 `(2,)`; same seed → same output. None: random.
             eos_id: rows stop after this id (then emit `pad_id`).
             return_lengths: also return the number of new tokens per row.

@@ -33,6 +33,10 @@ MASK_VALUE = float(np.finfo(np.float32).min) / 2.0
 #: Temperatures below this are treated as 0, i.e. greedy decoding.
 MIN_TEMPERATURE = 1e-6
 
+#: The `sampler` names of the decoding loops: `greedy`, or `sample` (temperature,
+#: top-k and top-p are arguments of `sample`; each filter is off at its default).
+SAMPLERS = ("greedy", "sample")
+
 
 def check_sampling_args(temperature=1.0, top_k=0, top_p=1.0, vocabulary_size=None):
     """Validates Python sampling arguments before they reach a graph.
