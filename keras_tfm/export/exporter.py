@@ -7,29 +7,18 @@ import re
 import shutil
 import socket
 import tempfile
-import time
 
 import keras
 
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
-from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert_tasks import BertClassifier, BertMaskedLM
 from keras_tfm.models.gpt import GPT
-from keras_tfm.models.legacy import from_functional
 from keras_tfm.models.sentence_encoder import SentenceEncoder
 from keras_tfm.models.seq2seq import Seq2Seq
 from keras_tfm.tokenizers.special_tokens import EOS
 
 KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
-
-
-def as_model_class(model):
-    """`model`, or its model class instance for a plain functional model of
-    the builders saved before the classes existed (`models.from_functional`)."""
-    if isinstance(model, keras.Model) and not isinstance(model, TransformerModel):
-        return from_functional(model)
-    return model
 
 
 def detect_kind(model):
@@ -45,8 +34,7 @@ def detect_kind(model):
             return kind
     raise ValueError(
         f"Cannot export a {type(model).__name__} ({model.name!r}); expected a keras_tfm GPT, Seq2Seq, "
-        "BertClassifier or BertMaskedLM (built with keras_tfm.models; convert a model saved before the model "
-        "classes existed with `keras_tfm.models.from_functional`)."
+        "BertClassifier, BertMaskedLM or SentenceEncoder (built with keras_tfm.models)."
     )
 
 
@@ -60,7 +48,6 @@ def list_versions(base_dir):
 
 
 _TEMP = re.compile(r"^\.tmp-\d+-(\d+)@(.+)-[a-z0-9_]+$")
-LEGACY_TEMP_AGE_S = 3600
 
 
 def _pid_alive(pid):
@@ -76,9 +63,8 @@ def _pid_alive(pid):
 def remove_stale_temporaries(base):
     """Removes `.tmp-VERSION-PID@HOST-*` folders of exports killed before their rename.
 
-    A folder is stale when its process (on this host) no longer runs; a
-    folder in the older `.tmp-VERSION-*` form (no pid) when it is older than
-    an hour. Folders of live exports (and of other hosts) are left alone.
+    A folder is stale when its process (on this host) no longer runs.
+    Folders of live exports (and of other hosts) are left alone.
 
     Returns:
         The removed paths.
@@ -89,16 +75,10 @@ def remove_stale_temporaries(base):
     host = socket.gethostname()
     for name in os.listdir(base):
         path = os.path.join(base, name)
-        if not name.startswith(".tmp-") or not os.path.isdir(path):
-            continue
         match = _TEMP.match(name)
-        if match:
-            stale = match.group(2) == host and not _pid_alive(int(match.group(1)))
-        else:
-            stale = re.match(r"^\.tmp-\d+-[a-z0-9_]+$", name) is not None and (
-                time.time() - os.path.getmtime(path) > LEGACY_TEMP_AGE_S
-            )
-        if stale:
+        if not match or not os.path.isdir(path):
+            continue
+        if match.group(2) == host and not _pid_alive(int(match.group(1))):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
@@ -127,7 +107,6 @@ def build_serving(
     max_prompt_length=None,
 ):
     """The serving helper object of `model` (endpoints + warmup requests)."""
-    model = as_model_class(model)
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
     if kind == "auto":
@@ -220,7 +199,7 @@ def export_for_serving(
     """Exports a keras_tfm model as a TF Serving model version, atomically.
 
     Writes `path/VERSION/` (`saved_model.pb`, `variables/`, `assets.extra/`):
-    the SavedModel is written into a temporary directory `path/.tmp-VERSION-*`
+    the SavedModel is written into a temporary directory `path/.tmp-VERSION-PID@HOST-*`
     and renamed into place, so a reader (TF Serving polls `path`) never sees a
     partial version, and a failed export leaves nothing behind (the folder of
     a killed export is removed by the next export to `path`, see
@@ -291,7 +270,6 @@ def export_for_serving(
             match the model (a GPT exported as "bert_mlm"), tokenizer/model
             mismatch, `max_prompt_length` < 1 or beyond the model's length.
     """
-    model = as_model_class(model)
     base = os.path.abspath(os.fspath(path))
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"`version` must be a positive int or None; received {version!r}.")
