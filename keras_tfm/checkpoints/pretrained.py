@@ -9,9 +9,9 @@ A checkpoint is a local directory in HuggingFace's layout:
     modules.json, 1_Pooling/config.json   sentence-transformers pooling (optional)
 
 Families: "bert" → `bert_encoder` (+ heads), "gpt2" and "llama" → `gpt`; the
-weight mappings are in `bert_checkpoint`, `gpt2_checkpoint` and
-`llama_checkpoint`, the file reading and
-writing in `checkpoint_io`. Nothing is downloaded.
+weight mappings are in `keras_tfm.checkpoints.bert`, `.gpt2` and `.llama`
+(on `weight_mapping`), the file reading and writing in
+`keras_tfm.checkpoints.files`. Nothing is downloaded.
 """
 
 import json

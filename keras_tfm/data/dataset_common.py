@@ -1,5 +1,21 @@
 """What every tf.data pipeline of keras_tfm.data shares: seeds, integer-id checks, dense components,
-and the finish (autotuning off, a small prefetch; see `keras_tfm.data.pipelines` for why)."""
+and the finish (autotuning off, a small prefetch).
+
+Every pipeline returns a `tf.data.Dataset` built from TensorFlow ops only (no
+per-example Python), ending with a prefetch of `PREFETCH_BATCHES` unless
+`prefetch=False`. Token id 0 is padding everywhere (`special_tokens.PAD`).
+Randomness is stateless and seeded (`tf.random.stateless_*` with seeds made
+from a base seed and the batch/element counter), so a pipeline built with the
+same `seed` yields the same data.
+
+tf.data autotuning is switched off in the returned datasets (`finish_pipeline`):
+these pipelines are light (gathers from in-memory tensors), and on a small CPU
+the autotuner's background thread competes with the training step for the same
+cores; deleting an iterator also waits for its current optimization round,
+which stalls `model.fit` at the end of every call (measured in
+`bench/RESULTS.md`). Re-enable it with `dataset.with_options(...)` for heavy
+pipelines.
+"""
 
 import random
 
@@ -23,7 +39,7 @@ PREFETCH_BATCHES = 2
 
 
 def finish_pipeline(dataset, prefetch):
-    """Turns off autotuning (see `keras_tfm.data.pipelines`) and prefetches a couple of batches."""
+    """Turns off autotuning (see the module docstring) and prefetches `PREFETCH_BATCHES` batches."""
     options = tf.data.Options()
     options.autotune.enabled = False
     dataset = dataset.with_options(options)

@@ -3,13 +3,13 @@
 Of the ordinary tokens, ~15 % are selected; a selected token becomes [MASK]
 (80 %), a random token (10 %) or stays (10 %); the loss is taken on the
 selected positions only (sample weights). Stateless and seeded like the other
-pipelines (`keras_tfm.data.pipelines`).
+pipelines (`keras_tfm.data.dataset_common`).
 """
 
 import tensorflow as tf
 
 from keras_tfm.checks import check_closed_rate, check_int, check_open_rate, check_positive_int
-from keras_tfm.data.pipelines import check_integer_tensor, resolve_seed
+from keras_tfm.data.dataset_common import check_integer_tensor, resolve_seed
 from keras_tfm.tokenizers.special_tokens import MASK, NUM_SPECIAL_TOKENS, PAD
 
 # --------------------------------------------------------------------------- #

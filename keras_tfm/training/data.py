@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from keras_tfm.data.pipelines import PREFETCH_BATCHES
+from keras_tfm.data.dataset_common import PREFETCH_BATCHES
 
 
 def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=PREFETCH_BATCHES):
@@ -35,7 +35,7 @@ def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=PREFETC
 
 
 def _with_options(ds):
-    """Shards by data under multi-worker strategies; no tf.data autotuning (see `keras_tfm.data.pipelines`)."""
+    """Shards by data under multi-worker strategies; no tf.data autotuning (see `keras_tfm.data.dataset_common`)."""
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     options.autotune.enabled = False
