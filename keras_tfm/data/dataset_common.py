@@ -23,8 +23,11 @@ import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
 
+#: Token ids as the pipelines accept them: a list of lists, an array, a dense or ragged tensor.
+Ids = tf.RaggedTensor | tf.types.experimental.TensorLike
 
-def resolve_seed(seed):
+
+def resolve_seed(seed: int | None) -> int:
     if seed is None:
         return random.SystemRandom().randrange(2**31)
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -38,7 +41,7 @@ RANDOM_BATCHES_PER_CALL = 64
 PREFETCH_BATCHES = 2
 
 
-def finish_pipeline(dataset, prefetch):
+def finish_pipeline(dataset: tf.data.Dataset, prefetch: bool) -> tf.data.Dataset:
     """Turns off autotuning (see the module docstring) and prefetches `PREFETCH_BATCHES` batches."""
     options = tf.data.Options()
     options.autotune.enabled = False
@@ -51,13 +54,13 @@ def map_components(dataset, fn, **kwargs):
     return dataset.map(lambda *elem: fn(elem[0] if len(elem) == 1 else elem), **kwargs)
 
 
-def check_integer_tensor(name, tensor):
+def check_integer_tensor(name: str, tensor: tf.Tensor) -> tf.Tensor:
     if not tensor.dtype.is_integer:
         raise TypeError(f"`{name}` must hold integer token ids; received dtype {tensor.dtype.name}.")
     return tensor
 
 
-def dense_components(dataset):
+def dense_components(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """Returns `dataset` with 1-D ragged slices (from `from_tensor_slices(ragged)`) turned into plain tensors."""
     spec = dataset.element_spec
     needs_map = False

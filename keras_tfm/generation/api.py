@@ -5,6 +5,9 @@ Both build (once per model, cached weakly) a `CausalLMGenerator` for a
 """
 
 import weakref
+from collections.abc import Sequence
+
+import numpy as np
 
 from keras_tfm.generation.causal_lm import CausalLMGenerator
 from keras_tfm.generation.seq2seq_generator import Seq2SeqGenerator
@@ -14,7 +17,9 @@ from keras_tfm.models.seq2seq import Seq2Seq
 _GENERATORS = weakref.WeakKeyDictionary()
 
 
-def get_generator(model, pad_id=0):
+def get_generator(
+    model: GPT | Seq2Seq | CausalLMGenerator | Seq2SeqGenerator, pad_id: int = 0
+) -> CausalLMGenerator | Seq2SeqGenerator:
     """The cached generator of `model` (created on first use)."""
     if isinstance(model, (CausalLMGenerator, Seq2SeqGenerator)):
         return model
@@ -34,7 +39,13 @@ def get_generator(model, pad_id=0):
     return generator
 
 
-def generate(model, prompt_ids, max_new_tokens, pad_id=0, **options):
+def generate(
+    model: GPT | Seq2Seq | CausalLMGenerator | Seq2SeqGenerator,
+    prompt_ids: Sequence[Sequence[int]] | np.ndarray,
+    max_new_tokens: int,
+    pad_id: int = 0,
+    **options,
+) -> np.ndarray | tuple[np.ndarray, ...]:
     """Cached, XLA-compiled generation with a keras_tfm GPT or seq2seq model.
 
     Args:
@@ -71,7 +82,14 @@ def generate(model, prompt_ids, max_new_tokens, pad_id=0, **options):
     return get_generator(model, pad_id).generate(prompt_ids, max_new_tokens, **options)
 
 
-def beam_search(model, prompt_ids, max_new_tokens, num_beams=4, pad_id=0, **options):
+def beam_search(
+    model: GPT | Seq2Seq | CausalLMGenerator | Seq2SeqGenerator,
+    prompt_ids: Sequence[Sequence[int]] | np.ndarray,
+    max_new_tokens: int,
+    num_beams: int = 4,
+    pad_id: int = 0,
+    **options,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Beam search with GNMT length penalty ((5 + len) / 6)^α for GPT or
     seq2seq models; finished beams are frozen at EOS. `options`:
     `length_penalty` (α, default 0.6), `eos_id` and the model kind's inputs

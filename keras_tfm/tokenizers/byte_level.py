@@ -15,7 +15,7 @@ import tensorflow as tf
 from keras_tfm.tokenizers import unicode_tables as U
 
 
-def bytes_to_unicode():
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map from the 256 byte values to printable characters."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
     printable += list(range(ord("®"), ord("ÿ") + 1))
@@ -29,13 +29,13 @@ def bytes_to_unicode():
     return dict(zip(printable, (chr(c) for c in chars)))
 
 
-def gpt2_class_tables():
+def gpt2_class_tables() -> tuple[tf.Tensor, tf.Tensor]:
     """`(class_starts, classes)`: int32 constants of the codepoint runs `split_pieces` looks up."""
     starts, classes = U.gpt2_class_runs()
     return tf.constant(starts), tf.constant(classes)
 
 
-def split_pieces(strings, class_starts, classes):
+def split_pieces(strings: tf.Tensor, class_starts: tf.Tensor, classes: tf.Tensor) -> tf.RaggedTensor:
     """`[batch]` strings -> `[batch, None]` pieces (byte strings) of GPT-2's regex.
 
     Args:

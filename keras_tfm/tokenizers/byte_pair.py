@@ -1,12 +1,18 @@
 """`BytePairTokenizer`: GPT-2's byte-level BPE (pre-tokenization regex, byte alphabet, merges) in TF ops."""
 
+import os
+from collections.abc import Sequence
+from typing import Self
+
 import keras
 import numpy as np
 import tensorflow as tf
 
 from keras_tfm.tokenizers import huggingface_files as F
+from keras_tfm.tokenizers.base import SpecialTokensArg
 from keras_tfm.tokenizers.byte_level import bytes_to_unicode, gpt2_class_tables, split_pieces
 from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
+from keras_tfm.tokenizers.corpus import Corpus
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
 _GPT2_ROLES = ("pad", "unk", "bos", "eos")
@@ -36,7 +42,13 @@ class BytePairTokenizer(VocabularyTokenizer):
         add_bos, add_eos, sequence_length, **kwargs: see `Tokenizer`.
     """
 
-    def __init__(self, vocabulary, merges, special_tokens=False, **kwargs):
+    def __init__(
+        self,
+        vocabulary: Sequence[str],
+        merges: Sequence[str],
+        special_tokens: SpecialTokensArg = False,
+        **kwargs,
+    ):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
         if isinstance(merges, (str, bytes)) or not hasattr(merges, "__iter__"):
             raise TypeError(f"`merges` must be a list of 'left right' str; received {type(merges).__name__}.")
@@ -71,7 +83,14 @@ class BytePairTokenizer(VocabularyTokenizer):
         self._class_starts, self._classes = gpt2_class_tables()
 
     @classmethod
-    def from_corpus(cls, corpus, vocabulary_size, special_tokens=True, min_frequency=1, **kwargs):
+    def from_corpus(
+        cls,
+        corpus: Corpus,
+        vocabulary_size: int,
+        special_tokens: SpecialTokensArg = True,
+        min_frequency: int = 1,
+        **kwargs,
+    ) -> Self:
         """Learns merges with `learn_byte_pair_vocabulary` (cased) and builds the tokenizer.
 
         Args:
@@ -93,7 +112,7 @@ class BytePairTokenizer(VocabularyTokenizer):
         return cls(vocabulary, merges, special_tokens=special_tokens, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, path, **kwargs):
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs) -> Self:
         """GPT-2's tokenizer from a HuggingFace-layout directory.
 
         Reads `vocab.json` + `merges.txt` (else the BPE model of
@@ -122,7 +141,7 @@ class BytePairTokenizer(VocabularyTokenizer):
 
     # ---- pre-tokenization ---------------------------------------------------- #
 
-    def split_pieces(self, strings):
+    def split_pieces(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """`[batch]` strings -> `[batch, None]` pieces of GPT-2's regex (`byte_level.split_pieces`)."""
         return split_pieces(strings, self._class_starts, self._classes)
 

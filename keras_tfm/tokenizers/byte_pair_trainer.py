@@ -4,12 +4,14 @@ import collections
 
 from keras_tfm.checks import check_positive_int
 from keras_tfm.tokenizers.byte_level import bytes_to_unicode, gpt2_class_tables, split_pieces
-from keras_tfm.tokenizers.corpus import string_batches
+from keras_tfm.tokenizers.corpus import Corpus, string_batches
 from keras_tfm.tokenizers.pair_merges import greedy_pair_merges
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
 
-def learn_byte_pair_vocabulary(corpus, vocabulary_size, special_tokens=True, min_frequency=1):
+def learn_byte_pair_vocabulary(
+    corpus: Corpus, vocabulary_size: int, special_tokens: bool = True, min_frequency: int = 1
+) -> tuple[list[str], list[str]]:
     """Learns a byte-level BPE vocabulary and its merges from a corpus.
 
     The text is cut into pieces by GPT-2's pre-tokenization regex (the one
