@@ -57,8 +57,9 @@ from generate import (  # noqa: E402
     save,
 )
 
-from keras_tfm.generation import CausalLMAdapter, CausalLMGenerator, decoding  # noqa: E402
+from keras_tfm.generation import CausalLMGenerator, decoding  # noqa: E402
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
+from keras_tfm.generation.causal_lm import CausalLMAdapter  # noqa: E402
 from keras_tfm.layers import MultiHeadSelfAttention  # noqa: E402
 
 CONTEXTS = (64, 256, 1024, 4096)

@@ -741,7 +741,7 @@ def _(env):
 
 @case("generate-top_k-larger-than-vocabulary", ValueError, r"`top_k`=1000 exceeds the vocabulary size")
 def _(env):
-    _gen(env, sampler="top_k", top_k=1000)
+    _gen(env, sampler="sample", top_k=1000)
 
 
 @case("generate-top_k-equal-vocabulary-is-no-filter", RECOVERS)
@@ -768,12 +768,12 @@ def _(env):
 
 @case("generate-top_p-zero", ValueError, r"`top_p` must be in \(0\.0, 1\.0\]")
 def _(env):
-    _gen(env, sampler="top_p", top_p=0.0)
+    _gen(env, sampler="sample", top_p=0.0)
 
 
 @case("generate-top_p-1.5", ValueError, r"`top_p`")
 def _(env):
-    _gen(env, sampler="top_p", top_p=1.5)
+    _gen(env, sampler="sample", top_p=1.5)
 
 
 @case("generate-sampler-unknown", ValueError, r"Unknown `sampler` 'nucleus'")

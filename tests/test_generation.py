@@ -18,16 +18,11 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_tfm import generation  # noqa: E402
-from keras_tfm.generation import (  # noqa: E402
-    CausalLMGenerator,
-    FunctionAdapter,
-    Seq2SeqGenerator,
-    beam_search_loop,
-    decode,
-)
-from keras_tfm.generation import (
-    cache as cache_lib,
-)
+from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator  # noqa: E402
+from keras_tfm.generation import cache as cache_lib  # noqa: E402
+from keras_tfm.generation.api import get_generator  # noqa: E402
+from keras_tfm.generation.beam import beam_search_loop  # noqa: E402
+from keras_tfm.generation.decoding import FunctionAdapter, decode  # noqa: E402
 from keras_tfm.models import gpt, seq2seq  # noqa: E402
 
 POSITIONS = ["learned", "sinusoidal", "rope", "alibi", "relative"]
@@ -163,7 +158,7 @@ def test_top_k_never_samples_outside_top_k(gpt_learned):
     k = 3
     for seed in range(3):
         tokens, scores = generator.generate(
-            PROMPTS, 6, sampler="top_k", temperature=2.0, top_k=k, seed=seed, output_scores=True
+            PROMPTS, 6, sampler="sample", temperature=2.0, top_k=k, seed=seed, output_scores=True
         )
         kth = np.sort(scores, axis=-1)[..., -k]
         chosen = np.take_along_axis(scores, tokens[..., None], axis=-1)[..., 0]
@@ -294,9 +289,9 @@ def test_seq2seq_beam_width_one_equals_greedy():
 
 
 def test_public_generate_and_beam_search(gpt_learned):
-    assert isinstance(generation.get_generator(gpt_learned), CausalLMGenerator)
-    assert isinstance(generation.get_generator(seq2seq(preset="tiny")), Seq2SeqGenerator)
-    assert generation.get_generator(gpt_learned) is generation.get_generator(gpt_learned)
+    assert isinstance(get_generator(gpt_learned), CausalLMGenerator)
+    assert isinstance(get_generator(seq2seq(preset="tiny")), Seq2SeqGenerator)
+    assert get_generator(gpt_learned) is get_generator(gpt_learned)
     # A generator object is accepted in place of the model (eager here, for speed).
     eager = CausalLMGenerator(gpt_learned, run_eagerly=True)
     tokens = generation.generate(eager, PROMPTS, 4)
@@ -374,8 +369,11 @@ def test_malformed_arguments(gpt_learned):
         g.generate([[1.5, 2.0]], 2)
     with pytest.raises(ValueError, match="outside"):
         g.generate([[1, 999]], 2)
-    with pytest.raises(ValueError, match="sampler"):
-        g.generate(PROMPTS, 2, sampler="nucleus")
+    for name in ("nucleus", "top_k", "top_p", "temperature"):
+        with pytest.raises(
+            ValueError, match=rf"Unknown `sampler` '{name}'; expected one of \['greedy', 'sample'\]"
+        ):
+            g.generate(PROMPTS, 2, sampler=name)
     with pytest.raises(ValueError, match="seed"):
         g.generate(PROMPTS, 2, sampler="sample", seed=[1, 2, 3])
     with pytest.raises(ValueError, match="num_beams"):

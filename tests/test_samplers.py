@@ -5,15 +5,8 @@ import pytest
 import tensorflow as tf
 
 from keras_tfm import generation
-from keras_tfm.generation import (
-    MASK_VALUE,
-    check_sampling_args,
-    filter_top_k,
-    filter_top_p,
-    greedy,
-    sample,
-    split_seed,
-)
+from keras_tfm.generation import filter_top_k, filter_top_p, greedy, sample
+from keras_tfm.generation.samplers import MASK_VALUE, check_sampling_args, split_seed
 
 VOCAB = 12
 
@@ -54,8 +47,10 @@ def jit_sample():
 
 
 def test_exports():
-    for name in ("greedy", "sample", "filter_top_k", "filter_top_p", "split_seed", "check_sampling_args"):
-        assert callable(getattr(generation, name))
+    for name in ("greedy", "sample", "filter_top_k", "filter_top_p"):
+        assert name in generation.__all__ and callable(getattr(generation, name))
+    for name in ("split_seed", "check_sampling_args", "MASK_VALUE", "decode", "get_generator"):
+        assert name not in generation.__all__ and not hasattr(generation, name)
 
 
 def test_greedy():

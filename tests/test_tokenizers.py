@@ -32,7 +32,7 @@ def _write_bert_checkpoint(directory, config=None):
 
 
 def _tiny_bpe():
-    byte_chars = list(T.byte_pair.bytes_to_unicode().values())
+    byte_chars = list(T.byte_level.bytes_to_unicode().values())
     merges = ["Ġ t", "h e", "t he", "Ġt he", "a t", "c at"]
     vocabulary = byte_chars + ["Ġt", "he", "the", "Ġthe", "at", "cat", "<|endoftext|>"]
     special = {"bos": "<|endoftext|>", "eos": "<|endoftext|>"}

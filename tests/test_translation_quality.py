@@ -11,7 +11,7 @@ import tensorflow as tf
 from keras_tfm import cli
 from keras_tfm.analysis.bleu import corpus_scores
 from keras_tfm.tokenizers import BytePairTokenizer
-from keras_tfm.tokenizers.byte_pair import bytes_to_unicode
+from keras_tfm.tokenizers.byte_level import bytes_to_unicode
 from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
 
 sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu is in the test extra (pip install -e .[test])")

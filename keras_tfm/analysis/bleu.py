@@ -7,12 +7,13 @@ Both are computed by `sacrebleu` on the raw, detokenized hypotheses and
 references with its standard settings (BLEU: the `13a` tokenizer, cased, no
 smoothing beyond its default `exp`; chrF: character 6-grams, β = 2), so the
 numbers are comparable with published ones and the returned `signature`
-says exactly how they were computed. (The hand-written, lower-cased word BLEU
-that lived here before scored tokenized text and was not comparable.)
+says exactly how they were computed.
 
 `sacrebleu` is an optional dependency (`pip install keras-tfm[examples]`, also
 in the `test` extra); it is imported when a score is asked for.
 """
+
+from collections.abc import Sequence
 
 __all__ = ["corpus_scores"]
 
@@ -27,7 +28,9 @@ def _sacrebleu():
     return sacrebleu
 
 
-def corpus_scores(hypotheses, references):
+def corpus_scores(
+    hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]
+) -> dict[str, float | str | list[float]]:
     """Cased corpus BLEU and chrF of detokenized translations (sacreBLEU's defaults).
 
     Args:

@@ -23,6 +23,8 @@ over valid keys only (causal and padding masks), and over valid queries.
 """
 
 import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import numpy as np
@@ -70,7 +72,7 @@ class _AttentionProbe(keras.layers.Layer):
         return (mask, None, None) if self.include_cross else (mask, None)
 
 
-def transformer_blocks(model):
+def transformer_blocks(model: keras.Model) -> list[TransformerBlock]:
     """The `TransformerBlock` layers of `model` (top level, then nested models), in order."""
     found = []
 
@@ -98,7 +100,7 @@ def _unique(name, names):
     return f"{name}_call{k}"
 
 
-def attention_model(model, include_cross=False):
+def attention_model(model: keras.Model, include_cross: bool = False) -> keras.Model:
     """An auxiliary `keras.Model` with the same inputs as `model` whose output is
     a dict {block_name: attention weights (B, H, T, S)} (cached per model).
 
@@ -172,7 +174,7 @@ def _sequential_maps(model, inputs, include_cross):
     return maps
 
 
-def attention_maps(model, inputs, include_cross=False):
+def attention_maps(model: keras.Model, inputs: Any, include_cross: bool = False) -> dict[str, np.ndarray]:
     """Self-attention weights of every `TransformerBlock` of `model` for `inputs`.
 
     Args:
@@ -198,14 +200,15 @@ def attention_maps(model, inputs, include_cross=False):
     return {k: np.asarray(keras.ops.convert_to_numpy(v), dtype=np.float32) for k, v in maps.items()}
 
 
-def key_validity(weights_shape, causal=False, key_mask=None, query_mask=None):
+def key_validity(
+    weights_shape: Sequence[int], causal: bool = False, key_mask: np.ndarray | None = None
+) -> np.ndarray:
     """Boolean (B, 1, T, S) mask of the keys each query may attend to.
 
     Args:
         weights_shape: (B, H, T, S).
         causal: query t sees keys <= t + (S - T).
         key_mask: optional (B, S) bool/int, 1 = real key (padding mask).
-        query_mask: unused here (see `attention_entropy`); kept for symmetry.
     """
     b, _, t, s = weights_shape
     valid = np.ones((b, 1, t, s), dtype=bool)
@@ -217,7 +220,13 @@ def key_validity(weights_shape, causal=False, key_mask=None, query_mask=None):
     return valid
 
 
-def attention_entropy(weights, causal=False, key_mask=None, query_mask=None, normalize=False):
+def attention_entropy(
+    weights: np.ndarray,
+    causal: bool = False,
+    key_mask: np.ndarray | None = None,
+    query_mask: np.ndarray | None = None,
+    normalize: bool = False,
+) -> np.ndarray:
     """Entropy (nats) of attention rows per head, averaged over queries.
 
         H_q = −Σ_k p_qk log p_qk          over allowed keys k
@@ -257,7 +266,9 @@ def attention_entropy(weights, causal=False, key_mask=None, query_mask=None, nor
     return np.where(count > 0, (ent * use).sum(axis=(0, 2)) / np.maximum(count, 1), np.nan)
 
 
-def head_statistics(weights, causal=True, key_mask=None):
+def head_statistics(
+    weights: np.ndarray, causal: bool = True, key_mask: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """What each head attends to, for self-attention weights (B, H, T, T).
 
     Returns:
@@ -300,7 +311,7 @@ def head_statistics(weights, causal=True, key_mask=None):
     return stats
 
 
-def describe_head(stats, head):
+def describe_head(stats: dict[str, np.ndarray], head: int) -> str:
     """A short label of what a head does, from `head_statistics`."""
     prev, first, selfw = stats["previous_token"][head], stats["first_token"][head], stats["self"][head]
     ne = stats["normalized_entropy"][head]

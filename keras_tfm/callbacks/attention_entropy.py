@@ -1,5 +1,8 @@
 """AttentionEntropyMonitor: attention entropy per layer and head on a fixed probe batch."""
 
+import os
+from typing import Any
+
 import keras
 import numpy as np
 
@@ -37,12 +40,12 @@ class AttentionEntropyMonitor(DiagnosticCallback):
 
     def __init__(
         self,
-        probe_inputs,
-        every_n_steps=None,
-        padding_mask=None,
-        collapse_threshold=0.1,
-        uniform_threshold=0.98,
-        log_dir=None,
+        probe_inputs: Any,
+        every_n_steps: int | None = None,
+        padding_mask: np.ndarray | None = None,
+        collapse_threshold: float = 0.1,
+        uniform_threshold: float = 0.98,
+        log_dir: str | os.PathLike | None = None,
     ):
         super().__init__(log_dir=log_dir, every_n_steps=every_n_steps)
         x, _, _ = unpack_probe(probe_inputs, "probe_inputs")
@@ -54,7 +57,7 @@ class AttentionEntropyMonitor(DiagnosticCallback):
         self.uniform_threshold = check_closed_rate("uniform_threshold", uniform_threshold)
         self.flags = []
 
-    def measure(self):
+    def measure(self) -> dict[str, float]:
         """Computes the entropies now; returns {name: float}."""
         blocks = {b.name: b for b in transformer_blocks(self.model)}
         maps = attention_model(self.model)(self.x, training=False)
@@ -85,12 +88,12 @@ class AttentionEntropyMonitor(DiagnosticCallback):
         values["attention_uniform_heads"] = float(uniform)
         return values
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         super().on_train_batch_end(batch, logs)
         if self._due():
             self._record(self.measure(), self.step, logs)
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self.every_n_steps is None:
             self._record(self.measure(), self.step, logs)
         else:

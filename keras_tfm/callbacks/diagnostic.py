@@ -6,7 +6,9 @@ last values into the epoch logs and writes TensorBoard scalars (`log_dir`);
 `tf.data.Dataset`.
 """
 
+import os
 import sys
+from typing import Any
 
 import keras
 
@@ -14,7 +16,7 @@ from keras_tfm.backend import require_tensorflow
 from keras_tfm.checks import check_positive_int
 
 
-def unpack_probe(probe_data, name="probe_data"):
+def unpack_probe(probe_data: Any, name: str = "probe_data") -> tuple[Any, Any, Any]:
     """(x, y, sample_weight) from a tuple, or the first batch of a tf.data.Dataset."""
     tf = sys.modules.get("tensorflow")  # a tf.data.Dataset implies TensorFlow is loaded
     if tf is not None and isinstance(probe_data, tf.data.Dataset):
@@ -35,7 +37,7 @@ def unpack_probe(probe_data, name="probe_data"):
 class DiagnosticCallback(keras.callbacks.Callback):
     """Shared logic: global step counter, TensorBoard writer, records."""
 
-    def __init__(self, log_dir=None, every_n_steps=None):
+    def __init__(self, log_dir: str | os.PathLike | None = None, every_n_steps: int | None = None):
         super().__init__()
         self.log_dir = None if log_dir is None else str(log_dir)
         self.every_n_steps = check_positive_int("every_n_steps", every_n_steps, allow_none=True)
@@ -65,13 +67,13 @@ class DiagnosticCallback(keras.callbacks.Callback):
     def _due(self):
         return self.every_n_steps is not None and self.step % self.every_n_steps == 0
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self.step += 1
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict | None = None) -> None:
         if self._writer is not None:
             self._writer.flush()
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if logs is not None and self._last:
             logs.update(self._last)

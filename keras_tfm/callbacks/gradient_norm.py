@@ -1,5 +1,8 @@
 """GradientNormMonitor: gradient norms on a fixed probe batch, on every Keras backend."""
 
+import os
+from typing import Any
+
 import keras
 import numpy as np
 
@@ -95,12 +98,12 @@ class GradientNormMonitor(DiagnosticCallback):
 
     def __init__(
         self,
-        probe_data,
-        every_n_steps=100,
-        per_layer=True,
-        training=False,
-        log_dir=None,
-        use_tf_function=True,
+        probe_data: Any,
+        every_n_steps: int = 100,
+        per_layer: bool = True,
+        training: bool = False,
+        log_dir: str | os.PathLike | None = None,
+        use_tf_function: bool = True,
     ):
         super().__init__(log_dir=log_dir, every_n_steps=check_positive_int("every_n_steps", every_n_steps))
         self.x, self.y, self.sample_weight = unpack_probe(probe_data)
@@ -127,7 +130,7 @@ class GradientNormMonitor(DiagnosticCallback):
         self._fn = _gradient_function(model, self.training, self.use_tf_function)
         self._index = index
 
-    def measure(self):
+    def measure(self) -> dict[str, float]:
         """Computes the norms now; returns {name: float}."""
         if self._fn is None:
             self._build()
@@ -143,11 +146,11 @@ class GradientNormMonitor(DiagnosticCallback):
                 values[f"grad_norm/{name}"] = float(value)
         return values
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict | None = None) -> None:
         self._fn = None
         self._record(self.measure(), self.step)
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         super().on_train_batch_end(batch, logs)
         if self._due():
             self._record(self.measure(), self.step, logs)

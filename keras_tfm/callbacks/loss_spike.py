@@ -1,6 +1,7 @@
 """LossSpikeDetector: batch losses above `factor` times their recent median or EMA."""
 
 import math
+import os
 import warnings
 from collections import deque
 
@@ -49,14 +50,14 @@ class LossSpikeDetector(DiagnosticCallback):
 
     def __init__(
         self,
-        factor=2.0,
-        window=50,
-        mode="median",
-        ema_decay=0.9,
-        warmup=10,
-        stop_training=False,
-        warn=True,
-        log_dir=None,
+        factor: float = 2.0,
+        window: int = 50,
+        mode: str = "median",
+        ema_decay: float = 0.9,
+        warmup: int = 10,
+        stop_training: bool = False,
+        warn: bool = True,
+        log_dir: str | os.PathLike | None = None,
     ):
         super().__init__(log_dir=log_dir)
         self.factor = check_float("factor", factor, low=1.0, low_open=True)
@@ -72,7 +73,7 @@ class LossSpikeDetector(DiagnosticCallback):
         self._ema = None
         self._seen = 0
 
-    def reference(self):
+    def reference(self) -> float | None:
         """The current reference loss (None during warmup)."""
         if self._seen < self.warmup:
             return None
@@ -80,7 +81,7 @@ class LossSpikeDetector(DiagnosticCallback):
             return float(np.median(self._history))
         return self._ema
 
-    def update(self, loss, step=None):
+    def update(self, loss: float, step: int | None = None) -> bool:
         """Feeds one batch loss; returns True if it is a spike."""
         step = self.step if step is None else step
         loss = float(loss)
@@ -119,13 +120,13 @@ class LossSpikeDetector(DiagnosticCallback):
                 return metric
         return None
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._loss_metric = self._tracker()  # model.metrics walks the layers: once per epoch
         self._epoch_spikes = 0
         self._prev = (0.0, 0.0)
         self._batches = 0
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         super().on_train_batch_end(batch, logs)
         if not hasattr(self, "_prev"):
             self.on_epoch_begin(0)
@@ -154,7 +155,7 @@ class LossSpikeDetector(DiagnosticCallback):
             values["loss_reference"] = ref
         self._write(values, self.step)
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if logs is not None:
             logs["loss_spike"] = float(self._epoch_spikes > 0)
             logs["loss_spikes"] = float(self._epoch_spikes)

@@ -16,7 +16,6 @@ from keras_tfm.checkpoints.pretrained import (
     from_pretrained,
     pretrained_tokenizer,
     save_pretrained,
-    save_tokenizer,
     sentence_encoder,
 )
 
@@ -26,6 +25,5 @@ __all__ = [
     "from_pretrained",
     "pretrained_tokenizer",
     "save_pretrained",
-    "save_tokenizer",
     "sentence_encoder",
 ]

@@ -9,14 +9,21 @@ A checkpoint is a local directory in HuggingFace's layout:
     modules.json, 1_Pooling/config.json   sentence-transformers pooling (optional)
 
 Families: "bert" → `bert_encoder` (+ heads), "gpt2" and "llama" → `gpt`; the
-weight mappings are in `bert_checkpoint`, `gpt2_checkpoint` and
-`llama_checkpoint`, the file reading and
-writing in `checkpoint_io`. Nothing is downloaded.
+weight mappings are in `keras_tfm.checkpoints.bert`, `.gpt2` and `.llama`
+(on `weight_mapping`), the file reading and writing in
+`keras_tfm.checkpoints.files`. Nothing is downloaded.
 """
 
 import json
 import os
 import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import keras
+
+    from keras_tfm.models.sentence_encoder import SentenceEncoder
+    from keras_tfm.tokenizers.base import Tokenizer
 
 from keras_tfm.checkpoints import bert as bert_checkpoint
 from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
@@ -171,7 +178,7 @@ def _normalise_names(tensors, sources):
     return tensors, sources
 
 
-def from_pretrained(path, task=None, **overrides):
+def from_pretrained(path: str | os.PathLike, task: str | None = None, **overrides) -> "keras.Model":
     """Builds a keras_tfm model from a local HuggingFace-layout checkpoint.
 
     `config.json` picks the builder (`model_type` "bert" → `bert_encoder`,
@@ -194,7 +201,8 @@ def from_pretrained(path, task=None, **overrides):
             `classifier_dropout`, `normalize` (sentence embeddings).
 
     Returns:
-        An ordinary keras_tfm model (functional `keras.Model`).
+        A keras_tfm model: `BertEncoder`, `BertMaskedLM`, `BertClassifier`,
+        `BertTokenClassifier`, `SentenceEncoder` or `GPT`.
 
     Warns:
         UserWarning listing the head weights the checkpoint lacks (they keep
@@ -250,7 +258,7 @@ def from_pretrained(path, task=None, **overrides):
     return model
 
 
-def sentence_encoder(path, **overrides):
+def sentence_encoder(path: str | os.PathLike, **overrides) -> "SentenceEncoder":
     """`from_pretrained(path, task="sentence_embedding")`: a `SentenceEncoder`
     whose pooling ("mean", "cls", "max") follows the checkpoint's
     `1_Pooling/config.json` and whose L2 normalisation follows `modules.json`
@@ -289,7 +297,7 @@ def _saved_options(model, task):
     return options
 
 
-def pretrained_tokenizer(path, **kwargs):
+def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     """The tokenizer of a checkpoint directory.
 
     GPT-2 (`model_type` "gpt2", or `merges.txt` present): byte-level BPE from
@@ -309,10 +317,11 @@ def pretrained_tokenizer(path, **kwargs):
     return WordPieceTokenizer.from_pretrained(directory, **kwargs)
 
 
-def save_tokenizer(tokenizer, directory):
+def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None:
     """Writes a tokenizer's files in the checkpoint layout: `vocab.json` +
     `merges.txt` for a byte-level BPE, else `vocab.txt` (+ `tokenizer_config.json`
-    with the special tokens and lower-casing of a WordPiece tokenizer)."""
+    with the special tokens and lower-casing of a WordPiece tokenizer), into
+    an existing `directory` (the temporary directory of `save_pretrained`)."""
     vocabulary = list(tokenizer.get_vocabulary())
     merges = tokenizer.get_config().get("merges")
     if merges is not None:
@@ -335,7 +344,13 @@ def save_tokenizer(tokenizer, directory):
     write_json(directory, "tokenizer_config.json", options)
 
 
-def save_pretrained(model, path, tokenizer=None, overwrite=False, max_shard_size=None):
+def save_pretrained(
+    model: "keras.Model",
+    path: str | os.PathLike,
+    tokenizer: "Tokenizer | None" = None,
+    overwrite: bool = False,
+    max_shard_size: int | str | None = None,
+) -> str:
     """Writes `model` as a HuggingFace-layout checkpoint directory, atomically.
 
     `config.json` (the family's fields, plus a "keras_tfm" entry with the task),

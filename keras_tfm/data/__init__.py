@@ -1,16 +1,25 @@
-"""keras_tfm.data: tf.data pipelines and dataset loaders (tokenizers: `keras_tfm.tokenizers`).
+"""tf.data pipelines and dataset loaders (tokenizers: `keras_tfm.tokenizers`).
 
-pipelines       lm_windows, mlm_mask, seq2seq_pairs, pad_and_batch,
-                bucket_by_length, tokenize_dataset
-loaders         TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
-                local files (text, tab pairs, aligned files, label lines)
+One module per step:
+
+    tokenization     tokenize_dataset                  strings -> ids inside tf.data
+    lm_batches       lm_windows                        next-token (x, y) windows of a token stream
+    seq2seq_batches  seq2seq_pairs                     teacher-forcing batches (source, [BOS] y, y [EOS])
+    padding          pad_and_batch, bucket_by_length   batches of variable-length examples
+    mlm_masking      mlm_mask                          BERT's masked-language-model corruption
+    text_batches     encode_texts, LengthBucketedBatches   length-bucketed BERT batches (a PyDataset)
+    dataset_common   what the pipelines share: seeds, integer checks, the finish
+                     (autotuning off, a small prefetch)
+    loaders          TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
+                     local files (text, tab pairs, aligned files, label lines)
 """
 
 from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.data")
 
-from keras_tfm.data.loaders import (
+from keras_tfm.data.lm_batches import lm_windows  # noqa: E402
+from keras_tfm.data.loaders import (  # noqa: E402
     TED_HRLR_PAIRS,
     load_aligned_files,
     load_glue_sst2,
@@ -22,22 +31,21 @@ from keras_tfm.data.loaders import (
     load_tiny_shakespeare_file,
     split_tiny_shakespeare,
 )
-from keras_tfm.data.mlm_masking import mlm_mask
-from keras_tfm.data.pipelines import (
-    bucket_by_length,
-    lm_windows,
-    pad_and_batch,
-    seq2seq_pairs,
-    tokenize_dataset,
-)
+from keras_tfm.data.mlm_masking import mlm_mask  # noqa: E402
+from keras_tfm.data.padding import bucket_by_length, pad_and_batch  # noqa: E402
+from keras_tfm.data.seq2seq_batches import seq2seq_pairs  # noqa: E402
+from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts  # noqa: E402
+from keras_tfm.data.tokenization import tokenize_dataset  # noqa: E402
 
 __all__ = [
+    "tokenize_dataset",
     "lm_windows",
-    "mlm_mask",
     "seq2seq_pairs",
     "pad_and_batch",
     "bucket_by_length",
-    "tokenize_dataset",
+    "mlm_mask",
+    "encode_texts",
+    "LengthBucketedBatches",
     "load_tiny_shakespeare",
     "load_ted_hrlr",
     "load_glue_sst2",

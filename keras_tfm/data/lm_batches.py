@@ -35,16 +35,16 @@ def _token_stream(ids_or_dataset):
 
 
 def lm_windows(
-    ids_or_dataset,
-    sequence_length,
-    batch_size,
-    shuffle=True,
-    seed=None,
-    random_offsets=True,
-    drop_remainder=False,
-    repeat=False,
-    prefetch=True,
-):
+    ids_or_dataset: tf.types.experimental.TensorLike | tf.data.Dataset,
+    sequence_length: int,
+    batch_size: int,
+    shuffle: bool = True,
+    seed: int | None = None,
+    random_offsets: bool = True,
+    drop_remainder: bool = False,
+    repeat: bool = False,
+    prefetch: bool = True,
+) -> tf.data.Dataset:
     """Next-token windows `(x, y)` from a token stream, with `y` = `x` shifted by one.
 
     Two variants:

@@ -116,7 +116,12 @@ def _tfds_builder(name, data_dir, manual_dir, download, expected_files):
     return builder
 
 
-def load_tiny_shakespeare(split="train", data_dir=None, manual_dir=None, download=False):
+def load_tiny_shakespeare(
+    split: str = "train",
+    data_dir: str | os.PathLike | None = None,
+    manual_dir: str | os.PathLike | None = None,
+    download: bool = False,
+) -> tf.data.Dataset:
     """Tiny Shakespeare from TFDS (`tiny_shakespeare`, 1.0.0): one string per split.
 
     Offline: `manual_dir` must hold char-rnn's `input.txt` (1,115,394 bytes,
@@ -144,7 +149,13 @@ def load_tiny_shakespeare(split="train", data_dir=None, manual_dir=None, downloa
     return builder.as_dataset(split=split).map(lambda example: example["text"])
 
 
-def load_ted_hrlr(pair="pt_to_en", split="train", data_dir=None, manual_dir=None, download=False):
+def load_ted_hrlr(
+    pair: str = "pt_to_en",
+    split: str = "train",
+    data_dir: str | os.PathLike | None = None,
+    manual_dir: str | os.PathLike | None = None,
+    download: bool = False,
+) -> tf.data.Dataset:
     """TED talks translation pairs from TFDS (`ted_hrlr_translate/<pair>`; pt->en is the TF Transformer tutorial's).
 
     Offline: `manual_dir` must hold `qi18naacl-dataset.tar.gz` (131,005,909
@@ -168,7 +179,12 @@ def load_ted_hrlr(pair="pt_to_en", split="train", data_dir=None, manual_dir=None
     return builder.as_dataset(split=split, as_supervised=True)
 
 
-def load_glue_sst2(split="train", data_dir=None, manual_dir=None, download=False):
+def load_glue_sst2(
+    split: str = "train",
+    data_dir: str | os.PathLike | None = None,
+    manual_dir: str | os.PathLike | None = None,
+    download: bool = False,
+) -> tf.data.Dataset:
     """GLUE SST-2 from TFDS (`glue/sst2`): `(sentence, label)`; 1 = positive.
 
     Offline: `manual_dir` must hold GLUE's `SST-2.zip` (7,439,277 bytes).
@@ -235,7 +251,9 @@ def _parsed_lines(path, compression, parse=None, skip_empty=True):
     return dataset.map(process, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
 
 
-def load_text_file(path, lines=False, skip_empty=False, compression=None):
+def load_text_file(
+    path: str | os.PathLike, lines: bool = False, skip_empty: bool = False, compression: str | None = None
+) -> tf.data.Dataset:
     """A text file as one string, or as lines.
 
     Args:
@@ -265,7 +283,7 @@ def load_text_file(path, lines=False, skip_empty=False, compression=None):
     return tf.data.Dataset.from_tensors(path).map(read)
 
 
-def split_tiny_shakespeare(text):
+def split_tiny_shakespeare(text: str) -> dict[str, str]:
     """TFDS's tiny_shakespeare split of a text: 90/5/5 by characters.
 
     Exactly TFDS's arithmetic: `i = int(len(text) * 0.9)` for train, then
@@ -284,7 +302,7 @@ def split_tiny_shakespeare(text):
     return {"train": train, "validation": rest[:i], "test": rest[i:]}
 
 
-def load_tiny_shakespeare_file(path, split="train"):
+def load_tiny_shakespeare_file(path: str | os.PathLike, split: str = "train") -> tf.data.Dataset:
     """One split of a local Tiny Shakespeare `input.txt`, split like TFDS (no TFDS needed).
 
     For the real 1,115,394-character file: train 1,003,854, validation
@@ -303,7 +321,13 @@ def load_tiny_shakespeare_file(path, split="train"):
     return tf.data.Dataset.from_tensors(tf.constant(split_tiny_shakespeare(text)[split]))
 
 
-def load_tab_pairs(path, source_column=0, target_column=1, validate=True, compression=None):
+def load_tab_pairs(
+    path: str | os.PathLike,
+    source_column: int = 0,
+    target_column: int = 1,
+    validate: bool = True,
+    compression: str | None = None,
+) -> tf.data.Dataset:
     """Tab-separated sentence pairs, e.g. Anki/Tatoeba `spa.txt` (`English\\tSpanish[\\tattribution]`).
 
     Blank lines are skipped; extra columns are ignored.
@@ -338,7 +362,12 @@ def load_tab_pairs(path, source_column=0, target_column=1, validate=True, compre
     return _parsed_lines(path, compression, parse)
 
 
-def load_aligned_files(source_path, target_path, validate=True, compression=None):
+def load_aligned_files(
+    source_path: str | os.PathLike,
+    target_path: str | os.PathLike,
+    validate: bool = True,
+    compression: str | None = None,
+) -> tf.data.Dataset:
     """Line-aligned parallel files (Multi30k `train.en.gz` / `train.de.gz`): line i of each is a pair.
 
     Args:
@@ -368,7 +397,9 @@ def load_aligned_files(source_path, target_path, validate=True, compression=None
     )
 
 
-def load_label_sentence_lines(path, validate=True, compression=None):
+def load_label_sentence_lines(
+    path: str | os.PathLike, validate: bool = True, compression: str | None = None
+) -> tf.data.Dataset:
     """`<label> <sentence>` lines, e.g. SST-2 `stsa.binary.train` (`1 a gorgeous film ...`).
 
     The first space separates an integer label from the sentence. Blank lines

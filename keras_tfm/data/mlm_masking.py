@@ -3,13 +3,16 @@
 Of the ordinary tokens, ~15 % are selected; a selected token becomes [MASK]
 (80 %), a random token (10 %) or stays (10 %); the loss is taken on the
 selected positions only (sample weights). Stateless and seeded like the other
-pipelines (`keras_tfm.data.pipelines`).
+pipelines (`keras_tfm.data.dataset_common`).
 """
+
+from collections.abc import Sequence
 
 import tensorflow as tf
 
 from keras_tfm.checks import check_closed_rate, check_int, check_open_rate, check_positive_int
-from keras_tfm.data.pipelines import check_integer_tensor, resolve_seed
+from keras_tfm.data.dataset_common import check_integer_tensor, resolve_seed
+from keras_tfm.tokenizers.base import Tokenizer
 from keras_tfm.tokenizers.special_tokens import MASK, NUM_SPECIAL_TOKENS, PAD
 
 # --------------------------------------------------------------------------- #
@@ -18,18 +21,18 @@ from keras_tfm.tokenizers.special_tokens import MASK, NUM_SPECIAL_TOKENS, PAD
 
 
 def mlm_mask(
-    ids,
-    vocabulary_size=None,
-    mask_rate=0.15,
-    mask_token_id=None,
-    random_token_rate=0.1,
-    unchanged_rate=0.1,
-    num_special_tokens=None,
-    seed=None,
+    ids: tf.types.experimental.TensorLike | tf.data.Dataset,
+    vocabulary_size: int | None = None,
+    mask_rate: float = 0.15,
+    mask_token_id: int | None = None,
+    random_token_rate: float = 0.1,
+    unchanged_rate: float = 0.1,
+    num_special_tokens: int | None = None,
+    seed: int | tf.Tensor | None = None,
     *,
-    tokenizer=None,
-    special_token_ids=None,
-):
+    tokenizer: Tokenizer | None = None,
+    special_token_ids: Sequence[int] | None = None,
+) -> tuple[dict[str, tf.Tensor], tf.Tensor, tf.Tensor] | tf.data.Dataset:
     """BERT masking: select ~`mask_rate` of the ordinary tokens; 80% -> [MASK], 10% random, 10% unchanged.
 
     Each position holding an ordinary token (not padding, not a special

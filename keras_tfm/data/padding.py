@@ -1,5 +1,7 @@
 """Padding and bucketing: `pad_and_batch` and `bucket_by_length` batch variable-length examples."""
 
+from collections.abc import Callable, Sequence
+
 import tensorflow as tf
 
 from keras_tfm.checks import check_positive_int
@@ -17,8 +19,13 @@ def padding_values(spec, padding_value):
 
 
 def pad_and_batch(
-    dataset, batch_size, sequence_length=None, padding_value=PAD, drop_remainder=False, prefetch=True
-):
+    dataset: tf.data.Dataset,
+    batch_size: int,
+    sequence_length: int | None = None,
+    padding_value: int | str = PAD,
+    drop_remainder: bool = False,
+    prefetch: bool = True,
+) -> tf.data.Dataset:
     """Batches variable-length sequences, padding every rank>=1 component.
 
     Each sequence component (e.g. ids from `tokenize_dataset`) is padded with
@@ -67,15 +74,15 @@ def pad_and_batch(
 
 
 def bucket_by_length(
-    dataset,
-    boundaries,
-    batch_sizes,
-    length_fn=None,
-    padding_value=PAD,
-    pad_to_bucket_boundary=False,
-    drop_remainder=False,
-    prefetch=True,
-):
+    dataset: tf.data.Dataset,
+    boundaries: Sequence[int],
+    batch_sizes: Sequence[int],
+    length_fn: Callable[..., tf.Tensor] | None = None,
+    padding_value: int | str = PAD,
+    pad_to_bucket_boundary: bool = False,
+    drop_remainder: bool = False,
+    prefetch: bool = True,
+) -> tf.data.Dataset:
     """Groups sequences of similar length into batches (less padding), via `bucket_by_sequence_length`.
 
     An element of length `L` goes to bucket `i` where

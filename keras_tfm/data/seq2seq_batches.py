@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras_tfm.checks import check_positive_int
 from keras_tfm.data.dataset_common import (
     AUTOTUNE,
+    Ids,
     check_integer_tensor,
     dense_components,
     finish_pipeline,
@@ -60,21 +61,21 @@ def _pair_dataset(source_ids, target_ids):
 
 
 def seq2seq_pairs(
-    source_ids,
-    target_ids=None,
-    batch_size=64,
-    source_length=None,
-    target_length=None,
-    bos_id=BOS,
-    eos_id=EOS,
-    shuffle=False,
-    buffer_size=10_000,
-    seed=None,
-    drop_remainder=False,
-    sample_weights=False,
-    cache=False,
-    prefetch=True,
-):
+    source_ids: Ids | tf.data.Dataset,
+    target_ids: Ids | tf.data.Dataset | None = None,
+    batch_size: int = 64,
+    source_length: int | None = None,
+    target_length: int | None = None,
+    bos_id: int = BOS,
+    eos_id: int = EOS,
+    shuffle: bool = False,
+    buffer_size: int = 10_000,
+    seed: int | None = None,
+    drop_remainder: bool = False,
+    sample_weights: bool = False,
+    cache: bool = False,
+    prefetch: bool = True,
+) -> tf.data.Dataset:
     """Teacher-forcing batches for an encoder-decoder model.
 
     For each pair: `encoder_token_ids = source`, `decoder_token_ids = [BOS] +

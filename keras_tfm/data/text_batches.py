@@ -10,16 +10,19 @@ fine-tuning (`keras_tfm.finetuning`) and sentence embedding
 (`keras_tfm.models.sentence_encoder.embed_texts`).
 """
 
+from collections.abc import Sequence
+
 import keras
 import numpy as np
 
 from keras_tfm.checks import check_positive_int
+from keras_tfm.tokenizers.base import Tokenizer
 
 #: Shuffled chunks of this many batches are sorted by length before batching.
 CHUNK_BATCHES = 50
 
 
-def encode_texts(tokenizer, texts, max_length):
+def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_length: int) -> list[np.ndarray]:
     """Token ids `[CLS] … [SEP]` per text, truncated to `max_length` (the final
     `[SEP]` kept), as a list of int32 arrays."""
     check_positive_int("max_length", max_length)
@@ -33,7 +36,7 @@ def encode_texts(tokenizer, texts, max_length):
     return rows
 
 
-def pad_batch(rows, pad_id=0):
+def pad_batch(rows: Sequence[np.ndarray], pad_id: int = 0) -> dict[str, np.ndarray]:
     """Model inputs for a list of id arrays, padded to the longest."""
     width = max(len(r) for r in rows)
     token_ids = np.full((len(rows), width), pad_id, np.int32)
@@ -59,7 +62,15 @@ class LengthBucketedBatches(keras.utils.PyDataset):
         seed: shuffling seed.
     """
 
-    def __init__(self, rows, labels=None, batch_size=32, shuffle=True, pad_id=0, seed=0):
+    def __init__(
+        self,
+        rows: Sequence[np.ndarray],
+        labels: Sequence[int] | np.ndarray | None = None,
+        batch_size: int = 32,
+        shuffle: bool = True,
+        pad_id: int = 0,
+        seed: int | None = 0,
+    ):
         super().__init__()
         self.rows = rows
         self.labels = None if labels is None else np.asarray(labels, np.int32)
@@ -93,6 +104,6 @@ class LengthBucketedBatches(keras.utils.PyDataset):
         inputs = pad_batch([self.rows[i] for i in batch], self.pad_id)
         return inputs if self.labels is None else (inputs, self.labels[batch])
 
-    def on_epoch_end(self):
+    def on_epoch_end(self) -> None:
         if self.shuffle:
             self._make_batches()

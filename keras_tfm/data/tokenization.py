@@ -4,9 +4,15 @@ import tensorflow as tf
 
 from keras_tfm.checks import check_positive_int
 from keras_tfm.data.dataset_common import AUTOTUNE, dense_components, map_components
+from keras_tfm.tokenizers.base import Tokenizer
 
 
-def tokenize_dataset(dataset, tokenizer, batch_size=256, sequence_length=None):
+def tokenize_dataset(
+    dataset: tf.data.Dataset,
+    tokenizer: Tokenizer | tuple[Tokenizer | None, ...],
+    batch_size: int = 256,
+    sequence_length: int | None = None,
+) -> tf.data.Dataset:
     """Tokenizes the string components of a dataset, batched for speed.
 
     Elements may be a string, a tuple such as `(source, target)` or

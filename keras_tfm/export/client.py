@@ -5,22 +5,28 @@ run the same logic in processes where importing `keras` fails.
 """
 
 import os
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 
-def latest_version(base_dir):
-    """Largest integer version directory under `base_dir` (None if none)."""
+def list_versions(base_dir: str | os.PathLike) -> list[int]:
+    """Sorted integer versions present under `base_dir` (TF Serving layout)."""
     if not os.path.isdir(base_dir):
-        return None
-    versions = [
+        return []
+    return sorted(
         int(n) for n in os.listdir(base_dir) if n.isdigit() and os.path.isdir(os.path.join(base_dir, n))
-    ]
-    return max(versions) if versions else None
+    )
 
 
-def resolve_version_dir(path, version=None):
+def latest_version(base_dir: str | os.PathLike) -> int | None:
+    """Largest integer version directory under `base_dir` (None if none)."""
+    versions = list_versions(base_dir)
+    return versions[-1] if versions else None
+
+
+def resolve_version_dir(path: str | os.PathLike, version: int | None = None) -> str:
     """`path` is a model base dir (`saved_models/NAME`, versions inside) or a
     version dir (`saved_models/NAME/3`, holding `saved_model.pb`)."""
     path = os.fspath(path)
@@ -38,7 +44,7 @@ def resolve_version_dir(path, version=None):
     return directory
 
 
-def load_served(path, version=None):
+def load_served(path: str | os.PathLike, version: int | None = None) -> Any:
     """`tf.saved_model.load` of a version (latest by default)."""
     return tf.saved_model.load(resolve_version_dir(path, version))
 

@@ -7,32 +7,24 @@ import re
 import shutil
 import socket
 import tempfile
-import time
+from collections.abc import Sequence
 
 import keras
 
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
-from keras_tfm.models.base import TransformerModel
+from keras_tfm.export.client import list_versions
 from keras_tfm.models.bert_tasks import BertClassifier, BertMaskedLM
 from keras_tfm.models.gpt import GPT
-from keras_tfm.models.legacy import from_functional
 from keras_tfm.models.sentence_encoder import SentenceEncoder
 from keras_tfm.models.seq2seq import Seq2Seq
+from keras_tfm.tokenizers.base import Tokenizer
 from keras_tfm.tokenizers.special_tokens import EOS
 
 KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
 
 
-def as_model_class(model):
-    """`model`, or its model class instance for a plain functional model of
-    the builders saved before the classes existed (`models.from_functional`)."""
-    if isinstance(model, keras.Model) and not isinstance(model, TransformerModel):
-        return from_functional(model)
-    return model
-
-
-def detect_kind(model):
+def detect_kind(model: keras.Model) -> str:
     """ "gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the model's class."""
     for cls, kind in (
         (Seq2Seq, "seq2seq"),
@@ -45,22 +37,11 @@ def detect_kind(model):
             return kind
     raise ValueError(
         f"Cannot export a {type(model).__name__} ({model.name!r}); expected a keras_tfm GPT, Seq2Seq, "
-        "BertClassifier or BertMaskedLM (built with keras_tfm.models; convert a model saved before the model "
-        "classes existed with `keras_tfm.models.from_functional`)."
-    )
-
-
-def list_versions(base_dir):
-    """Sorted integer versions present under `base_dir` (TF Serving layout)."""
-    if not os.path.isdir(base_dir):
-        return []
-    return sorted(
-        int(n) for n in os.listdir(base_dir) if n.isdigit() and os.path.isdir(os.path.join(base_dir, n))
+        "BertClassifier, BertMaskedLM or SentenceEncoder (built with keras_tfm.models)."
     )
 
 
 _TEMP = re.compile(r"^\.tmp-\d+-(\d+)@(.+)-[a-z0-9_]+$")
-LEGACY_TEMP_AGE_S = 3600
 
 
 def _pid_alive(pid):
@@ -76,9 +57,8 @@ def _pid_alive(pid):
 def remove_stale_temporaries(base):
     """Removes `.tmp-VERSION-PID@HOST-*` folders of exports killed before their rename.
 
-    A folder is stale when its process (on this host) no longer runs; a
-    folder in the older `.tmp-VERSION-*` form (no pid) when it is older than
-    an hour. Folders of live exports (and of other hosts) are left alone.
+    A folder is stale when its process (on this host) no longer runs.
+    Folders of live exports (and of other hosts) are left alone.
 
     Returns:
         The removed paths.
@@ -89,16 +69,10 @@ def remove_stale_temporaries(base):
     host = socket.gethostname()
     for name in os.listdir(base):
         path = os.path.join(base, name)
-        if not name.startswith(".tmp-") or not os.path.isdir(path):
-            continue
         match = _TEMP.match(name)
-        if match:
-            stale = match.group(2) == host and not _pid_alive(int(match.group(1)))
-        else:
-            stale = re.match(r"^\.tmp-\d+-[a-z0-9_]+$", name) is not None and (
-                time.time() - os.path.getmtime(path) > LEGACY_TEMP_AGE_S
-            )
-        if stale:
+        if not match or not os.path.isdir(path):
+            continue
+        if match.group(2) == host and not _pid_alive(int(match.group(1))):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
@@ -121,13 +95,11 @@ def build_serving(
     label_names=None,
     max_new_tokens_limit=None,
     max_beams=4,
-    beam_widths=None,
     eos_id=None,
     jit_compile=True,
     max_prompt_length=None,
 ):
     """The serving helper object of `model` (endpoints + warmup requests)."""
-    model = as_model_class(model)
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
     if kind == "auto":
@@ -143,8 +115,6 @@ def build_serving(
             f"`kind`={kind!r} does not match the model {model.name!r}, which is a {detected!r} model; "
             f"pass kind={detected!r} or 'auto'."
         )
-    if beam_widths is not None:
-        max_beams = max(int(w) for w in beam_widths)
     if kind == "gpt":
         return sig.GPTServing(
             model,
@@ -202,25 +172,24 @@ def _write_export_info(version_dir, kind, serving):
 
 
 def export_for_serving(
-    model,
-    path,
-    tokenizer=None,
-    version=None,
-    kind="auto",
-    label_names=None,
-    max_new_tokens_limit=None,
-    warmup=True,
-    max_beams=4,
-    beam_widths=None,
-    eos_id=None,
-    jit_compile=True,
-    max_prompt_length=None,
-    verbose=False,
-):
+    model: keras.Model,
+    path: str | os.PathLike,
+    tokenizer: Tokenizer | tuple[Tokenizer, Tokenizer] | dict[str, Tokenizer] | None = None,
+    version: int | None = None,
+    kind: str = "auto",
+    label_names: Sequence[str] | None = None,
+    max_new_tokens_limit: int | None = None,
+    warmup: bool = True,
+    max_beams: int = 4,
+    eos_id: int | None = None,
+    jit_compile: bool = True,
+    max_prompt_length: int | None = None,
+    verbose: bool = False,
+) -> str:
     """Exports a keras_tfm model as a TF Serving model version, atomically.
 
     Writes `path/VERSION/` (`saved_model.pb`, `variables/`, `assets.extra/`):
-    the SavedModel is written into a temporary directory `path/.tmp-VERSION-*`
+    the SavedModel is written into a temporary directory `path/.tmp-VERSION-PID@HOST-*`
     and renamed into place, so a reader (TF Serving polls `path`) never sees a
     partial version, and a failed export leaves nothing behind (the folder of
     a killed export is removed by the next export to `path`, see
@@ -256,13 +225,15 @@ def export_for_serving(
       float32 [B, 5] for the first mask).
 
     Args:
-        model: a keras_tfm GPT / seq2seq / BERT classifier / BERT masked LM.
+        model: a keras_tfm GPT / seq2seq / BERT classifier / BERT masked LM /
+            SentenceEncoder.
         path: the model's base directory, e.g. "saved_models/NAME".
         tokenizer: a keras_tfm tokenizer (seq2seq: one, or `(source,
             target)`). GPT: optional (without it no `generate`); default
             `model.tokenizer` if the model has one.
         version: positive int; None = one more than the largest existing.
-        kind: "auto" or one of "gpt", "seq2seq", "bert_classifier", "bert_mlm".
+        kind: "auto" or one of `KINDS` ("gpt", "seq2seq", "bert_classifier", "bert_mlm",
+            "sentence_encoder").
         label_names: class names of a classifier (default LABEL_i).
         max_new_tokens_limit: largest `max_new_tokens` a request may ask for.
             GPT: default max(max_length - 1, 256), any value (past the
@@ -274,7 +245,6 @@ def export_for_serving(
             `translate`, GPT `beam_search` / `beam_search_ids`: `num_beams`
             in [1, max_beams]; the loops are compiled for it, a narrower
             request keeps the spare beams dead).
-        beam_widths: deprecated: `max_beams` = max(beam_widths).
         eos_id: GPT: stop id (default none); seq2seq: default EOS.
         jit_compile: compile the decoding loops with XLA.
         max_prompt_length: GPT: longest prompt accepted (default the model's
@@ -291,7 +261,6 @@ def export_for_serving(
             match the model (a GPT exported as "bert_mlm"), tokenizer/model
             mismatch, `max_prompt_length` < 1 or beyond the model's length.
     """
-    model = as_model_class(model)
     base = os.path.abspath(os.fspath(path))
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"`version` must be a positive int or None; received {version!r}.")
@@ -302,7 +271,6 @@ def export_for_serving(
         label_names=label_names,
         max_new_tokens_limit=max_new_tokens_limit,
         max_beams=max_beams,
-        beam_widths=beam_widths,
         eos_id=eos_id,
         jit_compile=jit_compile,
         max_prompt_length=max_prompt_length,

@@ -21,6 +21,7 @@ needs no extra package.
 
 import os
 
+import numpy as np
 import tensorflow as tf
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
@@ -135,7 +136,7 @@ def write_warmup_requests(saved_model_dir, model_name, requests):
     return path
 
 
-def read_warmup_requests(saved_model_dir):
+def read_warmup_requests(saved_model_dir: str | os.PathLike) -> list[tuple[str, str, dict[str, np.ndarray]]]:
     """Reads the warmup records back: list of `(model_name, signature_name, inputs)`."""
     path = os.path.join(saved_model_dir, WARMUP_FILE)
     return [decode_prediction_log(r.numpy()) for r in tf.data.TFRecordDataset(path)]

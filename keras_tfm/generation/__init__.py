@@ -1,35 +1,39 @@
-"""Text generation: samplers, the cached XLA decoding loop, beam search and generators."""
+"""Text generation with keras_tfm models: cached, XLA-compiled decoding (TensorFlow).
+
+    generate(model, prompt_ids, max_new_tokens, sampler="greedy" | "sample", ...)
+    beam_search(model, prompt_ids, max_new_tokens, num_beams=4, ...)
+
+`generate` and `beam_search` build (once per model) a `CausalLMGenerator` for
+a `GPT` or a `Seq2SeqGenerator` for a `Seq2Seq` and call it; use the
+generator classes directly to choose the cache and compilation options. The
+samplers are pure functions of float32 logits `[batch, vocab]`:
+
+    greedy(logits)                  token = argmax_v logits[:, v]
+    sample(logits, seed, T, k, p)   token ~ softmax(filter_top_p(filter_top_k(logits / T, k), p))
+
+Modules: `api` (generate, beam_search), `samplers`, `causal_lm` / `seq2seq_generator`
+(the generators), `base` (their shared checks and compiled-function cache),
+`decoding` (the cached decoding loop and the adapters between a model and it),
+`beam` (the beam-search loop), `cache` (key/value cache layout), `sliding_window`
+(generation past the context length).
+"""
 
 from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.generation", backend_too=True)
 
-# Cached decoding (KV caches, one XLA while loop, beam search).
-from keras_tfm.generation.api import (
-    beam_search,  # noqa: F401,E402
-    generate,  # noqa: F401,E402
-    get_generator,  # noqa: F401,E402
-)
-from keras_tfm.generation.beam import beam_search_loop  # noqa: F401,E402
-from keras_tfm.generation.causal_lm import (
-    CausalLMAdapter,  # noqa: F401,E402
-    CausalLMGenerator,  # noqa: F401,E402
-)
-from keras_tfm.generation.decoding import (
-    DecoderAdapter,  # noqa: F401,E402
-    FunctionAdapter,  # noqa: F401,E402
-    decode,  # noqa: F401,E402
-)
-from keras_tfm.generation.samplers import (
-    MASK_VALUE,  # noqa: F401
-    check_sampling_args,  # noqa: F401
-    filter_top_k,  # noqa: F401
-    filter_top_p,  # noqa: F401
-    greedy,  # noqa: F401
-    sample,  # noqa: F401
-    split_seed,  # noqa: F401
-)
-from keras_tfm.generation.seq2seq_generator import (
-    Seq2SeqAdapter,  # noqa: F401,E402
-    Seq2SeqGenerator,  # noqa: F401,E402
-)
+from keras_tfm.generation.api import beam_search, generate  # noqa: E402
+from keras_tfm.generation.causal_lm import CausalLMGenerator  # noqa: E402
+from keras_tfm.generation.samplers import filter_top_k, filter_top_p, greedy, sample  # noqa: E402
+from keras_tfm.generation.seq2seq_generator import Seq2SeqGenerator  # noqa: E402
+
+__all__ = [
+    "generate",
+    "beam_search",
+    "CausalLMGenerator",
+    "Seq2SeqGenerator",
+    "greedy",
+    "sample",
+    "filter_top_k",
+    "filter_top_p",
+]

@@ -5,6 +5,9 @@ Both build (once per model, cached weakly) a `CausalLMGenerator` for a
 """
 
 import weakref
+from collections.abc import Sequence
+
+import numpy as np
 
 from keras_tfm.generation.causal_lm import CausalLMGenerator
 from keras_tfm.generation.seq2seq_generator import Seq2SeqGenerator
@@ -14,7 +17,9 @@ from keras_tfm.models.seq2seq import Seq2Seq
 _GENERATORS = weakref.WeakKeyDictionary()
 
 
-def get_generator(model, pad_id=0):
+def get_generator(
+    model: GPT | Seq2Seq | CausalLMGenerator | Seq2SeqGenerator, pad_id: int = 0
+) -> CausalLMGenerator | Seq2SeqGenerator:
     """The cached generator of `model` (created on first use)."""
     if isinstance(model, (CausalLMGenerator, Seq2SeqGenerator)):
         return model
@@ -27,15 +32,20 @@ def get_generator(model, pad_id=0):
         else:
             raise TypeError(
                 f"`model` must be a keras_tfm GPT or Seq2Seq model (or a generator); received "
-                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"{type(model).__name__}."
             )
         generator = cls(model, pad_id=pad_id)
         _GENERATORS[model] = generator
     return generator
 
 
-def generate(model, prompt_ids, max_new_tokens, pad_id=0, **options):
+def generate(
+    model: GPT | Seq2Seq | CausalLMGenerator | Seq2SeqGenerator,
+    prompt_ids: Sequence[Sequence[int]] | np.ndarray,
+    max_new_tokens: int,
+    pad_id: int = 0,
+    **options,
+) -> np.ndarray | tuple[np.ndarray, ...]:
     """Cached, XLA-compiled generation with a keras_tfm GPT or seq2seq model.
 
     Args:
@@ -45,8 +55,7 @@ def generate(model, prompt_ids, max_new_tokens, pad_id=0, **options):
         max_new_tokens: int >= 0.
         pad_id: padding id (left-padding of prompts, finished rows).
         **options: those of `BaseGenerator.generate`:
-            sampler: "greedy" (default) | "sample" | "temperature" | "top_k"
-                | "top_p" (the last four are the same stochastic sampler; the
+            sampler: "greedy" (default) | "sample" (stochastic; the
                 filters act when `top_k` > 0 / `top_p` < 1).
             temperature: finite float >= 0 (default 1; 0, or below 1e-6, =
                 greedy; NaN and negative values raise a ValueError).
@@ -73,7 +82,14 @@ def generate(model, prompt_ids, max_new_tokens, pad_id=0, **options):
     return get_generator(model, pad_id).generate(prompt_ids, max_new_tokens, **options)
 
 
-def beam_search(model, prompt_ids, max_new_tokens, num_beams=4, pad_id=0, **options):
+def beam_search(
+    model: GPT | Seq2Seq | CausalLMGenerator | Seq2SeqGenerator,
+    prompt_ids: Sequence[Sequence[int]] | np.ndarray,
+    max_new_tokens: int,
+    num_beams: int = 4,
+    pad_id: int = 0,
+    **options,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Beam search with GNMT length penalty ((5 + len) / 6)^α for GPT or
     seq2seq models; finished beams are frozen at EOS. `options`:
     `length_penalty` (α, default 0.6), `eos_id` and the model kind's inputs

@@ -3,7 +3,9 @@ length buckets and the cache of compiled (XLA) functions."""
 
 import numbers
 import secrets
+from collections.abc import Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -11,8 +13,6 @@ from keras_tfm.checks import check_choice, check_int
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding, samplers, sliding_window
-
-SAMPLERS = ("greedy", "sample", "temperature", "top_k", "top_p")
 
 
 def to_id_array(name, x):
@@ -136,7 +136,7 @@ def make_seed(seed):
 def check_sampler(sampler, temperature, top_k, top_p, vocabulary_size=None):
     """Checks the sampler name and its Python arguments (see `samplers.check_sampling_args`;
     `top_k` larger than `vocabulary_size` is refused)."""
-    check_choice("sampler", sampler, SAMPLERS)
+    check_choice("sampler", sampler, samplers.SAMPLERS)
     return samplers.check_sampling_args(temperature, top_k, top_p, vocabulary_size=vocabulary_size)
 
 
@@ -164,7 +164,14 @@ class BaseGenerator(tf.Module):
     inputs → decoder prompts, their lengths and the adapter context).
     """
 
-    def __init__(self, model, pad_id=0, jit_compile=True, run_eagerly=False, name=None):
+    def __init__(
+        self,
+        model: keras.Model,
+        pad_id: int = 0,
+        jit_compile: bool = True,
+        run_eagerly: bool = False,
+        name: str | None = None,
+    ):
         super().__init__(name=name)
         self.model = model
         self.pad_id = check_int("pad_id", pad_id, minimum=0)
@@ -269,28 +276,28 @@ class BaseGenerator(tf.Module):
     # ------------------------------------------------------------- eager API
     def generate(
         self,
-        inputs,
-        max_new_tokens,
-        sampler="greedy",
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        seed=None,
-        eos_id=None,
-        return_lengths=False,
-        output_scores=False,
+        inputs: Sequence[Sequence[int]] | np.ndarray,
+        max_new_tokens: int,
+        sampler: str = "greedy",
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int | Sequence[int] | np.ndarray | None = None,
+        eos_id: int | None = None,
+        return_lengths: bool = False,
+        output_scores: bool = False,
         **request,
-    ):
+    ) -> np.ndarray | tuple[np.ndarray, ...]:
         """Generates up to `max_new_tokens` tokens per input.
 
         Args:
             inputs: GPT: the prompts; seq2seq: the source sequences. A list
                 of id sequences (any lengths) or a 2-D int array.
             max_new_tokens: int >= 0.
-            sampler: "greedy", or "sample" (also "temperature", "top_k",
-                "top_p") for stochastic sampling.
-            temperature, top_k, top_p: sampling parameters (ignored by greedy;
-                see `samplers.check_sampling_args`).
+            sampler: "greedy" or "sample" (stochastic: temperature, then
+                the top-k and top-p filters).
+            temperature, top_k, top_p: the arguments of "sample" (ignored by
+                "greedy"; see `samplers.check_sampling_args`).
             seed: int or int32 `(2,)`; same seed → same output. None: random.
             eos_id: rows stop after this id (then emit `pad_id`).
             return_lengths: also return the number of new tokens per row.
@@ -334,7 +341,15 @@ class BaseGenerator(tf.Module):
             result += (out["scores"].numpy()[:, :max_new_tokens],)
         return result[0] if len(result) == 1 else result
 
-    def beam_search(self, inputs, max_new_tokens, num_beams=4, length_penalty=0.6, eos_id=None, **request):
+    def beam_search(
+        self,
+        inputs: Sequence[Sequence[int]] | np.ndarray,
+        max_new_tokens: int,
+        num_beams: int = 4,
+        length_penalty: float = 0.6,
+        eos_id: int | None = None,
+        **request,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Beam search with GNMT length penalty; see `keras_tfm.generation.beam_search`.
 
         Args:

@@ -1,5 +1,7 @@
 """Cached generation for decoder-only (GPT) models."""
 
+import tensorflow as tf
+
 from keras_tfm.generation import base, decoding
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.models.gpt import GPT
@@ -12,9 +14,8 @@ class CausalLMAdapter(decoding.DecoderAdapter):
     def __init__(self, model):
         if not isinstance(model, GPT):
             raise TypeError(
-                f"Expected a keras_tfm GPT model (from `keras_tfm.models.gpt`); received {type(model).__name__}. "
-                "A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"`model` must be a keras_tfm GPT model (from `keras_tfm.models.gpt`); received "
+                f"{type(model).__name__}."
             )
         self.model = model
         self.vocabulary_size = model.vocabulary_size
@@ -53,11 +54,20 @@ class CausalLMGenerator(base.BaseGenerator):
         tokens = gen.generate([[5, 6, 7], [8]], max_new_tokens=20, eos_id=2)
     """
 
-    def __init__(self, model, pad_id=0, jit_compile=True, run_eagerly=False, name=None):
+    def __init__(
+        self,
+        model: GPT,
+        pad_id: int = 0,
+        jit_compile: bool = True,
+        run_eagerly: bool = False,
+        name: str | None = None,
+    ):
         super().__init__(model, pad_id=pad_id, jit_compile=jit_compile, run_eagerly=run_eagerly, name=name)
         self.adapter = CausalLMAdapter(model)
 
-    def decoder_inputs(self, prompt_ids, prompt_lengths):
+    def decoder_inputs(
+        self, prompt_ids: tf.Tensor, prompt_lengths: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor, None]:
         """Traceable: the prompts are the decoder prompts; no context."""
         return prompt_ids, prompt_lengths, None
 

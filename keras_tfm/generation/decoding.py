@@ -181,14 +181,14 @@ def make_selector(sampler, seed, temperature, top_k, top_p):
     """`select(logits, step) -> int32 (batch,)` for a static `sampler` name."""
     if sampler == "greedy":
         return lambda logits, step: samplers.greedy(logits)
-    if sampler in ("sample", "temperature", "top_k", "top_p"):
+    if sampler == "sample":
         seed = ops.cast(seed, "int32")
 
         def select(logits, step):
             return samplers.sample(logits, samplers.split_seed(seed, step), temperature, top_k, top_p)
 
         return select
-    raise ValueError(f"Unknown `sampler` {sampler!r}; expected 'greedy', 'sample', 'top_k' or 'top_p'.")
+    raise ValueError(f"Unknown `sampler` {sampler!r}; expected one of {list(samplers.SAMPLERS)}.")
 
 
 def start_state(batch, num_new, pad_id, vocabulary_size, output_scores=False):

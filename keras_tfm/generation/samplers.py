@@ -25,6 +25,8 @@ from keras import ops
 
 from keras_tfm.checks import check_float, check_int
 
+TensorLike = tf.types.experimental.TensorLike
+
 #: Value given to filtered-out logits: a large negative *finite* float32
 #: (half of float32's most negative value), so `x - max(x)` never overflows to
 #: -inf/NaN and filtered tokens get probability exactly 0.
@@ -33,8 +35,14 @@ MASK_VALUE = float(np.finfo(np.float32).min) / 2.0
 #: Temperatures below this are treated as 0, i.e. greedy decoding.
 MIN_TEMPERATURE = 1e-6
 
+#: The `sampler` names of the decoding loops: `greedy`, or `sample` (temperature,
+#: top-k and top-p are arguments of `sample`; each filter is off at its default).
+SAMPLERS = ("greedy", "sample")
 
-def check_sampling_args(temperature=1.0, top_k=0, top_p=1.0, vocabulary_size=None):
+
+def check_sampling_args(
+    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, vocabulary_size: int | None = None
+) -> tuple[float, int, float]:
     """Validates Python sampling arguments before they reach a graph.
 
     Rules (the same for `generate`, `sample` and the served `generate`
@@ -96,7 +104,7 @@ def _logits(logits):
     return ops.where(nan, MASK_VALUE, logits)
 
 
-def greedy(logits):
+def greedy(logits: TensorLike) -> tf.Tensor:
     """Most likely token of every row.
 
         token_b = argmax_v logits[b, v]   (lowest index on ties)
@@ -114,7 +122,7 @@ def _sorted_descending(logits):
     return ops.flip(ops.sort(logits, axis=-1), axis=-1)
 
 
-def filter_top_k(logits, k):
+def filter_top_k(logits: TensorLike, k: int | TensorLike) -> tf.Tensor:
     """Keeps the `k` largest logits of every row, masks the others.
 
         τ_b = k-th largest logits[b, :]
@@ -143,7 +151,7 @@ def filter_top_k(logits, k):
     return ops.where(logits >= kth, logits, MASK_VALUE)
 
 
-def filter_top_p(logits, p):
+def filter_top_p(logits: TensorLike, p: float | TensorLike) -> tf.Tensor:
     """Nucleus filter: keeps the smallest set of top tokens with mass >= `p`.
 
     With probabilities π = softmax(logits) sorted in decreasing order
@@ -185,7 +193,7 @@ def _check_seed(seed):
     return ops.cast(seed, "int32")
 
 
-def split_seed(seed, step):
+def split_seed(seed: TensorLike, step: int | TensorLike) -> tf.Tensor:
     """Derives an independent per-step seed, statelessly.
 
         seed_step = stateless_fold_in(seed, step)
@@ -205,7 +213,13 @@ def split_seed(seed, step):
     return ops.cast(folded, "int32")
 
 
-def sample(logits, seed, temperature=1.0, top_k=0, top_p=1.0):
+def sample(
+    logits: TensorLike,
+    seed: TensorLike,
+    temperature: float | TensorLike = 1.0,
+    top_k: int | TensorLike = 0,
+    top_p: float | TensorLike = 1.0,
+) -> tf.Tensor:
     """Temperature / top-k / top-p sampling of one token per row.
 
         z  = logits / T

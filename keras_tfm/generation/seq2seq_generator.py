@@ -8,6 +8,7 @@ caches, starting from `bos_id` (or left-padded decoder prompts).
 """
 
 import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from keras_tfm.checks import check_int
@@ -24,9 +25,8 @@ class Seq2SeqAdapter(decoding.DecoderAdapter):
     def __init__(self, model):
         if not isinstance(model, Seq2Seq):
             raise TypeError(
-                f"Expected a keras_tfm Seq2Seq model (from `keras_tfm.models.seq2seq`); received "
-                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"`model` must be a keras_tfm Seq2Seq model (from `keras_tfm.models.seq2seq`); received "
+                f"{type(model).__name__}."
             )
         self.model = model
         self.vocabulary_size = model.target_vocabulary_size
@@ -83,12 +83,26 @@ class Seq2SeqGenerator(base.BaseGenerator):
     `BaseGenerator`'s; `bos_id` defaults to the generator's.
     """
 
-    def __init__(self, model, bos_id=None, pad_id=0, jit_compile=True, run_eagerly=False, name=None):
+    def __init__(
+        self,
+        model: Seq2Seq,
+        bos_id: int | None = None,
+        pad_id: int = 0,
+        jit_compile: bool = True,
+        run_eagerly: bool = False,
+        name: str | None = None,
+    ):
         super().__init__(model, pad_id=pad_id, jit_compile=jit_compile, run_eagerly=run_eagerly, name=name)
         self.adapter = Seq2SeqAdapter(model)
         self.bos_id = check_int("bos_id", bos_id, minimum=1, allow_none=True)
 
-    def decoder_inputs(self, source_ids, source_lengths, decoder_prompt_ids, decoder_prompt_lengths):
+    def decoder_inputs(
+        self,
+        source_ids: tf.Tensor,
+        source_lengths: tf.Tensor,
+        decoder_prompt_ids: tf.Tensor,
+        decoder_prompt_lengths: tf.Tensor,
+    ) -> tuple[tf.Tensor, tf.Tensor, dict]:
         """Traceable: encodes right-padded `source_ids` `(B, S)` once; the
         decoder starts from LEFT-padded `decoder_prompt_ids` `(B, P)`
         (usually just BOS)."""

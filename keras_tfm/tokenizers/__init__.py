@@ -12,7 +12,9 @@ saved and restored with a `.keras` model; it can also be saved on its own with
 
 One module per concept:
 
-    base               Tokenizer: the shared API, special tokens, sentence pairs
+    base               Tokenizer: the shared API, special tokens; load_tokenizer
+    batches            string inputs as [batch], fixed-id columns beside ragged ids
+    sentence_pairs     `[CLS] a [SEP] b [SEP]` packing (Tokenizer.tokenize_pairs)
     vocabulary         VocabularyTokenizer: tokens <-> ids through a lookup table
     char               CharTokenizer       one id per Unicode character
     byte               ByteTokenizer       one id per byte (256 ids)
@@ -21,14 +23,15 @@ One module per concept:
                                            `from_pretrained` reads BERT's vocab.txt
     byte_pair          BytePairTokenizer   GPT-2's byte-level BPE; `from_pretrained`
                                            reads vocab.json + merges.txt
+    byte_level         GPT-2's byte alphabet and pre-tokenization regex
     bert_text          BERT's basic tokenizer (cleaning, accents, case, CJK, punctuation)
     unicode_tables     per-codepoint tables those normalisers look up
     corpus             split_words, count_words, count_characters
     wordpiece_trainer  learn_wordpiece_vocabulary
     byte_pair_trainer  learn_byte_pair_vocabulary (BytePairTokenizer.from_corpus)
     pair_merges        the greedy pair-merge loop both trainers share
-    vocabulary_file    the keras_tfm vocabulary file format, load_tokenizer
-    pretrained_files   readers for HuggingFace tokenizer files
+    vocabulary_file    the keras_tfm vocabulary file format
+    huggingface_files  readers for HuggingFace tokenizer files
 
     special_tokens     PAD=0, UNK, CLS, SEP, MASK, BOS, EOS = 1..6 and `SpecialTokens`
 
@@ -40,9 +43,10 @@ from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.tokenizers")
 
-from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer
+from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer, load_tokenizer
 from keras_tfm.tokenizers.byte import ByteTokenizer
 from keras_tfm.tokenizers.byte_pair import BytePairTokenizer
+from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
 from keras_tfm.tokenizers.char import CharTokenizer
 from keras_tfm.tokenizers.corpus import count_characters, count_words, split_words
 from keras_tfm.tokenizers.special_tokens import (
@@ -58,7 +62,7 @@ from keras_tfm.tokenizers.special_tokens import (
     SpecialTokens,
 )
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
-from keras_tfm.tokenizers.vocabulary_file import VOCABULARY_FILE_FORMAT, load_tokenizer
+from keras_tfm.tokenizers.vocabulary_file import VOCABULARY_FILE_FORMAT
 from keras_tfm.tokenizers.word import WordTokenizer
 from keras_tfm.tokenizers.wordpiece import WordPieceTokenizer
 from keras_tfm.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
@@ -84,6 +88,7 @@ __all__ = [
     "WordPieceTokenizer",
     "BytePairTokenizer",
     "learn_wordpiece_vocabulary",
+    "learn_byte_pair_vocabulary",
     "load_tokenizer",
     "split_words",
     "count_words",

@@ -13,18 +13,27 @@ The ids are public properties (`pad_id`, `unk_id`, `cls_id`, `sep_id`,
 around every sequence (`prefix_ids`, `suffix_ids`).
 """
 
+import os
+from typing import Any, Self
+
 import keras
 import tensorflow as tf
 
-from keras_tfm.checks import as_string_tensor, check_bool, check_positive_int
+from keras_tfm.checks import check_bool, check_positive_int
+from keras_tfm.tokenizers.batches import TextInput, id_column, string_batch
+from keras_tfm.tokenizers.sentence_pairs import pack_sentence_pairs
 from keras_tfm.tokenizers.special_tokens import SPECIAL_TOKENS
+from keras_tfm.tokenizers.vocabulary_file import read_vocabulary_file, write_vocabulary_file
 
 # Role names of the special tokens, in the order of their fixed ids 0..6.
 SPECIAL_TOKEN_ROLES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
 FIXED_SPECIAL_IDS = {role: i for i, role in enumerate(SPECIAL_TOKEN_ROLES)}
 
+#: `special_tokens` argument: True (fixed ids 0..6), False (none) or {role: token of the vocabulary}.
+SpecialTokensArg = bool | dict[str, str]
 
-def check_special_tokens(special_tokens):
+
+def check_special_tokens(special_tokens: SpecialTokensArg) -> SpecialTokensArg:
     """`special_tokens` is a bool or a {role: token string} dict; returns it (dict copied)."""
     if isinstance(special_tokens, bool):
         return special_tokens
@@ -75,11 +84,11 @@ class Tokenizer(keras.layers.Layer):
 
     def __init__(
         self,
-        special_tokens=True,
-        add_bos=False,
-        add_eos=False,
-        add_cls_sep=False,
-        sequence_length=None,
+        special_tokens: SpecialTokensArg = True,
+        add_bos: bool = False,
+        add_eos: bool = False,
+        add_cls_sep: bool = False,
+        sequence_length: int | None = None,
         **kwargs,
     ):
         kwargs.setdefault("trainable", False)
@@ -125,61 +134,63 @@ class Tokenizer(keras.layers.Layer):
     # ---- special tokens ----------------------------------------------------- #
 
     @property
-    def pad_id(self):
+    def pad_id(self) -> int | None:
         """Id of `[PAD]`, or None."""
         return self._special_ids.get("pad")
 
     @property
-    def unk_id(self):
+    def unk_id(self) -> int | None:
         """Id of `[UNK]` (out-of-vocabulary input), or None."""
         return self._special_ids.get("unk")
 
     @property
-    def cls_id(self):
+    def cls_id(self) -> int | None:
         """Id of `[CLS]`, or None."""
         return self._special_ids.get("cls")
 
     @property
-    def sep_id(self):
+    def sep_id(self) -> int | None:
         """Id of `[SEP]`, or None."""
         return self._special_ids.get("sep")
 
     @property
-    def mask_id(self):
+    def mask_id(self) -> int | None:
         """Id of `[MASK]`, or None."""
         return self._special_ids.get("mask")
 
     @property
-    def bos_id(self):
+    def bos_id(self) -> int | None:
         """Id of `[BOS]` (or a published vocabulary's start token), or None."""
         return self._special_ids.get("bos")
 
     @property
-    def eos_id(self):
+    def eos_id(self) -> int | None:
         """Id of `[EOS]` (or a published vocabulary's end token), or None."""
         return self._special_ids.get("eos")
 
     @property
-    def special_token_ids(self):
+    def special_token_ids(self) -> tuple[int, ...]:
         """Sorted tuple of the ids of all special tokens."""
         return tuple(sorted(set(self._special_ids.values())))
 
     @property
-    def prefix_ids(self):
+    def prefix_ids(self) -> tuple[int, ...]:
         """Ids `tokenize` puts before every sequence (`(cls_id,)`, `(bos_id,)` or `()`)."""
         return tuple(self._prefix)
 
     @property
-    def suffix_ids(self):
+    def suffix_ids(self) -> tuple[int, ...]:
         """Ids `tokenize` puts after every sequence (`(sep_id,)`, `(eos_id,)` or `()`)."""
         return tuple(self._suffix)
 
     @property
-    def padding_id(self):
+    def padding_id(self) -> int:
         """The id dense outputs are padded with: `pad_id`, or 0 without a `[PAD]`."""
         return 0 if self.pad_id is None else self.pad_id
 
-    def is_special(self, ids):
+    def is_special(
+        self, ids: tf.RaggedTensor | tf.types.experimental.TensorLike
+    ) -> tf.Tensor | tf.RaggedTensor:
         """Boolean tensor, True where `ids` (dense or ragged) holds a special token."""
         special = tf.constant(self.special_token_ids or (-1,), tf.int32)
 
@@ -201,7 +212,7 @@ class Tokenizer(keras.layers.Layer):
         """`[batch, None]` int32 RaggedTensor of valid ids -> `[batch]` strings."""
         raise NotImplementedError
 
-    def get_vocabulary(self):
+    def get_vocabulary(self) -> list[str]:
         """Returns the list of all token strings; the index of each is its id."""
         raise NotImplementedError
 
@@ -217,11 +228,11 @@ class Tokenizer(keras.layers.Layer):
     # ---- public API --------------------------------------------------------- #
 
     @property
-    def vocabulary_size(self):
+    def vocabulary_size(self) -> int:
         """Number of ids, special tokens included."""
         return len(self.get_vocabulary())
 
-    def id_to_token(self, token_id):
+    def id_to_token(self, token_id: int) -> str:
         """Returns the token string of id `token_id` (Python int)."""
         if isinstance(token_id, bool) or not isinstance(token_id, int):
             raise TypeError(f"`token_id` must be an int; received {token_id!r}.")
@@ -230,7 +241,7 @@ class Tokenizer(keras.layers.Layer):
             raise ValueError(f"`token_id` must be in [0, {len(vocabulary)}); received {token_id}.")
         return vocabulary[token_id]
 
-    def token_to_id(self, token):
+    def token_to_id(self, token: str) -> int:
         """Returns the id of token string `token`; `[UNK]`'s id when unknown.
 
         Raises:
@@ -255,14 +266,14 @@ class Tokenizer(keras.layers.Layer):
             self.__dict__["_token_index_cache"] = index
         return index
 
-    def encode_text(self, batch):
+    def encode_text(self, batch: tf.Tensor) -> tf.RaggedTensor:
         """`[batch]` strings -> `[batch, None]` ragged int32 ids, without the tokens `tokenize` adds."""
         ids = self._encode(batch)
         if self.unk_id is None:
             ids = ids.with_flat_values(_assert_in_vocabulary(ids.flat_values))
         return ids
 
-    def tokenize(self, inputs, sequence_length=None):
+    def tokenize(self, inputs: TextInput, sequence_length: int | None = None) -> tf.Tensor | tf.RaggedTensor:
         """Strings to ids. See the class docstring for arguments and returns."""
         batch, scalar = string_batch(inputs)
         sequence_length = check_positive_int("sequence_length", sequence_length, allow_none=True)
@@ -291,7 +302,9 @@ class Tokenizer(keras.layers.Layer):
             parts.append(id_column(self._suffix, ids))
         return tf.concat(parts, axis=1)
 
-    def tokenize_pairs(self, first, second=None, sequence_length=None):
+    def tokenize_pairs(
+        self, first: TextInput, second: TextInput | None = None, sequence_length: int | None = None
+    ) -> dict[str, tf.Tensor]:
         """BERT model inputs for single sentences or sentence pairs.
 
         Builds `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` with segment ids 0
@@ -312,11 +325,9 @@ class Tokenizer(keras.layers.Layer):
             scalar inputs): `token_ids` (padded with `padding_id`),
             `segment_ids` and `padding_mask` (1 = real token).
         """
-        from keras_tfm.tokenizers.sentence_pairs import pack_sentence_pairs
-
         return pack_sentence_pairs(self, first, second, sequence_length)
 
-    def detokenize(self, ids):
+    def detokenize(self, ids: tf.RaggedTensor | tf.types.experimental.TensorLike) -> tf.Tensor:
         """Ids to strings, dropping special tokens except `[UNK]`.
 
         Args:
@@ -358,24 +369,24 @@ class Tokenizer(keras.layers.Layer):
         strings = self._decode(ids)
         return strings[0] if rank == 1 else strings
 
-    def call(self, inputs, sequence_length=None):
+    def call(self, inputs: TextInput, sequence_length: int | None = None) -> tf.Tensor | tf.RaggedTensor:
         return self.tokenize(inputs, sequence_length=sequence_length)
 
-    def compute_output_spec(self, inputs, sequence_length=None):
+    def compute_output_spec(self, inputs: Any, sequence_length: int | None = None) -> keras.KerasTensor:
         sequence_length = sequence_length or self.sequence_length
         batch_shape = tuple(inputs.shape)
         if sequence_length is not None:
             return keras.KerasTensor(batch_shape + (sequence_length,), dtype="int32")
         return keras.KerasTensor(batch_shape + (None,), dtype="int32", ragged=bool(batch_shape))
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self._tokenizer_config())
         return config
 
     # ---- vocabulary files (format in `vocabulary_file`) -------------------- #
 
-    def save_vocabulary(self, path):
+    def save_vocabulary(self, path: str | os.PathLike) -> None:
         """Writes the vocabulary and the tokenizer's options to a text file.
 
         The first line is a JSON header (`{"format": "keras_tfm.vocabulary",
@@ -388,12 +399,10 @@ class Tokenizer(keras.layers.Layer):
         Args:
             path: destination file path.
         """
-        from keras_tfm.tokenizers.vocabulary_file import write_vocabulary_file
-
         write_vocabulary_file(path, type(self).__name__, self._tokenizer_config(), self.get_vocabulary())
 
     @classmethod
-    def from_vocabulary_file(cls, path, **kwargs):
+    def from_vocabulary_file(cls, path: str | os.PathLike, **kwargs) -> Self:
         """Builds a tokenizer from a file written by `save_vocabulary`.
 
         Args:
@@ -403,8 +412,6 @@ class Tokenizer(keras.layers.Layer):
         Returns:
             A tokenizer of the saved class (which must be `cls` or a subclass).
         """
-        from keras_tfm.tokenizers.vocabulary_file import read_vocabulary_file
-
         class_name, config, tokens = read_vocabulary_file(path)
         tokenizer_cls = _subclass_named(cls, class_name)
         if tokenizer_cls is None:
@@ -421,22 +428,17 @@ class Tokenizer(keras.layers.Layer):
         return cls(vocabulary=tokens, **config)
 
 
-def string_batch(inputs, name="inputs"):
-    """(`[batch]` string tensor, was_scalar) from a scalar or rank-1 string input named `name`."""
-    inputs = as_string_tensor(name, inputs)
-    rank = inputs.shape.rank
-    if rank is None or rank > 1:
-        raise ValueError(
-            f"`{name}` must be a scalar string or a rank-1 [batch] string tensor; received shape {inputs.shape}."
-        )
-    return (tf.reshape(inputs, [1]) if rank == 0 else inputs), rank == 0
+def load_tokenizer(path: str | os.PathLike, **kwargs) -> Tokenizer:
+    """Loads any keras_tfm tokenizer saved with `save_vocabulary`.
 
+    Args:
+        path: the vocabulary file.
+        **kwargs: constructor arguments that override the saved options.
 
-def id_column(tokens, like):
-    """`[rows, len(tokens)]` ragged int32 of `tokens` repeated for each row of `like`."""
-    rows = like.nrows(out_type=tf.int32)
-    column = tf.RaggedTensor.from_tensor(tf.tile(tf.constant([list(tokens)], tf.int32), [rows, 1]))
-    return column.with_row_splits_dtype(like.row_splits.dtype)
+    Returns:
+        The tokenizer, of the class recorded in the file.
+    """
+    return Tokenizer.from_vocabulary_file(path, **kwargs)
 
 
 def _subclass_named(cls, name):

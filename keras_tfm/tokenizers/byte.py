@@ -33,7 +33,7 @@ class ByteTokenizer(Tokenizer):
 
     _ERRORS = ("replace", "ignore", "strict", "raw")
 
-    def __init__(self, errors="replace", special_tokens=True, **kwargs):
+    def __init__(self, errors: str = "replace", special_tokens: bool = True, **kwargs):
         if not isinstance(special_tokens, bool):
             raise TypeError(
                 f"`special_tokens` of a ByteTokenizer must be a bool; received {special_tokens!r}."
@@ -44,15 +44,15 @@ class ByteTokenizer(Tokenizer):
         specials = [t.encode() for t in SPECIAL_TOKENS] if special_tokens else []
         self._id_strings = tf.constant(specials + [bytes([b]) for b in range(256)], tf.string)
 
-    def get_vocabulary(self):
+    def get_vocabulary(self) -> list[str]:
         specials = list(SPECIAL_TOKENS) if self.special_tokens else []
         return specials + [f"<0x{b:02X}>" for b in range(256)]
 
     @property
-    def vocabulary_size(self):
+    def vocabulary_size(self) -> int:
         return 256 + self._offset
 
-    def token_to_id(self, token):
+    def token_to_id(self, token: str | bytes) -> int:
         """Id of a `<0xNN>` token name, or of a one-byte `bytes` object."""
         if isinstance(token, bytes) and len(token) == 1:
             return token[0] + self._offset

@@ -1,29 +1,22 @@
 """`BytePairTokenizer`: GPT-2's byte-level BPE (pre-tokenization regex, byte alphabet, merges) in TF ops."""
 
+import os
+from collections.abc import Sequence
+from typing import Self
+
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.tokenizers import pretrained_files as F
-from keras_tfm.tokenizers import unicode_tables as U
+from keras_tfm.tokenizers import huggingface_files as F
+from keras_tfm.tokenizers.base import SpecialTokensArg
+from keras_tfm.tokenizers.byte_level import bytes_to_unicode, gpt2_class_tables, split_pieces
+from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
+from keras_tfm.tokenizers.corpus import Corpus
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
 _GPT2_ROLES = ("pad", "unk", "bos", "eos")
 _NO_MERGE = np.iinfo(np.int32).max
-
-
-def bytes_to_unicode():
-    """GPT-2's reversible map from the 256 byte values to printable characters."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-    printable += list(range(ord("®"), ord("ÿ") + 1))
-    chars = list(printable)
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            chars.append(256 + extra)
-            extra += 1
-    return dict(zip(printable, (chr(c) for c in chars)))
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -49,7 +42,13 @@ class BytePairTokenizer(VocabularyTokenizer):
         add_bos, add_eos, sequence_length, **kwargs: see `Tokenizer`.
     """
 
-    def __init__(self, vocabulary, merges, special_tokens=False, **kwargs):
+    def __init__(
+        self,
+        vocabulary: Sequence[str],
+        merges: Sequence[str],
+        special_tokens: SpecialTokensArg = False,
+        **kwargs,
+    ):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
         if isinstance(merges, (str, bytes)) or not hasattr(merges, "__iter__"):
             raise TypeError(f"`merges` must be a list of 'left right' str; received {type(merges).__name__}.")
@@ -81,12 +80,17 @@ class BytePairTokenizer(VocabularyTokenizer):
         char_bytes = {c: bytes([b]) for b, c in byte_chars.items()}
         decoded = [b"".join(char_bytes.get(c, c.encode("utf-8")) for c in t) for t in self.get_vocabulary()]
         self._id_bytes = tf.constant(decoded, tf.string)
-        starts, classes = U.gpt2_class_runs()
-        self._class_starts = tf.constant(starts)
-        self._classes = tf.constant(classes)
+        self._class_starts, self._classes = gpt2_class_tables()
 
     @classmethod
-    def from_corpus(cls, corpus, vocabulary_size, special_tokens=True, min_frequency=1, **kwargs):
+    def from_corpus(
+        cls,
+        corpus: Corpus,
+        vocabulary_size: int,
+        special_tokens: SpecialTokensArg = True,
+        min_frequency: int = 1,
+        **kwargs,
+    ) -> Self:
         """Learns merges with `learn_byte_pair_vocabulary` (cased) and builds the tokenizer.
 
         Args:
@@ -102,15 +106,13 @@ class BytePairTokenizer(VocabularyTokenizer):
         Returns:
             A `BytePairTokenizer`.
         """
-        from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
-
         vocabulary, merges = learn_byte_pair_vocabulary(
             corpus, vocabulary_size, special_tokens=bool(special_tokens), min_frequency=min_frequency
         )
         return cls(vocabulary, merges, special_tokens=special_tokens, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, path, **kwargs):
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs) -> Self:
         """GPT-2's tokenizer from a HuggingFace-layout directory.
 
         Reads `vocab.json` + `merges.txt` (else the BPE model of
@@ -139,61 +141,9 @@ class BytePairTokenizer(VocabularyTokenizer):
 
     # ---- pre-tokenization ---------------------------------------------------- #
 
-    def split_pieces(self, strings):
-        """`[batch]` strings -> `[batch, None]` pieces (byte strings) of GPT-2's regex."""
-        codepoints, offsets = tf.strings.unicode_decode_with_offsets(
-            strings, "UTF-8", errors="replace", replacement_char=0xFFFD
-        )
-        flat = codepoints.flat_values
-        size = tf.size(flat)
-        cls = U.lookup_runs(flat, self._class_starts, self._classes)
-        row_ids = codepoints.value_rowids()
-        first = tf.concat([[True], row_ids[1:] != row_ids[:-1]], axis=0)[:size]
-        last = tf.concat([row_ids[1:] != row_ids[:-1], [True]], axis=0)[:size]
-
-        def shift_prev(x, fill, k=1):
-            return tf.concat([tf.fill([k], fill), x[:-k]], axis=0)[:size]
-
-        def shift_next(x, fill, k=1):
-            return tf.concat([x[k:], tf.fill([k], fill)], axis=0)[:size]
-
-        space = cls == U.GPT2_SPACE
-        blank = tf.equal(flat, 32)
-        prev_cls = shift_prev(cls, -1)
-        prev_space = shift_prev(space, False)
-        prev_blank = shift_prev(blank, False)
-        next_space = shift_next(space, False)
-        # Whitespace: a run starts a piece; inside a run, the last character before a
-        # non-space starts a piece (`\s+(?!\S)` leaves it to the next piece or to `\s+`).
-        ws_start = ~prev_space | (~last & ~next_space)
-        # Other classes: a new piece at a class change, except after the single space
-        # that ` ?X+` takes in front of a run.
-        other_start = ~prev_blank & (prev_space | (prev_cls != cls))
-        start = first | tf.where(space, ws_start, other_start)
-        # Contractions ('s 't 're 've 'm 'll 'd) where an apostrophe starts a piece.
-        same_row_1 = ~last
-        same_row_2 = same_row_1 & shift_next(same_row_1, False)
-        next_1 = tf.where(same_row_1, shift_next(flat, -1), -1)
-        next_2 = tf.where(same_row_2, shift_next(flat, -1, 2), -1)
-        one = tf.reduce_any(tf.equal(next_1[:, None], [ord(c) for c in "stmd"]), axis=1)
-        two = ((next_1 == ord("r")) | (next_1 == ord("v"))) & (next_2 == ord("e"))
-        two |= (next_1 == ord("l")) & (next_2 == ord("l"))
-        contraction = start & tf.equal(flat, 39) & (one | two)
-        short, long = contraction & one, contraction & two
-        inside = shift_prev(contraction, False) | shift_prev(long, False, 2)
-        after = shift_prev(short, False, 2) | shift_prev(long, False, 3)
-        start = (start & ~inside) | after
-        # Pieces are byte ranges of the input, so invalid UTF-8 bytes are kept as they are.
-        byte_start = tf.boolean_mask(offsets.flat_values, start)
-        piece_rows = tf.boolean_mask(row_ids, start)
-        string_length = tf.cast(tf.strings.length(strings), byte_start.dtype)
-        next_start = tf.concat([byte_start[1:], tf.zeros([1], byte_start.dtype)], axis=0)
-        same_row_next = tf.concat([piece_rows[1:] == piece_rows[:-1], [False]], axis=0)
-        byte_end = tf.where(same_row_next, next_start, tf.gather(string_length, piece_rows))
-        pieces = tf.strings.substr(tf.gather(strings, piece_rows), byte_start, byte_end - byte_start)
-        return tf.RaggedTensor.from_value_rowids(
-            pieces, piece_rows, nrows=tf.shape(strings, out_type=tf.int64)[0]
-        )
+    def split_pieces(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """`[batch]` strings -> `[batch, None]` pieces of GPT-2's regex (`byte_level.split_pieces`)."""
+        return split_pieces(strings, self._class_starts, self._classes)
 
     # ---- BPE ---------------------------------------------------------------- #
 

@@ -3,12 +3,15 @@
 import collections
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.tokenizers.corpus import string_batches
+from keras_tfm.tokenizers.byte_level import bytes_to_unicode, gpt2_class_tables, split_pieces
+from keras_tfm.tokenizers.corpus import Corpus, string_batches
 from keras_tfm.tokenizers.pair_merges import greedy_pair_merges
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
 
-def learn_byte_pair_vocabulary(corpus, vocabulary_size, special_tokens=True, min_frequency=1):
+def learn_byte_pair_vocabulary(
+    corpus: Corpus, vocabulary_size: int, special_tokens: bool = True, min_frequency: int = 1
+) -> tuple[list[str], list[str]]:
     """Learns a byte-level BPE vocabulary and its merges from a corpus.
 
     The text is cut into pieces by GPT-2's pre-tokenization regex (the one
@@ -37,8 +40,6 @@ def learn_byte_pair_vocabulary(corpus, vocabulary_size, special_tokens=True, min
         merges, special_tokens=special_tokens)`: the tokens (without the
         special tokens) and the merge rules `"left right"` in rank order.
     """
-    from keras_tfm.tokenizers.byte_pair import BytePairTokenizer, bytes_to_unicode
-
     check_positive_int("vocabulary_size", vocabulary_size)
     check_positive_int("min_frequency", min_frequency)
     byte_chars = bytes_to_unicode()
@@ -49,10 +50,10 @@ def learn_byte_pair_vocabulary(corpus, vocabulary_size, special_tokens=True, min
             f"`vocabulary_size` must hold the 256 byte characters"
             f"{' and the 7 special tokens' if special_tokens else ''}; received {vocabulary_size}."
         )
-    splitter = BytePairTokenizer(alphabet, [], special_tokens=False)
+    class_tables = gpt2_class_tables()
     counts = collections.Counter()
     for batch in string_batches(corpus):
-        counts.update(splitter.split_pieces(batch).flat_values.numpy().tolist())
+        counts.update(split_pieces(batch, *class_tables).flat_values.numpy().tolist())
     items = sorted(((p, c) for p, c in counts.items() if c >= min_frequency), key=lambda pc: (-pc[1], pc[0]))
     if not counts:
         raise ValueError("`corpus` holds no text.")

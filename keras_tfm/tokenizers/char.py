@@ -1,9 +1,13 @@
 """`CharTokenizer`: one id per Unicode character (nanoGPT's char-level vocabulary)."""
 
+from collections.abc import Sequence
+from typing import Self
+
 import keras
 import tensorflow as tf
 
-from keras_tfm.tokenizers.corpus import count_characters
+from keras_tfm.tokenizers.base import SpecialTokensArg
+from keras_tfm.tokenizers.corpus import Corpus, count_characters
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
 
@@ -22,7 +26,7 @@ class CharTokenizer(VocabularyTokenizer):
             **kwargs: see `Tokenizer`.
     """
 
-    def __init__(self, vocabulary, special_tokens=True, **kwargs):
+    def __init__(self, vocabulary: Sequence[str], special_tokens: SpecialTokensArg = True, **kwargs):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
         named = set(self.special_tokens.values()) if isinstance(self.special_tokens, dict) else set()
         for token in self._vocabulary:
@@ -32,7 +36,7 @@ class CharTokenizer(VocabularyTokenizer):
                 )
 
     @classmethod
-    def from_corpus(cls, corpus, special_tokens=True, **kwargs):
+    def from_corpus(cls, corpus: Corpus, special_tokens: SpecialTokensArg = True, **kwargs) -> Self:
         """Builds the vocabulary: the sorted unique characters of `corpus`.
 
         Args:

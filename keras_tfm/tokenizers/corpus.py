@@ -1,16 +1,20 @@
 """Word splitting and corpus statistics shared by the word-level tokenizers and trainers."""
 
 import collections
+from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
 from keras_tfm.checks import as_string_tensor
 
+#: Text to learn a vocabulary from: a str, a list of str, or a `tf.data.Dataset` of strings.
+Corpus = str | Sequence[str] | tf.data.Dataset
+
 # RE2 classes: every Unicode punctuation mark and symbol becomes its own word.
 _PUNCTUATION = r"([\p{P}\p{S}])"
 
 
-def split_words(strings, lowercase=True):
+def split_words(strings: tf.types.experimental.TensorLike, lowercase: bool = True) -> tf.RaggedTensor:
     """Splits strings into words: optional lower-casing, punctuation split, whitespace split.
 
     `"Hello, World!"` becomes `["hello", ",", "world", "!"]`. Lower-casing is
@@ -30,7 +34,7 @@ def split_words(strings, lowercase=True):
     return tf.strings.split(strings)
 
 
-def string_batches(corpus, name="corpus", batch_size=1024):
+def string_batches(corpus: Corpus, name: str = "corpus", batch_size: int = 1024) -> Iterator[tf.Tensor]:
     """Yields rank-1 string tensors from a str, a list of str or a dataset of strings.
 
     Raises:
@@ -68,7 +72,7 @@ def _count(unique_and_counts, counter):
         counter[value.decode("utf-8", errors="replace")] += int(count)
 
 
-def count_words(corpus, lowercase=True):
+def count_words(corpus: Corpus, lowercase: bool = True) -> collections.Counter:
     """Counts the words of `corpus` as `split_words` splits them.
 
     Args:
@@ -85,7 +89,7 @@ def count_words(corpus, lowercase=True):
     return counter
 
 
-def count_characters(corpus):
+def count_characters(corpus: Corpus) -> collections.Counter:
     """Counts the Unicode characters of `corpus`.
 
     Args:

@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.tokenizers.base import id_column, string_batch
+from keras_tfm.tokenizers.batches import id_column, string_batch
 
 
 def pack_sentence_pairs(tokenizer, first, second=None, sequence_length=None):

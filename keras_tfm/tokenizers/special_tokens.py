@@ -57,7 +57,7 @@ class SpecialTokens:
     COUNT = NUM_SPECIAL_TOKENS
 
     @staticmethod
-    def token(token_id):
+    def token(token_id: int) -> str:
         """Returns the string of special id `token_id` (e.g. `"[MASK]"` for 4).
 
         Args:
@@ -73,7 +73,7 @@ class SpecialTokens:
         return SPECIAL_TOKENS[token_id]
 
     @staticmethod
-    def id(token):
+    def id(token: str) -> int:
         """Returns the id of special token string `token` (e.g. 4 for `"[MASK]"`).
 
         Args:
@@ -87,7 +87,7 @@ class SpecialTokens:
         return SPECIAL_TOKENS.index(token)
 
     @staticmethod
-    def is_special(ids):
+    def is_special(ids: tf.RaggedTensor | tf.types.experimental.TensorLike) -> tf.Tensor | tf.RaggedTensor:
         """Boolean tensor, True where `ids` holds a special token (pad included).
 
         Args:

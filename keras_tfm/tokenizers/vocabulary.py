@@ -5,9 +5,12 @@ unknown, then `[UNK]`'s id when there is one), ids back to tokens through
 `tf.gather` on a string constant.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import tensorflow as tf
 
-from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer
+from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, SpecialTokensArg, Tokenizer
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKENS
 
 
@@ -23,7 +26,7 @@ class VocabularyTokenizer(Tokenizer):
         special_tokens, **kwargs: see `Tokenizer`.
     """
 
-    def __init__(self, vocabulary, special_tokens=True, **kwargs):
+    def __init__(self, vocabulary: Sequence[str], special_tokens: SpecialTokensArg = True, **kwargs):
         super().__init__(special_tokens=special_tokens, **kwargs)
         if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
             raise TypeError(f"`vocabulary` must be a list of str; received {type(vocabulary).__name__}.")
@@ -68,11 +71,11 @@ class VocabularyTokenizer(Tokenizer):
         self._oov_id = -1 if self.unk_id is None else self.unk_id
         self._id_strings = tf.constant(self._all_tokens, tf.string)
 
-    def get_vocabulary(self):
+    def get_vocabulary(self) -> list[str]:
         return list(self._all_tokens)
 
     @property
-    def vocabulary_size(self):
+    def vocabulary_size(self) -> int:
         return len(self._all_tokens)
 
     def _lookup_flat(self, tokens):
@@ -85,7 +88,7 @@ class VocabularyTokenizer(Tokenizer):
     def _tokens(self, ids):
         return tf.gather(self._id_strings, ids)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config["vocabulary"] = list(self._vocabulary)
         return config

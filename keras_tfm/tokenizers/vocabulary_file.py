@@ -6,7 +6,7 @@
     ...
 
 Written by `Tokenizer.save_vocabulary` (atomically: temporary name, then
-`os.replace`), read by `Tokenizer.from_vocabulary_file` and `load_tokenizer`.
+`os.replace`), read by `Tokenizer.from_vocabulary_file` (and `load_tokenizer`).
 """
 
 import json
@@ -63,18 +63,3 @@ def read_vocabulary_file(path):
             raise ValueError(f"`path` {path!r}, line {number}: not a JSON string: {line!r}.")
         tokens.append(token)
     return header.get("class_name"), dict(header.get("config", {})), tokens
-
-
-def load_tokenizer(path, **kwargs):
-    """Loads any keras_tfm tokenizer saved with `save_vocabulary`.
-
-    Args:
-        path: the vocabulary file.
-        **kwargs: constructor arguments that override the saved options.
-
-    Returns:
-        The tokenizer, of the class recorded in the file.
-    """
-    from keras_tfm.tokenizers.base import Tokenizer
-
-    return Tokenizer.from_vocabulary_file(path, **kwargs)

@@ -1,10 +1,14 @@
 """`WordTokenizer`: lower-cased words and punctuation marks, frequency vocabulary."""
 
+from collections.abc import Sequence
+from typing import Self
+
 import keras
 import tensorflow as tf
 
 from keras_tfm.checks import check_bool, check_positive_int
-from keras_tfm.tokenizers.corpus import count_words, split_words
+from keras_tfm.tokenizers.base import SpecialTokensArg
+from keras_tfm.tokenizers.corpus import Corpus, count_words, split_words
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKENS
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 
@@ -25,14 +29,26 @@ class WordTokenizer(VocabularyTokenizer):
             **kwargs: see `Tokenizer`.
     """
 
-    def __init__(self, vocabulary, lowercase=True, special_tokens=True, **kwargs):
+    def __init__(
+        self,
+        vocabulary: Sequence[str],
+        lowercase: bool = True,
+        special_tokens: SpecialTokensArg = True,
+        **kwargs,
+    ):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
         self.lowercase = check_bool("lowercase", lowercase)
 
     @classmethod
     def from_corpus(
-        cls, corpus, max_vocabulary_size=None, min_frequency=1, lowercase=True, special_tokens=True, **kwargs
-    ):
+        cls,
+        corpus: Corpus,
+        max_vocabulary_size: int | None = None,
+        min_frequency: int = 1,
+        lowercase: bool = True,
+        special_tokens: SpecialTokensArg = True,
+        **kwargs,
+    ) -> Self:
         """Builds the vocabulary from the most frequent words of `corpus`.
 
         Ties in frequency are broken alphabetically, so the result is

@@ -6,16 +6,21 @@ Built `from_corpus` (vocabulary learned by `wordpiece_trainer`) or
 special-token ids), it gives the ids HuggingFace `tokenizers` gives.
 """
 
+import os
 import re
+from collections.abc import Sequence
+from typing import Self
 
 import keras
 import tensorflow as tf
 
 from keras_tfm.checks import check_bool, check_choice, check_positive_int
-from keras_tfm.tokenizers import pretrained_files as F
+from keras_tfm.tokenizers import huggingface_files as F
+from keras_tfm.tokenizers.base import SpecialTokensArg
 from keras_tfm.tokenizers.bert_text import BertWordSplitter
-from keras_tfm.tokenizers.corpus import split_words
+from keras_tfm.tokenizers.corpus import Corpus, split_words
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
+from keras_tfm.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
 
 _NORMALIZATIONS = ("words", "bert")
 _BERT_ROLES = ("pad", "unk", "cls", "sep", "mask")
@@ -80,15 +85,15 @@ class WordPieceTokenizer(VocabularyTokenizer):
 
     def __init__(
         self,
-        vocabulary,
-        lowercase=True,
-        suffix_indicator="##",
-        max_input_chars_per_word=100,
-        special_tokens=True,
-        normalization="words",
-        strip_accents=None,
-        tokenize_chinese_chars=True,
-        clean_up_tokenization_spaces=False,
+        vocabulary: Sequence[str],
+        lowercase: bool = True,
+        suffix_indicator: str = "##",
+        max_input_chars_per_word: int = 100,
+        special_tokens: SpecialTokensArg = True,
+        normalization: str = "words",
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        clean_up_tokenization_spaces: bool = False,
         **kwargs,
     ):
         super().__init__(vocabulary, special_tokens=special_tokens, **kwargs)
@@ -130,8 +135,14 @@ class WordPieceTokenizer(VocabularyTokenizer):
 
     @classmethod
     def from_corpus(
-        cls, corpus, vocabulary_size, lowercase=True, special_tokens=True, suffix_indicator="##", **kwargs
-    ):
+        cls,
+        corpus: Corpus,
+        vocabulary_size: int,
+        lowercase: bool = True,
+        special_tokens: SpecialTokensArg = True,
+        suffix_indicator: str = "##",
+        **kwargs,
+    ) -> Self:
         """Learns a vocabulary with `learn_wordpiece_vocabulary` and builds the tokenizer.
 
         Args:
@@ -143,8 +154,6 @@ class WordPieceTokenizer(VocabularyTokenizer):
         Returns:
             A `WordPieceTokenizer`.
         """
-        from keras_tfm.tokenizers.wordpiece_trainer import learn_wordpiece_vocabulary
-
         vocabulary = learn_wordpiece_vocabulary(
             corpus,
             vocabulary_size,
@@ -161,7 +170,7 @@ class WordPieceTokenizer(VocabularyTokenizer):
         )
 
     @classmethod
-    def from_pretrained(cls, path, **kwargs):
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs) -> Self:
         """A published BERT WordPiece tokenizer from a HuggingFace-layout directory.
 
         Reads `vocab.txt` (ids = line numbers) and the options of

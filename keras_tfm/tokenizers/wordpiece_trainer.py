@@ -4,20 +4,20 @@ import collections
 import math
 
 from keras_tfm.checks import check_positive_int
-from keras_tfm.tokenizers.corpus import count_words
+from keras_tfm.tokenizers.corpus import Corpus, count_words
 from keras_tfm.tokenizers.pair_merges import greedy_pair_merges
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
 
 def learn_wordpiece_vocabulary(
-    corpus,
-    vocabulary_size,
-    lowercase=True,
-    special_tokens=True,
-    suffix_indicator="##",
-    min_frequency=1,
-    max_unique_words=None,
-):
+    corpus: Corpus,
+    vocabulary_size: int,
+    lowercase: bool = True,
+    special_tokens: bool = True,
+    suffix_indicator: str = "##",
+    min_frequency: int = 1,
+    max_unique_words: int | None = None,
+) -> list[str]:
     """Learns a WordPiece vocabulary by greedy likelihood merges.
 
     Words are counted with `split_words` (TF ops, batched). Every word starts

@@ -65,7 +65,13 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     METADATA = "training_metadata.json"
 
-    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, keep=0):
+    def __init__(
+        self,
+        backup_dir: str | os.PathLike,
+        save_freq: str | int = "epoch",
+        delete_checkpoint: bool = True,
+        keep: int = 0,
+    ):
         super().__init__(
             backup_dir, save_freq=save_freq, double_checkpoint=False, delete_checkpoint=delete_checkpoint
         )
@@ -90,16 +96,16 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     # ---- state ---------------------------------------------------------- #
 
     @property
-    def step(self):
+    def step(self) -> int:
         """Global training step (batches done) as last seen by the callback."""
         return self._step
 
     @property
-    def last_saved_step(self):
+    def last_saved_step(self) -> int:
         """Step of the last backup written (or restored)."""
         return self._last_saved_step
 
-    def read_metadata(self):
+    def read_metadata(self) -> dict | None:
         """The metadata of the last committed backup (None when there is none), checked.
 
         Raises:
@@ -159,7 +165,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                 f"({detail}). Use the same model options (e.g. --n-embd) or another backup folder."
             )
 
-    def restore(self, model=None):
+    def restore(self, model: keras.Model | None = None) -> int:
         """Verifies and loads the last backup into `model` (default: `self.model`).
 
         Returns:
@@ -197,7 +203,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         self._step = self._last_saved_step = self._restored_step
         return self._restored_step
 
-    def begin_segment(self, start_step, first_epoch, steps_per_epoch, total_steps):
+    def begin_segment(
+        self, start_step: int, first_epoch: int, steps_per_epoch: int, total_steps: int
+    ) -> None:
         """Called by `train` before each `fit` call (see `train`)."""
         self._segment_start = int(start_step)
         self._segment_epoch = int(first_epoch)
@@ -207,7 +215,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     # ---- callback hooks ------------------------------------------------- #
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict | None = None) -> None:
         if self._restored:
             return
         # Plain `model.fit` use: Keras's epoch-level semantics.
@@ -217,7 +225,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             set_fit_initial_epoch(self.model, metadata["epoch"])
         self._step = self._last_saved_step = step
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch = epoch
         if self._segment_start is not None:
             self._epoch_start_step = (
@@ -226,19 +234,19 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         else:
             self._epoch_start_step = self._step
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self._batch = batch
         self._step = self._epoch_start_step + batch + 1
         if self.save_freq != "epoch" and self._step - self._last_saved_step >= self.save_freq:
             self._save_model()
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch = epoch + 1
         self._batch = -1
         if self._step != self._last_saved_step:
             self._save_model()
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict | None = None) -> None:
         clear_fit_initial_epoch(self.model)
         finished = self._total_steps is None or self._step >= self._total_steps
         if (

@@ -1,11 +1,19 @@
 """Resumable training data: `indexed_batches` and the dataset `train` feeds to `fit` at a given step."""
 
+from collections.abc import Callable
+
 import tensorflow as tf
 
-from keras_tfm.data.pipelines import PREFETCH_BATCHES
+from keras_tfm.data.dataset_common import PREFETCH_BATCHES
 
 
-def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=PREFETCH_BATCHES):
+def indexed_batches(
+    batch_fn: Callable[[tf.Tensor], object],
+    start_step: int = 0,
+    steps: int | None = None,
+    seed: int = 0,
+    prefetch: int = PREFETCH_BATCHES,
+) -> tf.data.Dataset:
     """A resumable dataset: element `i` is `batch_fn(tf.stack([seed, i]))`.
 
     `batch_fn` receives a stateless-random seed (shape [2] int64) and must
@@ -35,7 +43,7 @@ def indexed_batches(batch_fn, start_step=0, steps=None, seed=0, prefetch=PREFETC
 
 
 def _with_options(ds):
-    """Shards by data under multi-worker strategies; no tf.data autotuning (see `keras_tfm.data.pipelines`)."""
+    """Shards by data under multi-worker strategies; no tf.data autotuning (see `keras_tfm.data.dataset_common`)."""
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     options.autotune.enabled = False

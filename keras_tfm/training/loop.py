@@ -1,6 +1,8 @@
 """`train`: the resumable `model.fit` loop the examples and the `keras-tfm` CLI share."""
 
 import math
+import os
+from collections.abc import Callable, Sequence
 
 import keras
 import tensorflow as tf
@@ -24,7 +26,15 @@ class TrainResult:
         seconds: wall time of the `fit` calls.
     """
 
-    def __init__(self, model, history, epochs, start_step, steps, seconds):
+    def __init__(
+        self,
+        model: keras.Model,
+        history: dict[str, list[float]],
+        epochs: list[int],
+        start_step: int,
+        steps: int,
+        seconds: float,
+    ):
         self.model = model
         self.history = history
         self.epochs = epochs
@@ -60,22 +70,22 @@ def _segments(start, total, steps_per_epoch):
 
 
 def train(
-    model,
-    data,
+    model: keras.Model | Callable[[], keras.Model],
+    data: tf.data.Dataset | Callable[[int], tf.data.Dataset],
     *,
-    steps,
-    steps_per_epoch=None,
-    validation_data=None,
-    validation_steps=None,
-    strategy=None,
-    callbacks=None,
-    log_dir=None,
-    backup_dir=None,
-    save_freq=None,
-    verbose="auto",
-    time_budget=None,
-    time_budget_clock="wall",
-):
+    steps: int,
+    steps_per_epoch: int | None = None,
+    validation_data: tf.data.Dataset | None = None,
+    validation_steps: int | None = None,
+    strategy: tf.distribute.Strategy | str | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    log_dir: str | os.PathLike | None = None,
+    backup_dir: str | os.PathLike | None = None,
+    save_freq: int | None = None,
+    verbose: str | int = "auto",
+    time_budget: float | None = None,
+    time_budget_clock: str = "wall",
+) -> TrainResult:
     """Trains with `model.fit` for `steps` batches, resumably.
 
     Training is cut into epochs of `steps_per_epoch` batches; at the end of

@@ -1,5 +1,6 @@
 """The callbacks `train` and the examples add: a step timer, TensorBoard (when installed), backup, NaN guard."""
 
+import os
 import time
 
 import keras
@@ -17,16 +18,16 @@ class StepTimer(keras.callbacks.Callback):
         self.epoch_seconds = []
         self._t0 = self._te = None
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict | None = None) -> None:
         self._t0 = time.perf_counter()
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._te = time.perf_counter()
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.epoch_seconds.append(time.perf_counter() - self._te)
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict | None = None) -> None:
         self.seconds += time.perf_counter() - self._t0
 
 
@@ -53,7 +54,7 @@ class TimeBudget(keras.callbacks.Callback):
 
     CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
 
-    def __init__(self, seconds, clock="wall"):
+    def __init__(self, seconds: float, clock: str = "wall"):
         super().__init__()
         from keras_tfm.checks import check_choice, check_float
 
@@ -63,24 +64,24 @@ class TimeBudget(keras.callbacks.Callback):
         self.reached = False
         self._t0 = None
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict | None = None) -> None:
         if self._t0 is None:  # `train` calls fit once per segment: one budget for all of them
             self._t0 = self._now()
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if self._now() - self._t0 >= self.seconds:
             self.reached = True
             self.model.stop_training = True
 
 
-def tensorboard_available():
+def tensorboard_available() -> bool:
     """Whether the `tensorboard` package (needed by `keras.callbacks.TensorBoard`) is installed."""
     import importlib.util
 
     return importlib.util.find_spec("tensorboard") is not None
 
 
-def tensorboard_callback(log_dir):
+def tensorboard_callback(log_dir: str | os.PathLike) -> keras.callbacks.TensorBoard | None:
     """`keras.callbacks.TensorBoard(log_dir)` (epoch scalars), or None with a warning without `tensorboard`."""
     if not tensorboard_available():
         import warnings
@@ -93,7 +94,12 @@ def tensorboard_callback(log_dir):
     return keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False, update_freq="epoch")
 
 
-def default_callbacks(log_dir=None, backup_dir=None, save_freq="epoch", terminate_on_nan=True):
+def default_callbacks(
+    log_dir: str | os.PathLike | None = None,
+    backup_dir: str | os.PathLike | None = None,
+    save_freq: str | int = "epoch",
+    terminate_on_nan: bool = True,
+) -> list[keras.callbacks.Callback]:
     """The callbacks the examples use.
 
     Args:

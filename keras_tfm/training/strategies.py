@@ -7,6 +7,8 @@
   when the model is built after the policy is set).
 """
 
+from collections.abc import Sequence
+
 import keras
 import tensorflow as tf
 
@@ -14,7 +16,9 @@ STRATEGIES = ("default", "mirrored", "multi_worker")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
-def distribution_strategy(name="default", devices=None):
+def distribution_strategy(
+    name: str = "default", devices: Sequence[str] | None = None
+) -> tf.distribute.Strategy:
     """Returns a `tf.distribute.Strategy` by name.
 
     Args:
@@ -46,7 +50,7 @@ def distribution_strategy(name="default", devices=None):
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
-def is_chief(strategy=None):
+def is_chief(strategy: tf.distribute.Strategy | None = None) -> bool:
     """True on the worker that writes logs and backups (always True off multi-worker)."""
     strategy = strategy or tf.distribute.get_strategy()
     resolver = getattr(strategy, "cluster_resolver", None)
@@ -61,7 +65,7 @@ def is_chief(strategy=None):
     return task_type == "worker" and task_id == 0 and not has_chief
 
 
-def set_precision(policy="float32"):
+def set_precision(policy: str = "float32") -> str:
     """Sets the global Keras dtype policy; build models after calling it.
 
     Args:

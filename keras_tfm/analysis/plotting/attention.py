@@ -1,7 +1,11 @@
 """Attention heatmaps: one panel per head of one TransformerBlock for an input."""
 
 import math
+import os
+from collections.abc import Sequence
+from typing import Any
 
+import keras
 import numpy as np
 
 from keras_tfm.analysis.inspection import attention_maps, transformer_blocks
@@ -9,7 +13,7 @@ from keras_tfm.analysis.plotting.figure import new_figure, save_png
 from keras_tfm.checks import check_index
 
 
-def resolve_layer(model, layer):
+def resolve_layer(model: keras.Model, layer: str | int) -> str:
     """The name of the TransformerBlock `layer` (a name or an index into the blocks)."""
     names = [b.name for b in transformer_blocks(model)]
     if not names:
@@ -37,7 +41,14 @@ def _label(token):
     return repr(token)[1:-1]
 
 
-def plot_attention_weights(weights, path, tokens=None, title=None, query_tokens=None, max_cols=4):
+def plot_attention_weights(
+    weights: np.ndarray,
+    path: str | os.PathLike,
+    tokens: Sequence[str] | None = None,
+    title: str | None = None,
+    query_tokens: Sequence[str] | None = None,
+    max_cols: int = 4,
+) -> str:
     """Heatmaps of a (H, T, S) attention array, one panel per head."""
     from matplotlib.colors import PowerNorm  # square-root colour scale: small weights stay visible
 
@@ -85,7 +96,15 @@ def plot_attention_weights(weights, path, tokens=None, title=None, query_tokens=
     return save_png(fig, path)
 
 
-def plot_attention_heads(model, inputs, layer, tokens=None, path="attention.png", example=0, heads=None):
+def plot_attention_heads(
+    model: keras.Model,
+    inputs: Any,
+    layer: str | int,
+    tokens: Sequence[str] | None = None,
+    path: str | os.PathLike = "attention.png",
+    example: int = 0,
+    heads: Sequence[int] | None = None,
+) -> str:
     """Attention heatmaps of every head of one `TransformerBlock` for an input.
 
     Args:

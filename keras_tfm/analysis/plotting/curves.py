@@ -4,13 +4,15 @@ import glob
 import json
 import math
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from keras_tfm.analysis.plotting.figure import new_figure, save_png
 
 
-def read_tensorboard_scalars(log_dir):
+def read_tensorboard_scalars(log_dir: str | os.PathLike) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Scalars of a TensorBoard log directory: {name: (steps, values)}.
 
     Keras `TensorBoard` conventions are mapped to History names: tags
@@ -99,8 +101,12 @@ def _curves(source):
 
 
 def plot_training_curves(
-    history_or_logdir, path="training_curves.png", keys=None, log_scale=None, xlabel=None
-):
+    history_or_logdir: Any,
+    path: str | os.PathLike = "training_curves.png",
+    keys: Sequence[str] | None = None,
+    log_scale: bool | None = None,
+    xlabel: str | None = None,
+) -> str:
     """Training curves, one panel per metric (a metric and its `val_` twin share a panel).
 
     Args:

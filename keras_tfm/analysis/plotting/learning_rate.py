@@ -1,12 +1,15 @@
 """A learning-rate schedule evaluated over the training steps, and its curve."""
 
+import os
+from collections.abc import Callable
+
 import numpy as np
 
 from keras_tfm.analysis.plotting.figure import new_figure, save_png
 from keras_tfm.checks import check_positive_int
 
 
-def learning_rates(schedule, steps):
+def learning_rates(schedule: Callable | float, steps: int) -> np.ndarray:
     """The learning rate at steps 0..steps-1 (float64 array)."""
     steps = check_positive_int("steps", steps)
     if isinstance(schedule, (int, float)) and not isinstance(schedule, bool):
@@ -33,7 +36,9 @@ def learning_rates(schedule, steps):
     return evaluate(tf.range(steps, dtype=tf.float32)).numpy().astype(np.float64)
 
 
-def plot_lr_schedule(schedule, steps, path="lr_schedule.png"):
+def plot_lr_schedule(
+    schedule: Callable | float, steps: int, path: str | os.PathLike = "lr_schedule.png"
+) -> str:
     """The learning rate of `schedule` over `steps` training steps."""
     lr = learning_rates(schedule, steps)
     fig = new_figure((8, 4))

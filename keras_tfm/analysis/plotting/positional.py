@@ -1,5 +1,7 @@
 """The sinusoidal positional encoding table and the similarity of its positions, as pictures."""
 
+import os
+
 import numpy as np
 
 from keras_tfm.analysis.plotting.figure import new_figure, save_png
@@ -14,7 +16,12 @@ def _pe_table(length, d_model, max_wavelength=10000.0):
     return np.asarray(sinusoidal_table(np.arange(length, dtype="float32"), d_model, max_wavelength))
 
 
-def plot_positional_encoding(length, d_model, path="positional_encoding.png", max_wavelength=10000.0):
+def plot_positional_encoding(
+    length: int,
+    d_model: int,
+    path: str | os.PathLike = "positional_encoding.png",
+    max_wavelength: float = 10000.0,
+) -> str:
     """Heatmap of the sinusoidal encoding PE (positions × channels), plus a few channel curves."""
     table = _pe_table(length, d_model, max_wavelength)
     fig = new_figure((10, 6))
@@ -31,14 +38,19 @@ def plot_positional_encoding(length, d_model, path="positional_encoding.png", ma
     return save_png(fig, path)
 
 
-def position_similarity(length, d_model, max_wavelength=10000.0):
+def position_similarity(length: int, d_model: int, max_wavelength: float = 10000.0) -> np.ndarray:
     """Cosine similarity matrix of positions, PE·PEᵀ with unit-norm rows (T, T)."""
     table = _pe_table(length, d_model, max_wavelength).astype(np.float64)
     table /= np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
     return table @ table.T
 
 
-def plot_position_similarity(length, d_model, path="position_similarity.png", max_wavelength=10000.0):
+def plot_position_similarity(
+    length: int,
+    d_model: int,
+    path: str | os.PathLike = "position_similarity.png",
+    max_wavelength: float = 10000.0,
+) -> str:
     """Heatmap of the normalised similarity PE·PEᵀ between positions, and one of its rows."""
     sim = position_similarity(length, d_model, max_wavelength)
     fig = new_figure((10, 5))
