@@ -14,9 +14,9 @@ the example scripts call `quiet_tensorflow()`. Set `TF_CPP_MIN_LOG_LEVEL=0` to
 see every TensorFlow line again.
 
 This is a top-level package, apart from `keras_tfm`, because `import keras_tfm`
-imports Keras and with it TensorFlow: the quieting has to happen before. It is
-also the `keras-tfm` console script (`main`), which answers `--version` without
-importing TensorFlow at all and otherwise hands over to `keras_tfm.cli.main`.
+imports Keras and with it TensorFlow: the quieting has to happen before. It uses
+the standard library only and imports nothing of `keras_tfm`; the `keras-tfm`
+console script is `keras_tfm_console.launcher.main`.
 """
 
 import contextlib
@@ -99,25 +99,3 @@ def quiet_tensorflow(start_devices=False):
         absl_logging.set_verbosity(absl_logging.ERROR)
     except ImportError:  # pragma: no cover - absl comes with TensorFlow
         pass
-
-
-def version():
-    """The installed keras-tfm version, read from the package metadata (no import of keras_tfm)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("keras-tfm")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
-
-
-def main(argv=None):
-    """The `keras-tfm` console script; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv == ["--version"]:  # answered without importing TensorFlow
-        print(f"keras-tfm {version()}")
-        return 0
-    set_log_levels()
-    with quiet_native_logs():  # `import keras_tfm` imports Keras and TensorFlow
-        from keras_tfm import cli
-    return cli.main(argv)
