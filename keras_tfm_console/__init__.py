@@ -23,6 +23,9 @@ import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterator
+
+__all__ = ["DEFAULT_TF_LOG_LEVEL", "quiet_native_logs", "quiet_tensorflow", "set_log_levels"]
 
 #: The level set when the user has not chosen one: hide TensorFlow's INFO and WARNING lines.
 DEFAULT_TF_LOG_LEVEL = "2"
@@ -32,13 +35,13 @@ def _quiet_wanted():
     return os.environ.get("TF_CPP_MIN_LOG_LEVEL", DEFAULT_TF_LOG_LEVEL) not in ("0", "")
 
 
-def set_log_levels():
+def set_log_levels() -> None:
     """`TF_CPP_MIN_LOG_LEVEL` (unless set) for TensorFlow's C++ logs; must run before TensorFlow is imported."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", DEFAULT_TF_LOG_LEVEL)
 
 
 @contextlib.contextmanager
-def quiet_native_logs():
+def quiet_native_logs() -> Iterator[None]:
     """Sends what C++ code writes to descriptor 2 to /dev/null inside the block.
 
     Python's `sys.stderr` is pointed at a copy of the real descriptor for the
@@ -77,7 +80,7 @@ def quiet_native_logs():
             replacement.close()
 
 
-def quiet_tensorflow(start_devices=False):
+def quiet_tensorflow(start_devices: bool = False) -> None:
     """Sets the log levels, then imports TensorFlow and Keras without their start-up lines.
 
     Args:

@@ -6,11 +6,12 @@ levels and hides the native start-up lines before `keras_tfm.cli` is imported.
 """
 
 import sys
+from collections.abc import Sequence
 
 from keras_tfm_console import quiet_native_logs, set_log_levels
 
 
-def version():
+def version() -> str:
     """The installed keras-tfm version, read from the package metadata (no import of keras_tfm)."""
     from importlib import metadata
 
@@ -20,7 +21,7 @@ def version():
         return "unknown"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs `keras-tfm ARGS` (default: `sys.argv[1:]`); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv == ["--version"]:  # answered without importing TensorFlow

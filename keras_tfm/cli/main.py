@@ -17,6 +17,7 @@ lines are hidden (`keras_tfm_console`; `TF_CPP_MIN_LOG_LEVEL=0` shows them).
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 import keras_tfm_console as console
 from keras_tfm import __version__
@@ -26,7 +27,7 @@ from keras_tfm.cli import embed, evaluate, export, finetune, generate, plot, tra
 SUBCOMMANDS = (train, evaluate, export, generate, finetune, embed, plot)
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The `keras-tfm` argument parser with every subcommand of `SUBCOMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="keras-tfm",
@@ -39,7 +40,7 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs `keras-tfm ARGS` (default: `sys.argv[1:]`); returns the exit status.
 
     The console script is `keras_tfm_console.launcher:main`, which answers `--version` without importing

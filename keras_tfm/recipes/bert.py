@@ -8,11 +8,13 @@
 import dataclasses
 import os
 import time
+from typing import Any
 
 from keras_tfm.checks import check_float, check_positive_float, check_positive_int
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes.options import TrainingOptions, argument_error, check_data_source
+from keras_tfm.recipes.output import Trained
 
 HELP = "BERT MLM pretraining + SST-2 classification"
 METRIC_HELP = "a '<label> <sentence>' file: accuracy"
@@ -78,7 +80,9 @@ class BertOptions(TrainingOptions):
         check_float("mask_rate", self.mask_rate, low=0.0, high=1.0, low_open=True, high_open=True)
 
 
-def load_sst2(data=None, manual_dir=None, tfds_data_dir=None):
+def load_sst2(
+    data: str | None = None, manual_dir: str | None = None, tfds_data_dir: str | None = None
+) -> dict[str, tuple[list[str], list[int]]]:
     """{split: (sentences, labels)} for train, dev (and test when present): the files of the folder `data`,
     or TFDS glue/sst2."""
     from keras_tfm.data import load_glue_sst2
@@ -137,7 +141,7 @@ def encoder_inputs(token_ids):
     }
 
 
-def train_bert(**options):
+def train_bert(**options: Any) -> dict[str, Any]:
     """Masked-LM pretraining on the training sentences, then fine-tuning; reports dev (and test) accuracy.
 
     Args:
@@ -301,7 +305,7 @@ def train_bert(**options):
     return results
 
 
-def evaluate_bert(trained, data):
+def evaluate_bert(trained: Trained, data: str) -> dict[str, float]:
     """The accuracy of a trained BERT classifier (`output.load_trained`) on the '<label> <sentence>' file
     `data`.
 

@@ -30,6 +30,8 @@ import dataclasses
 import math
 import os
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import numpy as np
@@ -103,22 +105,22 @@ class StepTimer(keras.callbacks.Callback):
 
 
 def finetune_classifier(
-    model,
-    tokenizer,
-    texts,
-    labels,
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    labels: Sequence[int],
     *,
-    epochs=3,
-    batch_size=32,
-    max_length=64,
-    learning_rate=2e-5,
-    warmup_fraction=0.1,
-    weight_decay=0.01,
-    steps=None,
-    seed=0,
-    verbose="auto",
-    callbacks=(),
-):
+    epochs: int = 3,
+    batch_size: int = 32,
+    max_length: int = 64,
+    learning_rate: float = 2e-5,
+    warmup_fraction: float = 0.1,
+    weight_decay: float = 0.01,
+    steps: int | None = None,
+    seed: int = 0,
+    verbose: int | str = "auto",
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+) -> tuple[Any, "StepTimer"]:
     """Fine-tunes a sequence classifier with the lecture's recipe (see the module docstring).
 
     Args:
@@ -156,7 +158,9 @@ def finetune_classifier(
     return history, timer
 
 
-def predict_classes(model, tokenizer, texts, max_length=64, batch_size=64):
+def predict_classes(
+    model: Any, tokenizer: Any, texts: Sequence[str], max_length: int = 64, batch_size: int = 64
+) -> np.ndarray:
     """Class ids for `texts` (batched by length, returned in input order)."""
     rows = encode_texts(tokenizer, texts, max_length)
     data = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=tokenizer.pad_id)
@@ -169,7 +173,14 @@ def predict_classes(model, tokenizer, texts, max_length=64, batch_size=64):
     return predictions
 
 
-def evaluate_classifier(model, tokenizer, texts, labels, max_length=64, batch_size=64):
+def evaluate_classifier(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    max_length: int = 64,
+    batch_size: int = 64,
+) -> float:
     """Accuracy of `model` on `(texts, labels)`."""
     predictions = predict_classes(model, tokenizer, texts, max_length, batch_size)
     return float(np.mean(predictions == np.asarray(labels)))
@@ -254,7 +265,7 @@ def read_splits(data, dev=None):
     return train, (read_label_sentences(dev, "dev") if dev else None)
 
 
-def finetune_checkpoint(**options):
+def finetune_checkpoint(**options: Any) -> dict[str, Any]:
     """Fine-tunes a published checkpoint with the lecture's recipe (see the module docstring).
 
     Args:

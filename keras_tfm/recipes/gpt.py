@@ -8,6 +8,8 @@ and returns the results dict (losses, history, sample, times, and the trained `m
 
 import dataclasses
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from keras_tfm.checks import (
     check_choice,
@@ -20,6 +22,7 @@ from keras_tfm.checks import (
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes.options import TrainingOptions, check_data_source
+from keras_tfm.recipes.output import Trained
 
 HELP = "character GPT on Tiny Shakespeare (nanoGPT lab)"
 METRIC_HELP = "a text file: loss, perplexity"
@@ -134,7 +137,9 @@ class GPTOptions(TrainingOptions):
         return given if self.preset is not None else {**NANOGPT_LAYOUT, **given}
 
 
-def load_shakespeare_text(data=None, manual_dir=None, tfds_data_dir=None):
+def load_shakespeare_text(
+    data: str | None = None, manual_dir: str | None = None, tfds_data_dir: str | None = None
+) -> tuple[str, str]:
     """(train_text, val_text): nanoGPT's 90/10 split of the file `data`, or TFDS's train/validation splits.
 
     Raises:
@@ -155,7 +160,15 @@ def load_shakespeare_text(data=None, manual_dir=None, tfds_data_dir=None):
     return split("train"), split("validation")
 
 
-def sample_text(model, prompt_ids, num_tokens, max_length, temperature=0.8, top_k=200, seed=0):
+def sample_text(
+    model: Any,
+    prompt_ids: Sequence[int],
+    num_tokens: int,
+    max_length: int,
+    temperature: float = 0.8,
+    top_k: int = 200,
+    seed: int = 0,
+) -> list[int]:
     """Samples `num_tokens` ids after the last `max_length` ids of `prompt_ids`, past the model's context
     if need be: `keras_tfm.generation.generate`, whose window restarts from its last `max_length // 2`
     ids when it is full (`keras_tfm.generation.sliding_window`).
@@ -175,7 +188,7 @@ def sample_text(model, prompt_ids, num_tokens, max_length, temperature=0.8, top_
     )[0].tolist()
 
 
-def nanogpt_init(model, num_layers, seed=0, layer_norm_bias=False):
+def nanogpt_init(model: Any, num_layers: int, seed: int = 0, layer_norm_bias: bool = False) -> Any:
     """nanoGPT's details on top of the GPT-2 layout of `keras_tfm.models.gpt`.
 
     * residual output projections (attention output, FFN output) drawn from
@@ -220,7 +233,7 @@ def _schedule(o, decay_steps, warmup_steps):
     )
 
 
-def train_gpt(**options):
+def train_gpt(**options: Any) -> dict[str, Any]:
     """Trains the character GPT; prints the validation loss every `eval_interval` steps, a sample and the
     wall time.
 
@@ -333,7 +346,7 @@ def validation_loss(model, ids, max_length):
     return float(model.evaluate(windows, verbose=0, return_dict=True)["loss"])
 
 
-def evaluate_gpt(trained, data):
+def evaluate_gpt(trained: Trained, data: str) -> dict[str, float]:
     """The loss (and perplexity) of a trained GPT (`output.load_trained`) on the text file `data`.
 
     Returns:

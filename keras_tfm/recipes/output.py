@@ -282,7 +282,7 @@ def find_tokenizers(folder, info=None):
     return tokenizers
 
 
-def load_trained(path, argument="model", compile=False):
+def load_trained(path: str, argument: str = "model", compile: bool = False) -> "Trained":
     """Loads a training output folder (or a .keras file with vocabulary files beside it).
 
     Args:

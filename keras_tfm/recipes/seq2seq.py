@@ -15,11 +15,13 @@ import dataclasses
 import os
 import random
 import time
+from typing import Any
 
 from keras_tfm.checks import check_choice, check_float, check_non_negative_int, check_positive_int
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes.options import TrainingOptions, argument_error, first_line
+from keras_tfm.recipes.output import Trained
 
 HELP = "Transformer translation on sentence pairs (a tab-separated file or a Multi30k-style folder)"
 METRIC_HELP = "a tab-separated pairs file: token accuracy, BLEU-4"
@@ -184,7 +186,7 @@ def _split_rows(o):
     return keep_short(rows[n_test:], o.max_words), keep_short(rows[:n_test], o.max_words), None
 
 
-def train_seq2seq(**options):
+def train_seq2seq(**options: Any) -> dict[str, Any]:
     """Trains an encoder–decoder Transformer; reports held-out token accuracy, sacreBLEU and chrF.
 
     Args:
@@ -383,7 +385,7 @@ def _detok(tokenizer, ids):
     return tokenizer.detokenize(tf.ragged.constant([ids], dtype=tf.int32)).numpy()[0].decode("utf-8")
 
 
-def evaluate_seq2seq(trained, data):
+def evaluate_seq2seq(trained: Trained, data: str) -> dict[str, float]:
     """Token accuracy, sacreBLEU and chrF of a trained seq2seq model (`output.load_trained`) on `data` (a
     pairs file, or a folder's held-out split).
 
