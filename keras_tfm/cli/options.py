@@ -222,7 +222,7 @@ def add_options(parser, options_class, flags, only=None):
     if missing:
         raise ValueError(f"`flags` has no Flag for the field(s) {missing} of {options_class.__name__}.")
     groups = {name: parser.add_argument_group(name) for name in GROUPS}
-    for field in fields:
+    for field in sorted(fields, key=lambda f: GROUPS.index(flags[f.name].group)):  # the usage line's order
         spec = flags[field.name]
         kwargs = {"help": _help(spec, field)}
         if spec.action is not None:

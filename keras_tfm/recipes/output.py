@@ -9,7 +9,7 @@
 The folder is written under a temporary name beside DIR and renamed into
 place at the end, so DIR is either absent or complete: a failed or interrupted
 run leaves nothing half-written. An existing DIR holding a model is replaced
-only with `--overwrite`. `keras-tfm export --model DIR` and `keras-tfm
+only with `overwrite` (`--overwrite`). `keras-tfm export --model DIR` and `keras-tfm
 evaluate --model DIR` read it back with `load_trained`. Bad values raise a
 ValueError naming the option (`output`, `export_dir`, `model`, ...).
 """
