@@ -18,7 +18,7 @@ Rows:
                                                     depend on them) + the same mean pooling
                     keras_tfm embed_texts           end to end: tokenization + dynamic padding +
                                                     Keras predict_on_batch
-  fine-tuning     `keras_tfm.finetuning.finetune_classifier` for --finetune-steps steps of the
+  fine-tuning     `keras_tfm.recipes.finetune_classifier` for --finetune-steps steps of the
                   SST-2 recipe (batch 32, max length 64, length-bucketed): median step time
                   and the projected wall time of the full recipe (3 epochs = 651 steps).
   tokenizer       throughput comes from engineer D's tokenizer bench
@@ -192,14 +192,14 @@ def bench_finetune(checkpoint, data_dir, steps):
     import warnings
 
     from keras_tfm.checkpoints import from_pretrained
-    from keras_tfm.finetuning import finetune_classifier
+    from keras_tfm.recipes import finetune_classifier
 
     texts, labels = read_sst2(data_dir, "train")
     tokenizer = WordPieceTokenizer.from_pretrained(checkpoint)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = from_pretrained(checkpoint, task="classifier", num_classes=2, pooling="mean")
-    _, timer = finetune_classifier(model, tokenizer, texts, labels, max_steps=steps, verbose=0)
+    _, timer = finetune_classifier(model, tokenizer, texts, labels, steps=steps, verbose=0)
     full = 3 * -(-len(texts) // 32)
     return timer, full
 

@@ -14,7 +14,7 @@
 
 `--pretrain-steps` (800) and `--finetune-epochs` (8) size the two stages; `--steps N` instead gives
 the whole run N optimizer steps (N // 2 pretraining, the rest fine-tuning). Same code as
-`keras-tfm train bert` (see `keras_tfm.recipes`).
+`keras-tfm train bert` (`keras_tfm.recipes.train_bert`).
 """
 
 import sys
@@ -23,7 +23,7 @@ import keras_tfm_console
 
 keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
 
-from keras_tfm import recipes  # noqa: E402
+from keras_tfm.cli import train  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(recipes.main_for("bert", description=__doc__))
+    sys.exit(train.main("bert", description=__doc__))

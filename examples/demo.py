@@ -11,7 +11,6 @@ skips it) and generates from the reloaded SavedModel with TensorFlow only, as a 
 would. Same options as `keras-tfm train gpt`.
 """
 
-import argparse
 import sys
 
 import keras_tfm_console
@@ -19,22 +18,17 @@ import keras_tfm_console
 keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
 
 from keras_tfm import recipes  # noqa: E402
+from keras_tfm.cli import options, train, usage  # noqa: E402
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    recipes.add_gpt_arguments(parser)
+def build_parser():
+    """`keras-tfm train gpt`'s flags with a short run's defaults, and --no-export."""
+    parser = train.recipe_parser("gpt", prog="demo.py", description=__doc__)
     parser.add_argument("--no-export", action="store_true", help="skip the export step")
-    # A short run: override the nanoGPT defaults that `add_gpt_arguments` sets.
     parser.set_defaults(
         steps=600, eval_interval=200, lr_decay_steps=None, sample_tokens=300, export="gpt_shakespeare"
     )
-    args = parser.parse_args(argv)
-    if args.no_export:
-        args.export = None
-    return args
+    return usage.set_handler(parser, run_demo, start_devices=False)
 
 
 def generate_from_export(path, prompt, max_new_tokens, seed=0):
@@ -57,17 +51,21 @@ def generate_from_export(path, prompt, max_new_tokens, seed=0):
     return text
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    try:
-        results = recipes.run_gpt(args)
-    except recipes.UsageError as error:
-        return recipes.report_usage_error("demo.py", error)
+def run_demo(args):
+    """Trains with `recipes.train_gpt`, then samples from the exported SavedModel."""
+    gpt_options = options.options_from(args, recipes.GPTOptions)
+    if args.no_export:
+        gpt_options["export"] = None
+    results = recipes.train_gpt(**gpt_options)
     if results.get("export_path"):
         prompt = "\n"
         # The served `generate` keeps prompt + new tokens within the model's context.
-        generate_from_export(results["export_path"], prompt, min(60, args.block_size - len(prompt)))
+        generate_from_export(results["export_path"], prompt, min(60, args.max_length - len(prompt)))
     return 0
+
+
+def main(argv=None):
+    return usage.run(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

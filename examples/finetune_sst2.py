@@ -1,15 +1,15 @@
 """Fine-tune a published checkpoint on SST-2 (the lecture's recipe), then serve it.
 
     python examples/finetune_sst2.py --checkpoint ../shared/data/all-MiniLM-L6-v2 \\
-        --data-dir ../shared/data/sst2_sentence_level
-    python examples/finetune_sst2.py ... --max-steps 60          # a quick check that it learns
+        --data ../shared/data/sst2_sentence_level
+    python examples/finetune_sst2.py ... --steps 60          # a quick check that it learns
 
 1. `keras_tfm.checkpoints.from_pretrained(CHECKPOINT, task="classifier", num_classes=2)` builds the
    encoder from config.json, loads model.safetensors and adds a freshly initialised classifier;
    `WordPieceTokenizer.from_pretrained` reads the checkpoint's vocabulary.
 2. Fine-tuning: AdamW, learning rate 2e-5 with linear warmup (10 %) and linear decay to 0,
    3 epochs, batch 32, max length 64, sentences batched by length (dynamic padding), see
-   `keras_tfm.finetuning`.
+   `keras_tfm.recipes.finetune`.
 3. SST-2 dev accuracy (and test accuracy when `stsa.binary.test` is there).
 4. `export_for_serving` writes a SavedModel whose `classify` signature takes raw strings
    (tokenization inside the graph); one request is checked against the in-process model.
@@ -27,10 +27,14 @@ import keras_tfm_console
 keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
 
 
-def read_split(data_dir, name):
+#: The recipe's options taken from the command line (`keras_tfm.recipes.FinetuneOptions`).
+RECIPE = ("epochs", "batch_size", "max_length", "learning_rate", "warmup_fraction", "steps", "seed")
+
+
+def read_split(data, name):
     from keras_tfm.data import load_label_sentence_lines
 
-    path = os.path.join(data_dir, f"stsa.binary.{name}")
+    path = os.path.join(data, f"stsa.binary.{name}")
     if not os.path.exists(path):
         return None, None
     texts, labels = [], []
@@ -41,18 +45,15 @@ def read_split(data_dir, name):
 
 
 def parse_args(argv=None):
-    from keras_tfm.finetuning import add_recipe_arguments
+    from keras_tfm.cli.finetune import FINETUNE_FLAGS
+    from keras_tfm.cli.options import add_options
+    from keras_tfm.recipes import FinetuneOptions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="HuggingFace-layout BERT checkpoint directory")
-    p.add_argument("--data-dir", required=True, help="folder with stsa.binary.train / .dev (/ .test)")
-    add_recipe_arguments(p)  # --epochs, --batch-size, --max-length, --learning-rate, ..., --seed
-    p.add_argument(
-        "--pooling",
-        choices=["cls", "mean", "max"],
-        default="mean",
-        help="sentence vector for the classifier (mean: how MiniLM was trained; cls: BERT's pooler)",
-    )
+    p.add_argument("--data", required=True, help="folder with stsa.binary.train / .dev (/ .test)")
+    # --pooling, --epochs, --batch-size, --max-length, --learning-rate, --warmup-fraction, --steps, --seed
+    add_options(p, FinetuneOptions, FINETUNE_FLAGS, only=("pooling", *RECIPE))
     p.add_argument("--export-dir", default="saved_models/sst2_finetuned", help="'' to skip the export")
     p.add_argument("--results", default=None, help="write the figures to this JSON file")
     return p.parse_args(argv)
@@ -69,7 +70,7 @@ def write_json(path, record):
 
 def main(argv=None):
     args = parse_args(argv)
-    for flag, path in (("--checkpoint", args.checkpoint), ("--data-dir", args.data_dir)):
+    for flag, path in (("--checkpoint", args.checkpoint), ("--data", args.data)):
         if not os.path.isdir(path):
             print(f"error: {flag} {path!r} is not a directory", file=sys.stderr)
             return 2
@@ -77,14 +78,14 @@ def main(argv=None):
 
     from keras_tfm.checkpoints import from_pretrained
     from keras_tfm.export import export_for_serving
-    from keras_tfm.finetuning import evaluate_classifier, finetune_classifier, recipe_options
+    from keras_tfm.recipes import evaluate_classifier, finetune_classifier
     from keras_tfm.tokenizers import WordPieceTokenizer
 
-    train_texts, train_labels = read_split(args.data_dir, "train")
-    dev_texts, dev_labels = read_split(args.data_dir, "dev")
+    train_texts, train_labels = read_split(args.data, "train")
+    dev_texts, dev_labels = read_split(args.data, "dev")
     if train_texts is None or dev_texts is None:
         print(
-            f"error: --data-dir {args.data_dir!r} needs stsa.binary.train and stsa.binary.dev",
+            f"error: --data {args.data!r} needs stsa.binary.train and stsa.binary.dev",
             file=sys.stderr,
         )
         return 2
@@ -96,7 +97,12 @@ def main(argv=None):
     print(f"train {len(train_texts)} sentences, dev {len(dev_texts)}")
 
     _, timer = finetune_classifier(
-        model, tokenizer, train_texts, train_labels, **recipe_options(args), verbose=2
+        model,
+        tokenizer,
+        train_texts,
+        train_labels,
+        **{name: getattr(args, name) for name in RECIPE},
+        verbose=2,
     )
     steps = int(model.optimizer.iterations.numpy())
     full = args.epochs * -(-len(train_texts) // args.batch_size)
@@ -128,7 +134,7 @@ def main(argv=None):
         "load_average": os.getloadavg()[0],
         "dev_accuracy": accuracy,
     }
-    test_texts, test_labels = read_split(args.data_dir, "test")
+    test_texts, test_labels = read_split(args.data, "test")
     if test_texts is not None:
         record["test_accuracy"] = evaluate_classifier(
             model, tokenizer, test_texts, test_labels, args.max_length

@@ -26,15 +26,15 @@ XLA-compiled (`--no-jit-compile` to turn it off).
     python examples/gpt_shakespeare.py --data input.txt --schedule cosine    # nanoGPT exactly
     python examples/gpt_shakespeare.py --data input.txt --position rope      # rotary positions
     python examples/gpt_shakespeare.py --data input.txt --preset llama_tiny  # Llama layout, same size
-    python examples/gpt_shakespeare.py --data input.txt --position rope --norm rms --activation swiglu --kv-heads 1
+    python examples/gpt_shakespeare.py --data input.txt --position rope --norm rms --activation swiglu --num-key-value-heads 1
     python examples/gpt_shakespeare.py --data input.txt --output runs/gpt --export shakespeare
 
 `--preset llama_tiny` trains today's decoder layout (pre-RMSNorm, SwiGLU, RoPE, grouped-query
 attention with 2 key/value heads, no biases, untied head) at the lab model's parameter count
-(804,224 against 805,248); `--position`, `--norm`, `--activation` and `--kv-heads` change one
+(804,224 against 805,248); `--position`, `--norm`, `--activation` and `--num-key-value-heads` change one
 piece at a time, with or without the preset.
 
-Same code as `keras-tfm train gpt` (see `keras_tfm.recipes`).
+Same code as `keras-tfm train gpt` (`keras_tfm.recipes.train_gpt`).
 """
 
 import sys
@@ -43,7 +43,7 @@ import keras_tfm_console
 
 keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
 
-from keras_tfm import recipes  # noqa: E402
+from keras_tfm.cli import train  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(recipes.main_for("gpt", description=__doc__))
+    sys.exit(train.main("gpt", description=__doc__))

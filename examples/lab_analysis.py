@@ -1,10 +1,10 @@
 """Lecture lab: train (or load) a 4-layer character GPT on Tiny Shakespeare and
 look inside it.
 
-    python examples/lab_analysis.py --data input.txt --steps 500 --out lab/
-    python examples/lab_analysis.py --data input.txt --model lab/char_gpt.keras --out lab2/
+    python examples/lab_analysis.py --data input.txt --steps 500 --output lab/
+    python examples/lab_analysis.py --data input.txt --model lab/char_gpt.keras --output lab2/
 
-Writes into `--out`:
+Writes into `--output`:
     attention_<block>.png      every head of every layer on a probe text
     positional_encoding.png    the sinusoidal PE table
     position_similarity.png    PE·PEᵀ (normalised)
@@ -38,7 +38,7 @@ def batches(ids, batch_size, length, rng):
     """Random windows (x, y = x shifted by one), forever."""
     high = len(ids) - length - 1
     if high <= 0:
-        raise ValueError(f"`--data` is too short ({len(ids)} characters) for --length {length}.")
+        raise ValueError(f"`--data` is too short ({len(ids)} characters) for --max-length {length}.")
     while True:
         start = rng.integers(0, high, batch_size)
         x = np.stack([ids[s : s + length] for s in start])
@@ -51,15 +51,15 @@ def main(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", required=True, help="Tiny Shakespeare input.txt (any text file).")
-    parser.add_argument("--out", required=True, help="Output folder.")
+    parser.add_argument("--output", required=True, help="Output folder.")
     parser.add_argument("--model", default=None, help="Load this .keras model instead of training.")
     parser.add_argument("--steps", type=int, default=300, help="Training steps (default 300).")
-    parser.add_argument("--batch-size", dest="batch_size", type=int, default=32)
-    parser.add_argument("--length", type=int, default=64, help="Context length (default 64).")
-    parser.add_argument("--d-model", dest="d_model", type=int, default=128)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--learning-rate", dest="learning_rate", type=float, default=3e-3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=64, help="Context length (default 64).")
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--num-layers", type=int, default=4)
+    parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument(
         "--probe", default=None, help="Probe text for the pictures (default: a slice of --data)."
     )
@@ -70,7 +70,7 @@ def main(argv=None):
         help="Run training eagerly (no graph tracing: quicker for a few steps).",
     )
     args = parser.parse_args(argv)
-    for name in ("steps", "batch_size", "length", "d_model", "heads", "layers"):
+    for name in ("steps", "batch_size", "max_length", "d_model", "num_heads", "num_layers"):
         if getattr(args, name) <= 0:
             raise ValueError(
                 f"`--{name.replace('_', '-')}` must be a positive int; received {getattr(args, name)}."
@@ -88,7 +88,7 @@ def main(argv=None):
     from keras_tfm.schedules import nanogpt_schedule
 
     keras.utils.set_random_seed(args.seed)
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.output, exist_ok=True)
     with open(args.data, encoding="utf-8") as f:
         text = f.read()
     chars, index = build_vocabulary(text)
@@ -110,19 +110,19 @@ def main(argv=None):
             raise ValueError(
                 f"`--model` has a vocabulary of {vocab} but `--data` has {len(chars)} characters."
             )
-        length = min(args.length, model.get_layer("embedding").max_length or args.length)
+        length = min(args.max_length, model.get_layer("embedding").max_length or args.max_length)
         print(f"loaded {args.model} ({model.count_params():,} parameters)")
         saved_curves = os.path.join(os.path.dirname(os.path.abspath(args.model)), "history.json")
         if os.path.isfile(saved_curves):  # the curves of the run that trained it
             with open(saved_curves) as f:
                 curves = json.load(f)
     else:
-        length = args.length
+        length = args.max_length
         model = gpt(
             vocabulary_size=len(chars),
             max_length=length,
-            num_layers=args.layers,
-            num_heads=args.heads,
+            num_layers=args.num_layers,
+            num_heads=args.num_heads,
             d_model=args.d_model,
             dropout=0.0,
         )
@@ -141,7 +141,7 @@ def main(argv=None):
             LossSpikeDetector(factor=3.0, warmup=10, warn=True),
         ]
         print(
-            f"training a {args.layers}-layer character GPT ({model.count_params():,} parameters, "
+            f"training a {args.num_layers}-layer character GPT ({model.count_params():,} parameters, "
             f"vocabulary {len(chars)}) for {args.steps} steps"
         )
         start = time.time()
@@ -160,7 +160,7 @@ def main(argv=None):
         for name, monitor in (("grad_norm", monitors[0]), ("attention_entropy/mean", monitors[1])):
             records = [(step, values[name]) for step, values in monitor.records if name in values]
             curves[name] = {"step": [s for s, _ in records], "value": [v for _, v in records]}
-        model.save(os.path.join(args.out, "char_gpt.keras"))
+        model.save(os.path.join(args.output, "char_gpt.keras"))
 
     # ---- pictures
     probe = args.probe if args.probe else text[split : split + length]
@@ -173,27 +173,29 @@ def main(argv=None):
     for name in maps:
         written.append(
             plotting.plot_attention_heads(
-                model, x, name, tokens=list(probe), path=os.path.join(args.out, f"attention_{name}.png")
+                model, x, name, tokens=list(probe), path=os.path.join(args.output, f"attention_{name}.png")
             )
         )
     d_model = model.get_layer("embedding").d_model
     written.append(
         plotting.plot_positional_encoding(
-            max(length, 64), d_model, os.path.join(args.out, "positional_encoding.png")
+            max(length, 64), d_model, os.path.join(args.output, "positional_encoding.png")
         )
     )
     written.append(
         plotting.plot_position_similarity(
-            max(length, 64), d_model, os.path.join(args.out, "position_similarity.png")
+            max(length, 64), d_model, os.path.join(args.output, "position_similarity.png")
         )
     )
-    written.append(plotting.plot_lr_schedule(schedule, args.steps, os.path.join(args.out, "lr_schedule.png")))
+    written.append(
+        plotting.plot_lr_schedule(schedule, args.steps, os.path.join(args.output, "lr_schedule.png"))
+    )
     if curves:
-        with open(os.path.join(args.out, "history.json"), "w") as f:
+        with open(os.path.join(args.output, "history.json"), "w") as f:
             json.dump(curves, f)
         written.append(
             plotting.plot_training_curves(
-                curves, os.path.join(args.out, "training_curves.png"), xlabel="step"
+                curves, os.path.join(args.output, "training_curves.png"), xlabel="step"
             )
         )
 
@@ -215,7 +217,7 @@ def main(argv=None):
                 f"{stats['previous_token'][h]:>7.2f}{stats['first_token'][h]:>7.2f}{stats['self'][h]:>7.2f}"
                 f"  {describe_head(stats, h)}"
             )
-    with open(os.path.join(args.out, "head_stats.json"), "w") as f:
+    with open(os.path.join(args.output, "head_stats.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"\nmax entropy of a causal row of length {length}: log({length}) = {np.log(length):.2f}")
     print("wrote:\n  " + "\n  ".join(written))

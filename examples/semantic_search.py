@@ -1,7 +1,7 @@
 """Semantic search: rank the SST-2 dev sentences against a query with a sentence encoder.
 
     python examples/semantic_search.py --checkpoint ../shared/data/all-MiniLM-L6-v2 \\
-        --data-dir ../shared/data/sst2_sentence_level --query "a moving story about family"
+        --data ../shared/data/sst2_sentence_level --query "a moving story about family"
 
 `keras_tfm.checkpoints.sentence_encoder(CHECKPOINT)` builds the BERT encoder with the checkpoint's
 pooling (all-MiniLM-L6-v2: mean over real tokens, then L2 normalisation, as its
@@ -23,15 +23,15 @@ keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="sentence-transformers / BERT checkpoint directory")
-    p.add_argument("--data-dir", required=True, help="folder with stsa.binary.dev")
+    p.add_argument("--data", required=True, help="folder with stsa.binary.dev")
     p.add_argument("--query", action="append", help="query text (repeatable)")
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--max-length", type=int, default=256)
     args = p.parse_args(argv)
-    corpus_file = os.path.join(args.data_dir, "stsa.binary.dev")
+    corpus_file = os.path.join(args.data, "stsa.binary.dev")
     for flag, path, ok in (
         ("--checkpoint", args.checkpoint, os.path.isdir(args.checkpoint)),
-        ("--data-dir", corpus_file, os.path.isfile(corpus_file)),
+        ("--data", corpus_file, os.path.isfile(corpus_file)),
     ):
         if not ok:
             print(f"error: {flag}: {path!r} not found", file=sys.stderr)

@@ -26,7 +26,7 @@ import keras_tfm_console
 
 keras_tfm_console.quiet_tensorflow()  # before keras_tfm imports TensorFlow: no start-up lines
 
-from keras_tfm import recipes  # noqa: E402
+from keras_tfm.cli import train  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(recipes.main_for("seq2seq", description=__doc__))
+    sys.exit(train.main("seq2seq", description=__doc__))

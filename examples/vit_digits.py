@@ -7,7 +7,7 @@ keras-tfm[examples]`, i.e. scikit-learn) or pass `--data path/to/digits.csv.gz`.
 Nothing is downloaded.
 
     python examples/vit_digits.py                 # patch 4 → 4 tokens + [CLS]
-    python examples/vit_digits.py --patch 2       # 16 tokens + [CLS]
+    python examples/vit_digits.py --patch-size 2  # 16 tokens + [CLS]
 
 Prints the test accuracy on a fixed, stratified 20 % split (359 images).
 Measured on CPU with the defaults (4 layers, 4 heads, d_model 64, 40 epochs,
@@ -66,17 +66,19 @@ def main(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", default=None, help="digits.csv.gz (default: the one inside scikit-learn).")
-    parser.add_argument("--patch", type=int, default=4, choices=[1, 2, 4, 8], help="Patch size (default 4).")
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--d-model", dest="d_model", type=int, default=64)
+    parser.add_argument(
+        "--patch-size", type=int, default=4, choices=[1, 2, 4, 8], help="Patch size (default 4)."
+    )
+    parser.add_argument("--num-layers", type=int, default=4)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--batch-size", dest="batch_size", type=int, default=64)
-    parser.add_argument("--learning-rate", dest="learning_rate", type=float, default=2e-3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--augment", action="store_true", help="Random ±1 pixel shifts during training.")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save", default=None, help="Save the trained model (.keras).")
+    parser.add_argument("--output", default=None, help="Save the trained model to this .keras file.")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -90,16 +92,16 @@ def main(argv=None):
     train, test = stratified_split(labels, seed=args.seed)
     x_train, y_train, x_test, y_test = images[train], labels[train], images[test], labels[test]
     print(
-        f"digits: {len(x_train)} train / {len(x_test)} test images of 8×8, patch {args.patch} "
-        f"→ {(8 // args.patch) ** 2} tokens + [CLS]"
+        f"digits: {len(x_train)} train / {len(x_test)} test images of 8×8, patch {args.patch_size} "
+        f"→ {(8 // args.patch_size) ** 2} tokens + [CLS]"
     )
 
     model = vit_classifier(
         image_size=8,
-        patch_size=args.patch,
+        patch_size=args.patch_size,
         num_classes=10,
-        num_layers=args.layers,
-        num_heads=args.heads,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
         d_model=args.d_model,
         d_ff=2 * args.d_model,
         num_channels=1,
@@ -132,8 +134,8 @@ def main(argv=None):
     model.fit(epochs=args.epochs, verbose=2, **fit_args)
     _, accuracy = model.evaluate(x_test, y_test, verbose=0)
     print(f"test accuracy: {accuracy:.4f} ({model.count_params():,} parameters, {time.time() - start:.0f} s)")
-    if args.save:
-        model.save(args.save)
+    if args.output:
+        model.save(args.output)
     return accuracy
 
 

@@ -7,10 +7,10 @@ Only `check_file` and `as_string_tensor` use TensorFlow, and import it lazily.
 Why one module of ~600 lines: the guide asks for one public home for checks, so
 every package imports its checks from here and none writes its own; the module
 is a flat list of small independent functions (numbers, choices, tensors,
-files, command-line types) and reads top to bottom.
+files) and reads top to bottom. The command line's argparse types live in
+`keras_tfm.cli.options`.
 """
 
-import argparse
 import math
 import numbers
 import os
@@ -552,47 +552,3 @@ def read_text_file(name, path, compression=None):
     if "\x00" in text:
         raise ValueError(f"`{name}`: {path!r} looks binary (it holds NUL bytes), not text.")
     return text
-
-
-# --------------------------------------------------------------------------- #
-# argparse types: `parser.add_argument("--block-size", type=positive_int_arg)`
-# makes argparse report "argument --block-size: must be a positive int;
-# received '0'" (exit status 2) instead of a later error naming an internal
-# argument.
-# --------------------------------------------------------------------------- #
-
-
-def _arg(convert, text, what):
-    try:
-        value = convert(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"must be {what}; received {text!r}") from None
-    return value
-
-
-def positive_int_arg(text):
-    value = _arg(int, text, "a positive int")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive int; received {text!r}")
-    return value
-
-
-def non_negative_int_arg(text):
-    value = _arg(int, text, "an int >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an int >= 0; received {text!r}")
-    return value
-
-
-def positive_float_arg(text):
-    value = _arg(float, text, "a finite number > 0")
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; received {text!r}")
-    return value
-
-
-def rate_arg(text):
-    value = _arg(float, text, "a number in [0, 1)")
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1); received {text!r}")
-    return value

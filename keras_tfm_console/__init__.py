@@ -14,15 +14,18 @@ the example scripts call `quiet_tensorflow()`. Set `TF_CPP_MIN_LOG_LEVEL=0` to
 see every TensorFlow line again.
 
 This is a top-level package, apart from `keras_tfm`, because `import keras_tfm`
-imports Keras and with it TensorFlow: the quieting has to happen before. It is
-also the `keras-tfm` console script (`main`), which answers `--version` without
-importing TensorFlow at all and otherwise hands over to `keras_tfm.cli.main`.
+imports Keras and with it TensorFlow: the quieting has to happen before. It uses
+the standard library only and imports nothing of `keras_tfm`; the `keras-tfm`
+console script is `keras_tfm_console.launcher.main`.
 """
 
 import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterator
+
+__all__ = ["DEFAULT_TF_LOG_LEVEL", "quiet_native_logs", "quiet_tensorflow", "set_log_levels"]
 
 #: The level set when the user has not chosen one: hide TensorFlow's INFO and WARNING lines.
 DEFAULT_TF_LOG_LEVEL = "2"
@@ -32,13 +35,13 @@ def _quiet_wanted():
     return os.environ.get("TF_CPP_MIN_LOG_LEVEL", DEFAULT_TF_LOG_LEVEL) not in ("0", "")
 
 
-def set_log_levels():
+def set_log_levels() -> None:
     """`TF_CPP_MIN_LOG_LEVEL` (unless set) for TensorFlow's C++ logs; must run before TensorFlow is imported."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", DEFAULT_TF_LOG_LEVEL)
 
 
 @contextlib.contextmanager
-def quiet_native_logs():
+def quiet_native_logs() -> Iterator[None]:
     """Sends what C++ code writes to descriptor 2 to /dev/null inside the block.
 
     Python's `sys.stderr` is pointed at a copy of the real descriptor for the
@@ -77,7 +80,7 @@ def quiet_native_logs():
             replacement.close()
 
 
-def quiet_tensorflow(start_devices=False):
+def quiet_tensorflow(start_devices: bool = False) -> None:
     """Sets the log levels, then imports TensorFlow and Keras without their start-up lines.
 
     Args:
@@ -99,25 +102,3 @@ def quiet_tensorflow(start_devices=False):
         absl_logging.set_verbosity(absl_logging.ERROR)
     except ImportError:  # pragma: no cover - absl comes with TensorFlow
         pass
-
-
-def version():
-    """The installed keras-tfm version, read from the package metadata (no import of keras_tfm)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("keras-tfm")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
-
-
-def main(argv=None):
-    """The `keras-tfm` console script; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv == ["--version"]:  # answered without importing TensorFlow
-        print(f"keras-tfm {version()}")
-        return 0
-    set_log_levels()
-    with quiet_native_logs():  # `import keras_tfm` imports Keras and TensorFlow
-        from keras_tfm import cli
-    return cli.main(argv)

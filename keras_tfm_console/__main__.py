@@ -2,6 +2,6 @@
 
 import sys
 
-from keras_tfm_console import main
+from keras_tfm_console.launcher import main
 
 sys.exit(main())

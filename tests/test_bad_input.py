@@ -1189,9 +1189,9 @@ def _cli(*argv):
 
 for _id, _argv, _match in [
     (
-        "block-size-0",
-        ["train", "gpt", "--block-size", "0"],
-        r"argument --block-size: must be a positive int; received '0'",
+        "max-length-0",
+        ["train", "gpt", "--max-length", "0"],
+        r"argument --max-length: must be a positive int; received '0'",
     ),
     ("steps-negative", ["train", "gpt", "--steps", "-5"], r"argument --steps: must be a positive int"),
     (
@@ -1221,9 +1221,9 @@ for _id, _argv, _match in [
         r"argument --steps-per-execution",
     ),
     (
-        "bert-sequence-length-0",
-        ["train", "bert", "--sequence-length", "0"],
-        r"argument --sequence-length: must be a positive",
+        "bert-max-length-0",
+        ["train", "bert", "--max-length", "0"],
+        r"argument --max-length: must be a positive",
     ),
     (
         "seq2seq-vocabulary-size-0",
@@ -1238,6 +1238,37 @@ for _id, _argv, _match in [
     ("unknown-subcommand", ["serve"], r"invalid choice: 'serve'"),
 ]:
     CASES.append(pytest.param(lambda env, a=_argv: _cli(*a), ValueError, _match, id="cli-" + _id))
+
+
+def _cli_recipe(*argv):
+    """A value the recipe refuses (not argparse): one line naming the flag, exit status 2."""
+    from keras_tfm.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    assert status == 2 and len(err.getvalue().strip().splitlines()) == 1
+    raise ValueError(err.getvalue())
+
+
+for _id, _argv, _match in [
+    (
+        "gpt-key-value-heads-not-dividing",
+        ["train", "gpt", "--num-heads", "4", "--num-key-value-heads", "3"],
+        r"keras-tfm train gpt: error: --num-key-value-heads must divide --num-heads \(4\); received 3",
+    ),
+    (
+        "gpt-decay-fraction-0",
+        ["train", "gpt", "--decay-fraction", "0"],
+        r"error: --decay-fraction must be in \(0.0, 1.0\]; received 0.0",
+    ),
+    (
+        "bert-steps-1",
+        ["train", "bert", "--steps", "1"],
+        r"error: --steps must be >= 2 \(one per stage\); received 1",
+    ),
+]:
+    CASES.append(pytest.param(lambda env, a=_argv: _cli_recipe(*a), ValueError, _match, id="cli-" + _id))
 
 
 # ---- resume from a backup --------------------------------------------------------- #

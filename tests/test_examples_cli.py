@@ -7,7 +7,6 @@ runs the installed console script in a subprocess.
 import json
 import os
 import runpy
-import shutil
 import subprocess
 import sys
 
@@ -77,7 +76,7 @@ def _flags(**options):
 
 TINY_MODEL = _flags(num_layers=1, num_heads=2, d_model=16, batch_size=4, verbose=0)
 TINY_GPT = TINY_MODEL + _flags(
-    steps=4, eval_interval=2, eval_iters=1, block_size=8, sample_tokens=5, steps_per_execution=2
+    steps=4, eval_interval=2, eval_iters=1, max_length=8, sample_tokens=5, steps_per_execution=2
 )
 NO_SAMPLE = _flags(sample_tokens=0)  # after TINY_GPT: no sample, where a test does not check it
 TINY_BERT = TINY_MODEL + _flags(
@@ -85,7 +84,7 @@ TINY_BERT = TINY_MODEL + _flags(
     pretrain_steps=3,
     eval_interval=3,
     vocabulary_size=60,
-    sequence_length=12,
+    max_length=12,
     finetune_epochs=1,
     finetune_batch_size=8,
 )
@@ -117,19 +116,21 @@ def test_gpt_example_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
     assert len(r["sample"]) == 5
 
 
-@pytest.mark.parametrize("schedule, position", [("wsd", "learned"), ("cosine", "rope")])
-def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, position, capsys):
-    import argparse
+#: TINY_GPT + NO_SAMPLE as `train_gpt` keyword arguments.
+TINY_GPT_OPTIONS = dict(
+    num_layers=1, num_heads=2, d_model=16, batch_size=4, verbose=0, steps=4, eval_interval=2, eval_iters=1
+)
+TINY_GPT_OPTIONS.update(max_length=8, sample_tokens=0, steps_per_execution=2)
 
+
+@pytest.mark.parametrize("schedule, position", [("wsd", "learned"), ("cosine", "rope")])
+def test_gpt_recipe_from_python_schedule_position_and_xla_default(shakespeare, schedule, position):
     from keras_tfm import recipes
     from keras_tfm.schedules import WarmupStableDecay
 
-    parser = argparse.ArgumentParser()
-    recipes.add_gpt_arguments(parser)
-    args = parser.parse_args(  # no sample (checked by the example tests): one XLA loop less to compile
-        ["--data", shakespeare, "--schedule", schedule, "--position", position] + TINY_GPT + NO_SAMPLE
-    )
-    model = recipes.run_gpt(args)["model"]
+    # No sample (checked by the example tests): one XLA loop less to compile.
+    results = recipes.train_gpt(data=shakespeare, schedule=schedule, position=position, **TINY_GPT_OPTIONS)
+    model = results["model"]
     lr = model.optimizer._learning_rate
     if schedule == "wsd":
         assert isinstance(lr, WarmupStableDecay) and lr.total_steps == 4 and lr.decay_steps == 1
@@ -137,8 +138,40 @@ def test_gpt_recipe_schedule_position_and_xla_default(shakespeare, schedule, pos
         assert type(lr).__name__ == "CosineDecay"
     assert model.blocks[0].position == (None if position == "learned" else position)
     assert model.jit_compile is True  # the recipe's default for fixed-shape LM windows
-    with pytest.raises(recipes.UsageError, match="--decay-fraction"):
-        recipes.run_gpt(parser.parse_args(["--data", shakespeare, "--decay-fraction", "0"] + TINY_GPT))
+    assert model.max_length == 8 and results["steps"] == 4 and results["sample"] == ""
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        (dict(decay_fraction=0), ValueError, r"`decay_fraction` must be in \(0.0, 1.0\]; received 0"),
+        (dict(max_length=0), ValueError, r"`max_length` must be a positive int; received 0"),
+        (dict(max_length="8"), TypeError, r"`max_length` must be a positive int; received '8'"),
+        (dict(num_key_value_heads=3), ValueError, r"`num_key_value_heads` must divide `num_heads` \(2\)"),
+        (dict(precision="fp8"), ValueError, r"Unknown `precision` 'fp8'"),
+        (dict(export="a/b"), ValueError, r"`export` must be a plain folder name"),
+        (dict(block_size=8), TypeError, r"unexpected keyword argument 'block_size'"),
+    ],
+)
+def test_gpt_recipe_refuses_bad_options_before_training(shakespeare, options, error, match):
+    from keras_tfm import recipes
+
+    with pytest.raises(error, match=match):
+        recipes.train_gpt(data=shakespeare, **{**TINY_GPT_OPTIONS, **options})
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["--decay-fraction", "0"], "--decay-fraction must be in (0.0, 1.0]; received 0.0."),
+        (["--num-key-value-heads", "3"], "--num-key-value-heads must divide --num-heads (2); received 3."),
+        (["--export", ".."], "--export must be a plain folder name (the model's name); received '..'."),
+    ],
+)
+def test_cli_reports_a_recipe_error_as_its_flag(shakespeare, argv, line, capsys):
+    status = cli.main(["train", "gpt", "--data", shakespeare, *argv] + TINY_GPT)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and err == [f"keras-tfm train gpt: error: {line}"]
 
 
 def test_bert_example_end_to_end(sst2_dir, tmp_path, monkeypatch, capsys):
@@ -215,67 +248,89 @@ def test_cli_errors_and_help(capsys):
     assert "train" in out and "--pretrain-steps" in out and "--label-smoothing" in out
     for command in ("evaluate", "export", "generate", "plot", "finetune", "embed"):
         assert command in out, command
-    assert "--data-dir" not in out and "--n-embd" not in out  # deprecated aliases are hidden
 
 
-def test_cli_subcommands_are_registered_from_functions():
-    calls = []
-
-    @cli.subcommand
-    def _hello(subparsers):
-        p = subparsers.add_parser("hello-test")
-        p.add_argument("--name", default="x")
-        p.set_defaults(func=lambda args: calls.append(args.name) or 0)
-
-    try:
-        assert cli.main(["hello-test", "--name", "y"]) == 0
-        assert calls == ["y"]
-    finally:
-        cli._REGISTRY.remove(_hello)
-
-
-def test_console_script_help():
-    exe = shutil.which("keras-tfm") or os.path.join(os.path.dirname(sys.executable), "keras-tfm")
-    if not os.path.exists(exe):
-        pytest.skip("keras-tfm console script not installed (pip install -e .)")
-    proc = subprocess.run([exe, "train", "gpt", "--help"], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "--manual-dir" in proc.stdout and "--block-size" in proc.stdout
-
-
-def test_one_option_vocabulary_with_deprecated_aliases(capsys):
+def test_every_subcommand_module_registers_itself():
+    """One way to add a subcommand: a module with `register(subparsers)` listed in `SUBCOMMANDS`."""
     import argparse
 
-    from keras_tfm import recipes
+    from keras_tfm.cli import SUBCOMMANDS
 
-    for name, recipe in recipes.TASKS.items():
-        parser = argparse.ArgumentParser()
-        recipe.add_arguments(parser)
-        args = parser.parse_args(["--data", "x", "--d-model", "8", "--num-layers", "1", "--num-heads", "2"])
-        assert (args.d_model, args.num_layers, args.num_heads, args.data) == (8, 1, 2, "x"), name
-        assert {"d_ff", "steps", "output", "export", "overwrite"} <= set(vars(args)), name
+    names = []
+    for module in SUBCOMMANDS:
+        subparsers = argparse.ArgumentParser().add_subparsers(dest="command")
+        module.register(subparsers)
+        names += list(subparsers.choices)
+    assert names == ["train", "evaluate", "export", "generate", "finetune", "embed", "plot"]
+
+
+def test_console_help_in_a_subprocess():
+    """`python -m keras_tfm_console` (the console script's launcher) in a fresh process."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "keras_tfm_console", "train", "gpt", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--manual-dir" in proc.stdout and "--max-length" in proc.stdout and proc.stderr == ""
+
+
+@pytest.mark.parametrize("name", ["gpt", "bert", "seq2seq"])
+def test_one_vocabulary_of_flags_and_keyword_arguments(name):
+    """Every option of a recipe is a flag spelled like its keyword argument, with the same default."""
+    import argparse
+    import dataclasses
+
+    from keras_tfm import recipes
+    from keras_tfm.cli import train
+
+    recipe = recipes.RECIPES[name]
+    fields = {f.name: f for f in dataclasses.fields(recipe.options)}
+    assert set(train.RECIPE_FLAGS[name]) <= set(fields)  # no flag without its option
     parser = argparse.ArgumentParser()
-    recipes.add_gpt_arguments(parser)
-    args = parser.parse_args(["--n-embd", "8", "--n-layer", "1", "--n-head", "2"])
-    assert (args.d_model, args.num_layers, args.num_heads) == (8, 1, 2)
-    assert "--n-embd is deprecated; use --d-model" in capsys.readouterr().err
-    parser = argparse.ArgumentParser()
-    recipes.add_bert_arguments(parser)
-    assert parser.parse_args(["--data-dir", "sst2"]).data == "sst2"
+    train.add_recipe_options(parser, name)
+    required = ["--data", "x"] if fields["data"].default is dataclasses.MISSING else []
+    parsed = vars(parser.parse_args(required))
+    assert set(parsed) == set(fields)
+    for field in fields.values():
+        if field.default is not dataclasses.MISSING:
+            assert parsed[field.name] == field.default, field.name
+    spellings = {s for action in parser._actions for s in action.option_strings}
+    assert {
+        "--d-model",
+        "--num-layers",
+        "--num-heads",
+        "--d-ff",
+        "--steps",
+        "--output",
+        "--export",
+    } <= spellings
+    assert ("--max-length" in spellings) == (name != "seq2seq")
+    old = {
+        "--block-size",
+        "--sequence-length",
+        "--kv-heads",
+        "--n-embd",
+        "--n-layer",
+        "--n-head",
+        "--data-dir",
+    }
+    assert not old & spellings
 
 
 def test_gpt_sample_text_runs_past_the_context():
     from keras_tfm import models, recipes
 
     model = models.gpt(vocabulary_size=11, max_length=8, num_layers=1, num_heads=2, d_model=16)
-    ids = recipes.sample_text(model, [3, 4, 5], 21, block_size=8, temperature=0.0)
+    ids = recipes.sample_text(model, [3, 4, 5], 21, max_length=8, temperature=0.0)
     assert len(ids) == 21 and all(0 <= t < 11 for t in ids)
-    assert ids == recipes.sample_text(model, [3, 4, 5], 21, block_size=8, temperature=0.0)
+    assert ids == recipes.sample_text(model, [3, 4, 5], 21, max_length=8, temperature=0.0)
     # Greedy: 5 tokens fill the context, the 6th is chosen from all 8; then the window restarts from
     # the last 4 ids (generation.sliding_window).
-    head = recipes.sample_text(model, [3, 4, 5], 6, block_size=8, temperature=0.0)
+    head = recipes.sample_text(model, [3, 4, 5], 6, max_length=8, temperature=0.0)
     assert ids[:6] == head
-    assert ids[6:10] == recipes.sample_text(model, ([3, 4, 5] + head)[-4:], 4, block_size=8, temperature=0.0)
+    assert ids[6:10] == recipes.sample_text(model, ([3, 4, 5] + head)[-4:], 4, max_length=8, temperature=0.0)
 
 
 def test_nanogpt_init_scales_residual_projections_and_freezes_norm_offsets():

@@ -17,16 +17,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_tfm.export import (
-    add_export_subcommand,
-    add_generate_subcommand,
-    detect_kind,
-    export_for_serving,
-    list_versions,
-    read_warmup_requests,
-)
+from keras_tfm.cli import export as export_cli
+from keras_tfm.cli import generate as generate_cli
+from keras_tfm.cli import usage
+from keras_tfm.cli.generate import default_max_new_tokens, export_info
+from keras_tfm.export import detect_kind, export_for_serving, list_versions, read_warmup_requests
 from keras_tfm.export import warmup as warmup_lib
-from keras_tfm.export.cli import default_max_new_tokens, export_info
 from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator
 from keras_tfm.models import bert_classifier, bert_masked_lm, gpt, seq2seq
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
@@ -492,8 +488,8 @@ def test_export_argument_errors(exports, tmp_path):
 def test_cli_export_and_generate(exports, tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="keras-tfm")
     sub = parser.add_subparsers(dest="command")
-    add_export_subcommand(sub)
-    add_generate_subcommand(sub)
+    export_cli.register(sub)
+    generate_cli.register(sub)
     model_path, vocab_path = tmp_path / "clf.keras", tmp_path / "vocab.txt"
     exports["clf_model"].save(model_path)
     exports["bert_tok"].save_vocabulary(vocab_path)
@@ -506,19 +502,19 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
             str(vocab_path),
             "--name",
             "clf",
-            "--dir",
+            "--export-dir",
             str(tmp_path / "sm"),
-            "--labels",
+            "--label-names",
             "neg,pos",
             "--no-warmup",
         ]
     )
-    assert args.func(args) == 0
+    assert usage.run(args) == 0
     assert capsys.readouterr().out.strip().endswith(os.path.join("clf", "1"))
     args = parser.parse_args(
         ["generate", "--model", str(tmp_path / "sm" / "clf"), "--prompt", BERT_TEXTS[0], "--json"]
     )
-    assert args.func(args) == 0
+    assert usage.run(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["labels"][0] in ("neg", "pos")
     np.testing.assert_allclose(out["probabilities"][0], exports["clf_probs"][0], atol=1e-5)
@@ -540,7 +536,7 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
             "2",
         ]
     )
-    assert args.func(args) == 0  # --num-beams 2: the `beam_search` signature (greedy: test_cli_workflow)
+    assert usage.run(args) == 0  # --num-beams 2: the `beam_search` signature (greedy: test_cli_workflow)
     assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_beam2"][:2]
     # The default --max-new-tokens (64) fits every export whose `generate` slides past the context.
     info = export_info(exports["gpt_path"])
@@ -550,7 +546,7 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
         default_max_new_tokens({"max_length": 64, "max_new_tokens_limit": 63}, ["h" * 60]) == 4
     )  # older export
     args = parser.parse_args(["generate", "--model", gpt_base, "--prompt", "x", "--max-new-tokens", "-3"])
-    assert args.func(args) == 2
+    assert usage.run(args) == 2
     assert "invalid request" in capsys.readouterr().err
 
 

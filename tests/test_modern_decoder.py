@@ -1,8 +1,6 @@
 """Today's decoder options in the builders (issue 14 §1): RMSNorm, gated FFN, grouped-query and
 multi-query attention, no biases, the RoPE base; the Llama presets and the lab recipe's flags."""
 
-import argparse
-
 import keras
 import numpy as np
 import pytest
@@ -235,28 +233,20 @@ def test_param_formulas_match_the_built_models(options):
     assert M.seq2seq("tiny", **options).count_params() == seq2seq_num_params("tiny", **options)
 
 
-def test_lab_recipe_llama_preset_and_layout_flags(tmp_path):
+def test_lab_recipe_llama_preset_and_layout_options(tmp_path):
     from keras_tfm import recipes
-    from keras_tfm.recipes import _options
-    from keras_tfm.recipes.gpt import NANOGPT_LAYOUT
 
     path = tmp_path / "input.txt"
     path.write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n\n" * 20)
-    parser = argparse.ArgumentParser()
-    recipes.add_gpt_arguments(parser)
-    sizes = dict(num_layers=1, num_heads=2, d_model=16, block_size=8, batch_size=4, sample_tokens=0)
-    run = dict(steps=2, eval_interval=2, eval_iters=1, verbose=0)
-    tiny = ["--data", str(path), "--no-jit-compile"]
-    tiny += [
-        text for key, value in {**sizes, **run}.items() for text in ("--" + key.replace("_", "-"), str(value))
-    ]
-    model = recipes.run_gpt(parser.parse_args(tiny + ["--preset", "llama_tiny", "--kv-heads", "1"]))["model"]
+    tiny = dict(data=str(path), jit_compile=False, num_layers=1, num_heads=2, d_model=16, max_length=8)
+    tiny.update(batch_size=4, sample_tokens=0, steps=2, eval_interval=2, eval_iters=1, verbose=0)
+    model = recipes.train_gpt(**tiny, preset="llama_tiny", num_key_value_heads=1)["model"]
     assert model.config["norm"] == "rms" and model.config["activation"] == "swiglu" and model.head is not None
     assert model.num_key_value_heads == 1 and model.config["position"] == "rope"
-    # Without a preset: nanoGPT's layout with one flag changed.
-    args = parser.parse_args(tiny + ["--norm", "rms"])
-    assert _options.layout_options(args, NANOGPT_LAYOUT) == dict(
+    # Without a preset: nanoGPT's layout with one option changed.
+    assert recipes.GPTOptions(**tiny, norm="rms").layout() == dict(
         position="learned", activation="gelu", norm="rms", use_bias=False
     )
-    with pytest.raises(recipes.UsageError, match="--kv-heads"):
-        _options.layout_options(parser.parse_args(tiny + ["--kv-heads", "3"]), {})
+    assert recipes.GPTOptions(**tiny, preset="llama_tiny", norm="layer").layout() == dict(norm="layer")
+    with pytest.raises(ValueError, match=r"`num_key_value_heads` must divide `num_heads` \(2\); received 3"):
+        recipes.GPTOptions(**tiny, num_key_value_heads=3)

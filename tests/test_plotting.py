@@ -1,6 +1,5 @@
 """PNG pictures and the `plot` subcommand."""
 
-import argparse
 import json
 import os
 
@@ -121,22 +120,23 @@ def test_plot_training_curves_from_history_dict_json_and_tensorboard(tmp_path):
         plotting.plot_training_curves(tmp_path / "empty", tmp_path / "x.png")
 
 
-def _cli():
-    parser = argparse.ArgumentParser(prog="keras-tfm")
-    plotting.add_plot_subcommand(parser.add_subparsers(dest="command"))
-    return parser
-
-
 def test_plot_subcommand(tmp_path, model, capsys):
-    parser = _cli()
+    from keras_tfm import cli
 
     def run(*argv):
-        args = parser.parse_args(["plot", *map(str, argv)])
-        return args.func(args)
+        return cli.main(["plot", *map(str, argv)])
 
-    assert run("pe", "--length", 32, "--d-model", 16, "--out", tmp_path / "pe.png") == 0
+    def error(*argv):
+        """The one line `keras-tfm plot ARGV` ends with (exit status 2)."""
+        capsys.readouterr()
+        assert run(*argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("keras-tfm plot "), err
+        return err[0]
+
+    assert run("pe", "--length", 32, "--d-model", 16, "--output", tmp_path / "pe.png") == 0
     assert_png(tmp_path / "pe.png")
-    assert run("similarity", "--length", 32, "--d-model", 16, "--out", tmp_path / "sim.png") == 0
+    assert run("similarity", "--length", 32, "--d-model", 16, "--output", tmp_path / "sim.png") == 0
     assert_png(tmp_path / "sim.png")
     assert (
         run(
@@ -149,7 +149,7 @@ def test_plot_subcommand(tmp_path, model, capsys):
             10,
             "--steps",
             100,
-            "--out",
+            "--output",
             tmp_path / "lr.png",
         )
         == 0
@@ -157,18 +157,26 @@ def test_plot_subcommand(tmp_path, model, capsys):
     assert_png(tmp_path / "lr.png")
     assert (
         run(
-            "lr", "--schedule", "nanogpt", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr2.png"
+            "lr",
+            "--schedule",
+            "nanogpt",
+            "--steps",
+            100,
+            "--warmup-steps",
+            10,
+            "--output",
+            tmp_path / "lr2.png",
         )
         == 0
     )
     assert (
-        run("lr", "--schedule", "wsd", "--steps", 100, "--warmup-steps", 10, "--out", tmp_path / "lr3.png")
+        run("lr", "--schedule", "wsd", "--steps", 100, "--warmup-steps", 10, "--output", tmp_path / "lr3.png")
         == 0
     )
     assert_png(tmp_path / "lr3.png")
     with open(tmp_path / "h.json", "w") as f:
         json.dump({"loss": [3.0, 2.0], "accuracy": [0.1, 0.3]}, f)
-    assert run("curves", tmp_path / "h.json", "--keys", "loss", "--out", tmp_path / "c.png") == 0
+    assert run("curves", tmp_path / "h.json", "--keys", "loss", "--output", tmp_path / "c.png") == 0
     assert_png(tmp_path / "c.png")
     model.save(tmp_path / "m.keras")
     assert (
@@ -180,7 +188,7 @@ def test_plot_subcommand(tmp_path, model, capsys):
             "1,2,3,4,5",
             "--layer",
             "decoder_block_1",
-            "--out",
+            "--output",
             tmp_path / "att.png",
         )
         == 0
@@ -188,32 +196,19 @@ def test_plot_subcommand(tmp_path, model, capsys):
     assert_png(tmp_path / "att.png")
     assert str(tmp_path / "att.png") in capsys.readouterr().out
 
-    with pytest.raises(ValueError, match="`length`"):
-        run("pe", "--length", 0, "--out", tmp_path / "x.png")
-    with pytest.raises(ValueError, match="`d_model`"):
-        run("similarity", "--d-model", -4, "--out", tmp_path / "x.png")
-    with pytest.raises(ValueError, match="Unknown `layer`"):
-        run(
-            "attention",
-            "--model",
-            tmp_path / "m.keras",
-            "--ids",
-            "1 2",
-            "--layer",
-            "block_9",
-            "--out",
-            tmp_path / "x.png",
-        )
-    with pytest.raises(FileNotFoundError, match="--model"):
-        run("attention", "--model", tmp_path / "nope.keras", "--ids", "1")
-    with pytest.raises(ValueError, match="--ids"):
-        run("attention", "--model", tmp_path / "m.keras", "--ids", "a,b")
-    with pytest.raises(ValueError, match="Unknown curve key"):
-        run("curves", tmp_path / "h.json", "--keys", "bleu", "--out", tmp_path / "x.png")
-    with pytest.raises(FileNotFoundError, match="history_or_logdir"):
-        run("curves", tmp_path / "nope", "--out", tmp_path / "x.png")
+    assert "--length must be" in error("pe", "--length", 0, "--output", tmp_path / "x.png")
+    assert "--d-model must be" in error("similarity", "--d-model", -4, "--output", tmp_path / "x.png")
+    line = error("attention", "--model", tmp_path / "m.keras", "--ids", "1 2", "--layer", "block_9")
+    assert "Unknown --layer 'block_9'" in line
+    assert "--model: " in error("attention", "--model", tmp_path / "nope.keras", "--ids", "1")
+    assert "--ids must be integers" in error("attention", "--model", tmp_path / "m.keras", "--ids", "a,b")
+    assert "--tokenizer" in error("attention", "--model", tmp_path / "m.keras", "--text", "hello")
+    line = error("curves", tmp_path / "h.json", "--keys", "bleu", "--output", tmp_path / "x.png")
+    assert "Unknown curve key(s) ['bleu'] in --keys" in line
+    assert "SOURCE" in error("curves", tmp_path / "nope", "--output", tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
     with pytest.raises(SystemExit):
-        parser.parse_args(["plot", "heatmap"])
+        run("heatmap")
 
 
 def _load_example(name):
@@ -234,8 +229,8 @@ def test_lab_analysis_end_to_end(tmp_path, capsys):
     data = tmp_path / "input.txt"
     data.write_text(text)
     out = tmp_path / "lab"
-    small = ["--length", "16", "--d-model", "32", "--heads", "2", "--batch-size", "4"]
-    assert lab.main(["--data", str(data), "--out", str(out), "--steps", "3", "--eager", *small]) == 0
+    small = ["--max-length", "16", "--d-model", "32", "--num-heads", "2", "--batch-size", "4"]
+    assert lab.main(["--data", str(data), "--output", str(out), "--steps", "3", "--eager", *small]) == 0
     printed = capsys.readouterr().out
     expected = [f"attention_decoder_block_{i}.png" for i in range(4)] + [
         "positional_encoding.png",
@@ -255,15 +250,15 @@ def test_lab_analysis_end_to_end(tmp_path, capsys):
     # load the saved model instead of training
     out2 = tmp_path / "lab2"
     assert (
-        lab.main(["--data", str(data), "--out", str(out2), "--model", str(out / "char_gpt.keras"), *small])
+        lab.main(["--data", str(data), "--output", str(out2), "--model", str(out / "char_gpt.keras"), *small])
         == 0
     )
     for name in expected:
         assert_png(out2 / name, min_kb=3)
     with pytest.raises(FileNotFoundError, match="--data"):
-        lab.main(["--data", str(tmp_path / "nope.txt"), "--out", str(out2)])
+        lab.main(["--data", str(tmp_path / "nope.txt"), "--output", str(out2)])
     with pytest.raises(ValueError, match="--steps"):
-        lab.main(["--data", str(data), "--out", str(out2), "--steps", "0"])
+        lab.main(["--data", str(data), "--output", str(out2), "--steps", "0"])
 
 
 def test_keras_tfm_cli_has_plot_subcommand(tmp_path):
@@ -271,7 +266,7 @@ def test_keras_tfm_cli_has_plot_subcommand(tmp_path):
     from keras_tfm import cli
 
     out = tmp_path / "pe_cli.png"
-    assert cli.main(["plot", "pe", "--length", "16", "--d-model", "8", "--out", str(out)]) == 0
+    assert cli.main(["plot", "pe", "--length", "16", "--d-model", "8", "--output", str(out)]) == 0
     assert_png(out)
     with pytest.raises(SystemExit):
         cli.main(["plot", "no-such-picture"])

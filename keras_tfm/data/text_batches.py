@@ -6,7 +6,7 @@
 Sentences of similar length go into the same batch and each batch is padded
 only to its longest sentence, so a model sees far less padding than with a
 fixed `max_length` (SST-2: mean ≈ 25 WordPiece tokens against 64). Used by
-fine-tuning (`keras_tfm.finetuning`) and sentence embedding
+fine-tuning (`keras_tfm.recipes.finetune`) and sentence embedding
 (`keras_tfm.models.sentence_encoder.embed_texts`).
 """
 

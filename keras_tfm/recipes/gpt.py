@@ -1,119 +1,175 @@
-"""Recipe `gpt`: the character-level GPT on Tiny Shakespeare (nanoGPT's `train_shakespeare_char` CPU run)."""
+"""Recipe `gpt`: the character-level GPT on Tiny Shakespeare (nanoGPT's `train_shakespeare_char` CPU run).
 
+    results = train_gpt(data="input.txt", steps=200, output="runs/gpt", export="shakespeare")
+
+`train_gpt` takes the fields of `GPTOptions` as keyword arguments (defaults: nanoGPT's CPU command line)
+and returns the results dict (losses, history, sample, times, and the trained `model` and `tokenizer`).
+"""
+
+import dataclasses
 import time
+from collections.abc import Sequence
+from typing import Any
 
-from keras_tfm.checks import positive_int_arg
-from keras_tfm.recipes import _options as options
+from keras_tfm.checks import (
+    check_choice,
+    check_float,
+    check_non_negative_int,
+    check_positive_float,
+    check_positive_int,
+    read_text_file,
+)
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
-from keras_tfm.recipes._options import UsageError
+from keras_tfm.recipes.options import TrainingOptions, check_data_source
+from keras_tfm.recipes.output import Trained
 
 HELP = "character GPT on Tiny Shakespeare (nanoGPT lab)"
+METRIC_HELP = "a text file: loss, perplexity"
 #: nanoGPT's layout: learned positions, exact GELU (torch nn.GELU), LayerNorm, no biases (bias=False).
 NANOGPT_LAYOUT = dict(position="learned", activation="gelu", norm="layer", use_bias=False)
-#: `--preset` choices: layouts sized for the lab (`keras_tfm.models.presets`).
+#: `preset` choices: layouts sized for the lab (`keras_tfm.models.presets`).
 LAB_PRESETS = ("llama_tiny",)
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative")
+NORMS = ("layer", "rms")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu", "geglu")
+SCHEDULES = ("wsd", "cosine")
+#: The layout options: None keeps the preset's value, else nanoGPT's (`NANOGPT_LAYOUT`).
+LAYOUT_OPTIONS = ("position", "norm", "activation", "num_key_value_heads")
 
 
-def add_gpt_arguments(parser):
-    """nanoGPT `train_shakespeare_char.py` with its CPU command-line overrides as defaults."""
-    options.add_data_arguments(
-        parser, "Tiny Shakespeare input.txt (split 90/10 like nanoGPT's prepare.py)", tfds="tiny_shakespeare"
-    )
-    m = options.add_model_arguments(
-        parser,
-        num_layers=4,
-        num_heads=4,
-        d_model=128,
-        d_ff=None,
-        dropout=0.0,
-        title="model (nanoGPT CPU settings)",
-    )
-    m.add_argument(
-        "--block-size", type=positive_int_arg, default=64, help=options.default_text("context length")
-    )
-    m.add_argument(
-        "--preset",
-        choices=LAB_PRESETS,
-        default=None,
-        help="a model layout of `keras_tfm.models.gpt`: llama_tiny = pre-RMSNorm, SwiGLU, RoPE, 2 key/value "
-        "heads, no biases, untied head, at the lab model's parameter count (default: nanoGPT's GPT-2 layout)",
-    )
-    options.add_layout_arguments(m, NANOGPT_LAYOUT)
-    options.add_alias(parser, "--n-layer", "--num-layers", "num_layers", int)
-    options.add_alias(parser, "--n-head", "--num-heads", "num_heads", int)
-    options.add_alias(parser, "--n-embd", "--d-model", "d_model", int)
-    o = parser.add_argument_group("optimizer (nanoGPT defaults, except the schedule)")
-    o.add_argument(
-        "--schedule",
-        choices=("wsd", "cosine"),
-        default="wsd",
-        help="learning-rate decay after the warmup: 'wsd' holds the peak, then decays linearly to --min-lr over "
-        "the last --decay-fraction of the run; 'cosine' is nanoGPT's cosine decay to --min-lr (default: %(default)s)",
-    )
-    o.add_argument(
-        "--decay-fraction",
-        type=float,
-        default=0.2,
-        help=options.default_text("wsd: share of the run spent decaying"),
-    )
-    o.add_argument("--min-lr", type=float, default=1e-4, help=options.default_text("learning-rate floor"))
-    o.add_argument("--warmup-steps", type=int, default=100, help=options.default_text("linear warmup"))
-    o.add_argument(
-        "--lr-decay-steps",
-        type=int,
-        default=None,
-        help="step at which the floor is reached (default: --steps)",
-    )
-    o.add_argument(
-        "--weight-decay", type=float, default=0.1, help=options.default_text("AdamW decay on weight matrices")
-    )
-    o.add_argument("--beta2", type=float, default=0.99, help=options.default_text(""))
-    o.add_argument(
-        "--grad-clip", type=float, default=1.0, help=options.default_text("global norm clip, 0 = off")
-    )
-    e = parser.add_argument_group("evaluation and sampling")
-    e.add_argument(
-        "--eval-iters",
-        type=int,
-        default=20,
-        help=options.default_text("val batches per evaluation, 0 = whole split"),
-    )
-    e.add_argument(
-        "--sample-tokens", type=int, default=500, help=options.default_text("characters sampled at the end")
-    )
-    e.add_argument("--temperature", type=float, default=0.8, help=options.default_text(""))
-    e.add_argument("--top-k", type=int, default=200, help=options.default_text(""))
-    options.add_output_arguments(parser)
-    options.add_training_arguments(
-        parser, steps=2000, batch_size=12, steps_per_epoch=250, learning_rate=1e-3, steps_per_execution=10
-    )
+@dataclasses.dataclass(kw_only=True)
+class GPTOptions(TrainingOptions):
+    """The options of `train_gpt`: `TrainingOptions` with nanoGPT's CPU settings, and these.
+
+    Attributes:
+        data: Tiny Shakespeare input.txt (split 90/10 like nanoGPT's prepare.py); None = TFDS
+            tiny_shakespeare (downloaded, or read from `manual_dir`).
+        manual_dir: folder holding the manual download of TFDS tiny_shakespeare (offline).
+        tfds_data_dir: TFDS data_dir (None = ~/tensorflow_datasets).
+        max_length: the model's context (characters per training window).
+        preset: a layout of `keras_tfm.models.gpt` sized for the lab ("llama_tiny": pre-RMSNorm, SwiGLU,
+            RoPE, 2 key/value heads, no biases, untied head); None = nanoGPT's GPT-2 layout.
+        position, norm, activation, num_key_value_heads: builder layout arguments; None = the preset's,
+            else nanoGPT's (`NANOGPT_LAYOUT`, `num_key_value_heads` = `num_heads`).
+        schedule: learning-rate decay after the warmup: "wsd" holds the peak, then decays linearly to
+            `min_lr` over the last `decay_fraction` of the run; "cosine" is nanoGPT's cosine decay.
+        decay_fraction: wsd: share of the run spent decaying, in (0, 1].
+        min_lr: learning-rate floor.
+        warmup_steps: linear warmup steps.
+        lr_decay_steps: step at which the floor is reached (None = `steps`).
+        weight_decay: AdamW decay on the weight matrices.
+        beta_2: AdamW's second-moment decay.
+        grad_clip: global-norm gradient clip, 0 = off.
+        eval_iters: validation batches per evaluation, 0 = the whole split.
+        sample_tokens: characters sampled at the end.
+        temperature, top_k: the sampling of the final sample.
+        learning_rate: peak learning rate.
+    """
+
+    data: str | None = None
+    manual_dir: str | None = None
+    tfds_data_dir: str | None = None
+    num_layers: int = 4
+    num_heads: int = 4
+    d_model: int = 128
+    d_ff: int | None = None
+    dropout: float = 0.0
+    max_length: int = 64
+    preset: str | None = None
+    position: str | None = None
+    norm: str | None = None
+    activation: str | None = None
+    num_key_value_heads: int | None = None
+    schedule: str = "wsd"
+    decay_fraction: float = 0.2
+    min_lr: float = 1e-4
+    warmup_steps: int = 100
+    lr_decay_steps: int | None = None
+    weight_decay: float = 0.1
+    beta_2: float = 0.99
+    grad_clip: float = 1.0
+    eval_iters: int = 20
+    sample_tokens: int = 500
+    temperature: float = 0.8
+    top_k: int = 200
+    steps: int = 2000
+    batch_size: int = 12
+    eval_interval: int = 250
+    learning_rate: float = 1e-3
+    steps_per_execution: int = 10
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_data_source(self)
+        check_positive_int("max_length", self.max_length)
+        check_positive_int("steps", self.steps)
+        for name, choices in (
+            ("preset", LAB_PRESETS),
+            ("position", POSITIONS),
+            ("norm", NORMS),
+            ("activation", ACTIVATIONS),
+        ):
+            if getattr(self, name) is not None:
+                check_choice(name, getattr(self, name), choices)
+        heads = check_positive_int("num_key_value_heads", self.num_key_value_heads, allow_none=True)
+        if heads is not None and self.num_heads % heads:
+            raise ValueError(
+                f"`num_key_value_heads` must divide `num_heads` ({self.num_heads}); received {heads}."
+            )
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_float("decay_fraction", self.decay_fraction, low=0.0, high=1.0, low_open=True)
+        check_positive_float("learning_rate", self.learning_rate)
+        check_float("min_lr", self.min_lr, low=0.0)
+        check_non_negative_int("warmup_steps", self.warmup_steps)
+        check_positive_int("lr_decay_steps", self.lr_decay_steps, allow_none=True)
+        check_float("weight_decay", self.weight_decay, low=0.0)
+        check_float("beta_2", self.beta_2, low=0.0, high=1.0, high_open=True)
+        check_float("grad_clip", self.grad_clip, low=0.0)
+        for name in ("eval_iters", "sample_tokens", "top_k"):
+            check_non_negative_int(name, getattr(self, name))
+        check_float("temperature", self.temperature, low=0.0)
+
+    def layout(self):
+        """Builder keywords of the layout options: the given ones, and nanoGPT's for the others when no
+        `preset` is given (a preset keeps its own layout)."""
+        given = {name: getattr(self, name) for name in LAYOUT_OPTIONS if getattr(self, name) is not None}
+        return given if self.preset is not None else {**NANOGPT_LAYOUT, **given}
 
 
-def load_shakespeare_text(args):
-    """(train_text, val_text): nanoGPT's 90/10 split of a file, or TFDS's train/validation splits."""
-    if args.data:
-        from keras_tfm.checks import read_text_file
+def load_shakespeare_text(
+    data: str | None = None, manual_dir: str | None = None, tfds_data_dir: str | None = None
+) -> tuple[str, str]:
+    """(train_text, val_text): nanoGPT's 90/10 split of the file `data`, or TFDS's train/validation splits.
 
-        try:
-            text = read_text_file("--data", args.data)
-        except (OSError, ValueError) as error:
-            raise UsageError("--data", str(error)) from None
+    Raises:
+        ValueError / FileNotFoundError naming `data` for an empty, binary or missing file.
+    """
+    if data:
+        text = read_text_file("data", data)
         n = int(len(text) * 0.9)
         return text[:n], text[n:]
     from keras_tfm.data import load_tiny_shakespeare
 
     def split(name):
         ds = load_tiny_shakespeare(
-            name, data_dir=args.tfds_data_dir, manual_dir=args.manual_dir, download=args.manual_dir is None
+            name, data_dir=tfds_data_dir, manual_dir=manual_dir, download=manual_dir is None
         )
         return next(iter(ds.as_numpy_iterator())).decode("utf-8")
 
     return split("train"), split("validation")
 
 
-def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_k=200, seed=0):
-    """Samples `num_tokens` ids after the last `block_size` ids of `prompt_ids`, past the model's context
+def sample_text(
+    model: Any,
+    prompt_ids: Sequence[int],
+    num_tokens: int,
+    max_length: int,
+    temperature: float = 0.8,
+    top_k: int = 200,
+    seed: int = 0,
+) -> list[int]:
+    """Samples `num_tokens` ids after the last `max_length` ids of `prompt_ids`, past the model's context
     if need be: `keras_tfm.generation.generate`, whose window restarts from its last `max_length // 2`
     ids when it is full (`keras_tfm.generation.sliding_window`).
 
@@ -122,7 +178,7 @@ def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_
     """
     from keras_tfm.generation import generate
 
-    context = list(prompt_ids)[-min(block_size, model.max_length) :]
+    context = list(prompt_ids)[-min(max_length, model.max_length) :]
     if not context:
         raise ValueError("`prompt_ids` must contain at least one id.")
     top_k = min(int(top_k), model.vocabulary_size) if top_k else 0
@@ -132,7 +188,7 @@ def sample_text(model, prompt_ids, num_tokens, block_size, temperature=0.8, top_
     )[0].tolist()
 
 
-def nanogpt_init(model, num_layers, seed=0, layer_norm_bias=False):
+def nanogpt_init(model: Any, num_layers: int, seed: int = 0, layer_norm_bias: bool = False) -> Any:
     """nanoGPT's details on top of the GPT-2 layout of `keras_tfm.models.gpt`.
 
     * residual output projections (attention output, FFN output) drawn from
@@ -159,87 +215,92 @@ def nanogpt_init(model, num_layers, seed=0, layer_norm_bias=False):
     return model
 
 
-def _schedule(args, decay_steps, warmup_steps):
+def _schedule(o, decay_steps, warmup_steps):
     from keras_tfm import schedules
 
-    accum = args.grad_accum  # Keras advances the schedule on every micro-batch when accumulating
-    min_ratio = args.min_lr / args.learning_rate
-    if args.schedule == "cosine":
+    accum = o.grad_accum  # Keras advances the schedule on every micro-batch when accumulating
+    min_ratio = o.min_lr / o.learning_rate
+    if o.schedule == "cosine":
         return schedules.nanogpt_schedule(
-            args.learning_rate, decay_steps * accum, warmup_steps=warmup_steps * accum, min_ratio=min_ratio
+            o.learning_rate, decay_steps * accum, warmup_steps=warmup_steps * accum, min_ratio=min_ratio
         )
     return schedules.WarmupStableDecay(
-        args.learning_rate,
+        o.learning_rate,
         decay_steps * accum,
         warmup_steps=warmup_steps * accum,
-        decay_fraction=args.decay_fraction,
+        decay_fraction=o.decay_fraction,
         min_ratio=min_ratio,
     )
 
 
-def run_gpt(args):
-    """Trains the character GPT; prints val loss every `--eval-interval` steps, a sample and the wall time."""
+def train_gpt(**options: Any) -> dict[str, Any]:
+    """Trains the character GPT; prints the validation loss every `eval_interval` steps, a sample and the
+    wall time.
+
+    Args:
+        **options: the fields of `GPTOptions` (nanoGPT's CPU settings by default).
+
+    Returns:
+        dict: "steps", "val_loss" (whole validation split), "val_loss_eval_batches", "history",
+        "parameters", "sample", the times ("train_seconds", "total_seconds"), "output_path" /
+        "export_path" when written, and the trained "model" and its "tokenizer".
+
+    Raises:
+        ValueError / TypeError / FileNotFoundError naming the option, before any training.
+    """
     t_start = time.perf_counter()
-    runtime.check_range(args, "decay_fraction", 0.0, 1.0, low_open=True)
-    output_lib.check_output_arguments(args)
-    strategy = runtime.setup(args)
+    o = GPTOptions(**options)
+    output_lib.check_output_options(o)
+    strategy = runtime.setup(o)
     import tensorflow as tf
 
     from keras_tfm import models, optimizers, training
     from keras_tfm.data import lm_windows
     from keras_tfm.tokenizers import CharTokenizer
 
-    train_text, val_text = load_shakespeare_text(args)
+    train_text, val_text = load_shakespeare_text(o.data, o.manual_dir, o.tfds_data_dir)
     tokenizer = CharTokenizer.from_corpus(train_text + val_text, special_tokens=False)
     vocab = tokenizer.vocabulary_size
     train_ids = tokenizer(train_text).numpy()
     val_ids = tokenizer(val_text).numpy()
     runtime.log(f"data: {len(train_ids):,} train / {len(val_ids):,} val characters, vocabulary {vocab}")
 
-    T, B = args.block_size, args.batch_size
-    train_windows = lm_windows(train_ids, T, B, random_offsets=True, seed=args.seed)
+    T, B = o.max_length, o.batch_size
+    train_windows = lm_windows(train_ids, T, B, random_offsets=True, seed=o.seed)
 
     def data(start_step):  # batch i depends only on (seed, i): exact resumption
         return runtime.skip(train_windows, start_step)
 
-    if args.eval_iters > 0:  # nanoGPT: `eval_iters` random batches (fixed here, so evaluations compare)
-        val_data = (
-            lm_windows(val_ids, T, B, random_offsets=True, seed=args.seed + 1).take(args.eval_iters).cache()
-        )
+    if o.eval_iters > 0:  # nanoGPT: `eval_iters` random batches (fixed here, so evaluations compare)
+        val_data = lm_windows(val_ids, T, B, random_offsets=True, seed=o.seed + 1).take(o.eval_iters).cache()
     else:
         val_data = lm_windows(val_ids, T, B, random_offsets=False, shuffle=False).cache()
 
-    decay_steps = args.lr_decay_steps or args.steps
-    warmup_steps = args.warmup_steps if args.warmup_steps < decay_steps else decay_steps // 10
+    decay_steps = o.lr_decay_steps or o.steps
+    warmup_steps = o.warmup_steps if o.warmup_steps < decay_steps else decay_steps // 10
 
     def build():
-        model = models.gpt(
-            args.preset,
-            vocabulary_size=vocab,
-            max_length=T,
-            **options.model_sizes(args),
-            **options.layout_options(args, NANOGPT_LAYOUT),
-        )
-        nanogpt_init(model, args.num_layers, seed=args.seed)
+        model = models.gpt(o.preset, vocabulary_size=vocab, max_length=T, **o.model_sizes(), **o.layout())
+        nanogpt_init(model, o.num_layers, seed=o.seed)
         optimizer = optimizers.adamw(
-            _schedule(args, decay_steps, warmup_steps),
-            weight_decay=args.weight_decay,
+            _schedule(o, decay_steps, warmup_steps),
+            weight_decay=o.weight_decay,
             beta_1=0.9,
-            beta_2=args.beta2,
+            beta_2=o.beta_2,
             # nanoGPT decays every ≥2-D parameter, embeddings included.
             no_decay_names=("bias", "gamma", "beta", "scale"),
-            global_clipnorm=args.grad_clip or None,
-            **runtime.optimizer_kwargs(args),
+            global_clipnorm=o.grad_clip or None,
+            **runtime.optimizer_kwargs(o),
         )
         return training.compile_for_lm(
             model,
             optimizer,
             ignore_index=None,  # id 0 is a real character here
-            jit_compile=args.jit_compile,
-            steps_per_execution=args.steps_per_execution,
+            jit_compile=o.jit_compile,
+            steps_per_execution=o.steps_per_execution,
         )
 
-    result = runtime.train(args, build, data, val_data, strategy)
+    result = runtime.train(o, build, data, val_data, strategy)
     model = result.model
     final_val = float(model.evaluate(val_data, verbose=0, return_dict=True)["loss"])
     full_val_loss = validation_loss(model, val_ids, T)
@@ -247,12 +308,12 @@ def run_gpt(args):
     windows = (len(val_ids) - 1) // T
     runtime.log(
         f"step {result.steps}: validation loss {full_val_loss:.4f} (whole split, {windows:,} windows of {T}); "
-        f"{final_val:.4f} on the {args.eval_iters or 'all'} evaluation batches (nanoGPT's estimate)"
+        f"{final_val:.4f} on the {o.eval_iters or 'all'} evaluation batches (nanoGPT's estimate)"
     )
     sample = ""
-    if args.sample_tokens > 0:
+    if o.sample_tokens > 0:
         newline = tokenizer.token_to_id("\n")
-        ids = sample_text(model, [newline], args.sample_tokens, T, args.temperature, args.top_k, args.seed)
+        ids = sample_text(model, [newline], o.sample_tokens, T, o.temperature, o.top_k, o.seed)
         sample = tokenizer.detokenize(tf.constant([ids], tf.int32)).numpy()[0].decode("utf-8")
         runtime.log("---------- sample ----------")
         runtime.log(sample)
@@ -267,47 +328,47 @@ def run_gpt(args):
         "parameters": int(model.count_params()),
         "sample": sample,
     }
-    written = output_lib.save_trained(args, "gpt", model, {"tokenizer": tokenizer}, results, log=runtime.log)
+    written = output_lib.save_trained(o, "gpt", model, {"tokenizer": tokenizer}, results, log=runtime.log)
     results.update({f"{key}_path": path for key, path in written.items()})
     results["total_seconds"] = total = time.perf_counter() - t_start
     runtime.log(f"wall time: training {train_seconds:.1f} s, total {total:.1f} s")
-    runtime.write_results(args, results)
+    runtime.write_results(o, results)
     results["model"] = model
     results["tokenizer"] = tokenizer
     return results
 
 
-def validation_loss(model, ids, block_size):
-    """Mean next-character loss over the non-overlapping windows of `ids` (the whole split)."""
+def validation_loss(model, ids, max_length):
+    """Mean next-character loss over the non-overlapping windows of `max_length` of `ids` (a whole split)."""
     from keras_tfm.data import lm_windows
 
-    windows = lm_windows(ids, block_size, 64, random_offsets=False, shuffle=False)
+    windows = lm_windows(ids, max_length, 64, random_offsets=False, shuffle=False)
     return float(model.evaluate(windows, verbose=0, return_dict=True)["loss"])
 
 
-def evaluate_gpt(trained, args):
-    """`keras-tfm evaluate` for a GPT output: the loss (and perplexity) on the text file `--data`."""
+def evaluate_gpt(trained: Trained, data: str) -> dict[str, float]:
+    """The loss (and perplexity) of a trained GPT (`output.load_trained`) on the text file `data`.
+
+    Returns:
+        {"loss", "perplexity", "characters"}.
+    """
     import math
 
     import tensorflow as tf
 
     from keras_tfm import training
-    from keras_tfm.checks import read_text_file
 
     tokenizer = trained.tokenizers.get("tokenizer")
     if tokenizer is None:
-        raise UsageError("--model", f"no {output_lib.TOKENIZER_FILES['tokenizer']} beside the model")
-    try:
-        text = read_text_file("--data", args.data)
-    except (OSError, ValueError) as error:
-        raise UsageError("--data", str(error)) from None
+        raise ValueError(f"`model`: no {output_lib.TOKENIZER_FILES['tokenizer']} beside the model.")
+    text = read_text_file("data", data)
     try:
         ids = tokenizer(text).numpy()
     except tf.errors.InvalidArgumentError:
-        raise UsageError("--data", "holds characters that are not in the model's vocabulary") from None
-    block_size = int(getattr(trained.model, "max_length", None) or trained.info["arguments"]["block_size"])
-    if len(ids) <= block_size:
-        raise UsageError("--data", f"needs more than {block_size} characters (one context window)")
+        raise ValueError("`data` holds characters that are not in the model's vocabulary.") from None
+    max_length = int(trained.model.max_length)
+    if len(ids) <= max_length:
+        raise ValueError(f"`data` needs more than {max_length} characters (one context window).")
     training.compile_for_lm(trained.model, "adam", ignore_index=None, jit_compile=False)
-    loss = validation_loss(trained.model, ids, block_size)
+    loss = validation_loss(trained.model, ids, max_length)
     return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)), "characters": int(len(ids))}

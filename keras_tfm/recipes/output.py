@@ -9,18 +9,18 @@
 The folder is written under a temporary name beside DIR and renamed into
 place at the end, so DIR is either absent or complete: a failed or interrupted
 run leaves nothing half-written. An existing DIR holding a model is replaced
-only with `--overwrite`. `keras-tfm export --model DIR` and `keras-tfm
-evaluate --model DIR` read it back with `load_trained`.
+only with `overwrite` (`--overwrite`). `keras-tfm export --model DIR` and `keras-tfm
+evaluate --model DIR` read it back with `load_trained`. Bad values raise a
+ValueError naming the option (`output`, `export_dir`, `model`, ...).
 """
 
+import dataclasses
 import datetime
 import json
 import math
 import os
 import shutil
 import tempfile
-
-from keras_tfm.recipes._options import UsageError
 
 MODEL_FILE = "model.keras"
 INFO_FILE = "training.json"
@@ -42,50 +42,46 @@ def holds_model(folder):
     return any(os.path.exists(os.path.join(folder, name)) for name in (MODEL_FILE, INFO_FILE))
 
 
-def _check_writable_folder(flag, folder):
+def _check_writable_folder(argument, folder):
     if not os.path.exists(folder):
-        raise UsageError(flag, f"the folder {folder!r} does not exist")
+        raise ValueError(f"`{argument}`: the folder {folder!r} does not exist.")
     if not os.path.isdir(folder):
-        raise UsageError(flag, f"{folder!r} is a file, not a folder")
+        raise ValueError(f"`{argument}`: {folder!r} is a file, not a folder.")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(flag, f"cannot write into {folder!r} (permission denied)")
+        raise ValueError(f"`{argument}`: cannot write into {folder!r} (permission denied).")
     try:  # what os.access cannot see: read-only file systems, quotas
         os.rmdir(tempfile.mkdtemp(prefix=".keras-tfm-probe-", dir=folder))
     except OSError as error:
-        raise UsageError(flag, f"cannot write into {folder!r} ({error.strerror})") from None
+        raise ValueError(f"`{argument}`: cannot write into {folder!r} ({error.strerror}).") from None
 
 
-def check_output_arguments(args):
-    """Checks `--output`, `--overwrite`, `--export`, `--export-dir` before any training.
+def check_output_options(options):
+    """Checks `output`, `overwrite`, `export`, `export_dir` of a recipe's options before any training.
 
     Raises:
-        UsageError: one line naming the flag (the CLI exits with status 2).
+        ValueError: naming the option (`keras-tfm` reports it as the flag, exit status 2).
     """
-    output = getattr(args, "output", None)
+    output = options.output
     if output:
         path = os.path.abspath(output)
-        _check_writable_folder("--output", os.path.dirname(path))
+        _check_writable_folder("output", os.path.dirname(path))
         if os.path.exists(path):
             if not os.path.isdir(path):
-                raise UsageError("--output", f"{output!r} is a file, not a folder")
+                raise ValueError(f"`output`: {output!r} is a file, not a folder.")
             if not os.access(path, os.R_OK | os.X_OK):
-                raise UsageError("--output", f"cannot read the folder {output!r} (permission denied)")
-            if not getattr(args, "overwrite", False):
+                raise ValueError(f"`output`: cannot read the folder {output!r} (permission denied).")
+            if not options.overwrite:
                 if holds_model(path):
-                    raise UsageError(
-                        "--output", f"{output!r} already holds a model; pass --overwrite to replace it"
+                    raise ValueError(
+                        f"`output`: {output!r} already holds a model; replacing it needs `overwrite`."
                     )
                 if os.listdir(path):
-                    raise UsageError(
-                        "--output", f"{output!r} is not empty; choose a new folder or pass --overwrite"
+                    raise ValueError(
+                        f"`output`: {output!r} is not empty; choose a new folder, or replace it with `overwrite`."
                     )
-    name = getattr(args, "export", None)
-    if name is not None and (not name or name in (".", "..") or os.sep in name or "/" in name):
-        raise UsageError("--export", f"must be a plain folder name (the model's name); received {name!r}")
-    export_dir = getattr(args, "export_dir", None)
-    if export_dir and name:
-        base = os.path.abspath(export_dir)
-        _check_writable_folder("--export-dir", base if os.path.isdir(base) else os.path.dirname(base))
+    if options.export_dir and options.export:
+        base = os.path.abspath(options.export_dir)
+        _check_writable_folder("export_dir", base if os.path.isdir(base) else os.path.dirname(base))
 
 
 # --------------------------------------------------------------------------- #
@@ -114,11 +110,9 @@ def _jsonable(value):
 _SKIP = object()
 
 
-def training_info(task, args, results, tokenizers, labels=None):
-    """The training.json record: task, arguments, final metrics, time."""
-    arguments = {
-        k: v for k, v in _jsonable(vars(args)).items() if k not in ("command", "task", "start_devices")
-    }
+def training_info(task, options, results, tokenizers, labels=None):
+    """The training.json record: task, options ("arguments"), final metrics, time."""
+    arguments = _jsonable(dataclasses.asdict(options))
     metrics = {
         k: v
         for k, v in _jsonable(results).items()
@@ -165,7 +159,7 @@ def _replace_folder(temp, path, overwrite):
     """Moves the finished folder `temp` to `path` (an old `path` is removed only with `overwrite`)."""
     if os.path.exists(path):
         if not overwrite and (holds_model(path) or os.listdir(path)):
-            raise UsageError("--output", f"{path!r} appeared during training; pass --overwrite to replace it")
+            raise ValueError(f"`output`: {path!r} appeared during training; replacing it needs `overwrite`.")
         old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=os.path.dirname(path))
         os.rmdir(old)
         os.rename(path, old)
@@ -179,11 +173,11 @@ def _replace_folder(temp, path, overwrite):
         os.rename(temp, path)
 
 
-def save_trained(args, task, model, tokenizers, results, labels=None, log=print):
-    """Writes `--output` (and `--export`) at the end of a recipe; returns {"output": ..., "export": ...}.
+def save_trained(options, task, model, tokenizers, results, labels=None, log=print):
+    """Writes `output` (and `export`) at the end of a recipe; returns {"output": ..., "export": ...}.
 
     Args:
-        args: the recipe's parsed options (`output`, `overwrite`, `export`, `export_dir`).
+        options: the recipe's options (`output`, `overwrite`, `export`, `export_dir`, ...).
         task: "gpt" | "bert" | "seq2seq".
         model: the trained model.
         tokenizers: {role: tokenizer}, roles from `TOKENIZER_FILES`.
@@ -191,8 +185,7 @@ def save_trained(args, task, model, tokenizers, results, labels=None, log=print)
         labels: class names of a classifier.
     """
     written = {}
-    name = getattr(args, "export", None)
-    output = getattr(args, "output", None)
+    name, output, export_dir = options.export, options.output, options.export_dir
     if output:
         path = os.path.abspath(output)
         temp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=os.path.dirname(path))
@@ -200,7 +193,7 @@ def save_trained(args, task, model, tokenizers, results, labels=None, log=print)
             model.save(os.path.join(temp, MODEL_FILE))
             for role, tokenizer in tokenizers.items():
                 tokenizer.save_vocabulary(os.path.join(temp, TOKENIZER_FILES[role]))
-            if name and not args.export_dir:
+            if name and not export_dir:
                 written["export"] = os.path.join(
                     path,
                     os.path.relpath(
@@ -208,21 +201,21 @@ def save_trained(args, task, model, tokenizers, results, labels=None, log=print)
                     ),
                 )
             elif name:
-                written["export"] = export(model, args.export_dir, name, tokenizers, labels)
-            info = training_info(task, args, results, tokenizers, labels)
+                written["export"] = export(model, export_dir, name, tokenizers, labels)
+            info = training_info(task, options, results, tokenizers, labels)
             with open(os.path.join(temp, INFO_FILE), "w", encoding="utf-8") as f:
                 json.dump(info, f, indent=2, ensure_ascii=False)
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(temp, 0o777 & ~umask)  # mkdtemp makes it 0700
-            _replace_folder(temp, path, getattr(args, "overwrite", False))
+            _replace_folder(temp, path, options.overwrite)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
         written["output"] = path
         log(f"saved the model, its tokenizer(s) and training.json to {path}")
     elif name:
-        written["export"] = export(model, args.export_dir or EXPORT_SUBDIR, name, tokenizers, labels)
+        written["export"] = export(model, export_dir or EXPORT_SUBDIR, name, tokenizers, labels)
     if "export" in written:
         log(f"exported the SavedModel to {written['export']}")
     return written
@@ -254,15 +247,17 @@ class Trained:
         return export_arguments(self.tokenizers, self.labels)
 
 
-def model_file(flag, path):
-    """The .keras file of `path` (a training output folder or a .keras file), else a UsageError."""
+def model_file(argument, path):
+    """The .keras file of `path` (a training output folder or a .keras file); errors name `argument`."""
     if os.path.isdir(path):
         candidate = os.path.join(path, MODEL_FILE)
         if not os.path.isfile(candidate):
-            raise UsageError(flag, f"the folder {path!r} holds no {MODEL_FILE} (train with --output DIR)")
+            raise ValueError(
+                f"`{argument}`: the folder {path!r} holds no {MODEL_FILE} (a recipe writes it with `output`)."
+            )
         return candidate
     if not os.path.exists(path):
-        raise UsageError(flag, f"no such file or folder: {path!r}")
+        raise ValueError(f"`{argument}`: no such file or folder: {path!r}.")
     return path
 
 
@@ -287,17 +282,26 @@ def find_tokenizers(folder, info=None):
     return tokenizers
 
 
-def load_trained(path, flag="--model", compile=False):
-    """Loads a training output folder (or a .keras file with vocabulary files beside it)."""
+def load_trained(path: str, argument: str = "model", compile: bool = False) -> "Trained":
+    """Loads a training output folder (or a .keras file with vocabulary files beside it).
+
+    Args:
+        path: the folder (or the .keras file).
+        argument: the name errors give the path.
+        compile: compile the model as it was saved.
+
+    Returns:
+        `Trained`.
+    """
     import keras
 
     import keras_tfm.models  # noqa: F401  (registers the builders' layers)
 
-    file = model_file(flag, path)
+    file = model_file(argument, path)
     folder = os.path.dirname(os.path.abspath(file))
     info = read_info(folder)
     try:
         model = keras.saving.load_model(file, compile=compile)
     except (OSError, ValueError) as error:
-        raise UsageError(flag, f"cannot load {file!r}: {str(error).splitlines()[0]}") from None
+        raise ValueError(f"`{argument}`: cannot load {file!r}: {str(error).splitlines()[0]}") from None
     return Trained(model, find_tokenizers(folder, info), info, folder)

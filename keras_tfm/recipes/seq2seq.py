@@ -1,142 +1,141 @@
 """Recipe `seq2seq`: the encoder–decoder Transformer translating sentence pairs (Anki English→Spanish,
 Multi30k English→German).
 
+    results = train_seq2seq(data="spa-eng/spa.txt", steps=3000, output="runs/mt")
+
 Text is tokenized by one cased byte-level BPE vocabulary learned from both sides of the training pairs
-(`--tokenizer bpe`, the default: nothing is unknown and detokenizing gives back normal text), or by the
-older lower-cased word vocabulary per language (`--tokenizer word`). Held-out translations are decoded
-by beam search (`--num-beams`, GNMT length penalty) and scored with sacreBLEU (cased BLEU and chrF of the
-detokenized text, `keras_tfm.analysis.bleu`).
+(`tokenizer="bpe"`, the default: nothing is unknown and detokenizing gives back normal text), or by a
+lower-cased word vocabulary per language (`tokenizer="word"`). Held-out translations are decoded by beam
+search (`num_beams`, GNMT length penalty) and scored with sacreBLEU (cased BLEU and chrF of the
+detokenized text, `keras_tfm.analysis.bleu`). `train_seq2seq` takes the fields of `Seq2SeqOptions` as
+keyword arguments and returns the results dict.
 """
 
+import dataclasses
 import os
 import random
 import time
+from typing import Any
 
-from keras_tfm.checks import positive_int_arg
-from keras_tfm.recipes import _options as options
+from keras_tfm.checks import check_choice, check_float, check_non_negative_int, check_positive_int
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
-from keras_tfm.recipes._options import UsageError
+from keras_tfm.recipes.options import TrainingOptions, argument_error, first_line
+from keras_tfm.recipes.output import Trained
 
 HELP = "Transformer translation on sentence pairs (a tab-separated file or a Multi30k-style folder)"
+METRIC_HELP = "a tab-separated pairs file: token accuracy, BLEU-4"
 DEFAULT_VOCABULARY = {"bpe": 8000, "word": 6000}
 
 
-def add_seq2seq_arguments(parser):
-    d = options.add_data_arguments(
-        parser,
-        "tab-separated pairs, e.g. spa-eng/spa.txt (English<TAB>Spanish), or a folder of line-aligned "
-        "files SPLIT.LANG[.gz] (Multi30k: train.en.gz, train.de.gz, test_2016_flickr.en.gz, ...)",
-        required=True,
-    )
-    d.add_argument("--reverse", action="store_true", help="translate the second language into the first")
-    d.add_argument(
-        "--languages", default="en,de", help=options.default_text("a folder's SOURCE,TARGET file suffixes")
-    )
-    d.add_argument(
-        "--test-split",
-        default="test_2016_flickr",
-        help=options.default_text("a folder's held-out split (all of it is translated and scored)"),
-    )
-    d.add_argument(
-        "--max-pairs", type=int, default=0, help="use only the first N pairs after shuffling, 0 = all"
-    )
-    d.add_argument(
-        "--max-words",
-        type=int,
-        default=20,
-        help=options.default_text("drop training pairs with a side longer than this many words"),
-    )
-    d.add_argument(
-        "--test-pairs",
-        type=int,
-        default=1000,
-        help=options.default_text("held-out pairs of a tab-separated file (at most a tenth of it)"),
-    )
-    d.add_argument(
-        "--tokenizer",
-        choices=tuple(DEFAULT_VOCABULARY),
-        default="bpe",
-        help=options.default_text(
-            "bpe: one cased byte-level BPE vocabulary learned from both languages (no unknown token); "
-            "word: a lower-cased word vocabulary per language"
-        ),
-    )
-    d.add_argument(
-        "--vocabulary-size",
-        type=positive_int_arg,
-        default=None,
-        help="vocabulary size (default: 8000 shared for bpe, 6000 per language for word)",
-    )
-    options.add_model_arguments(
-        parser,
-        num_layers=2,
-        num_heads=4,
-        d_model=128,
-        d_ff=512,
-        dropout=0.1,
-        layers_help="encoder and decoder layers",
-    )
-    o = parser.add_argument_group("optimizer (Vaswani et al.)")
-    o.add_argument(
-        "--warmup-steps", type=int, default=1000, help=options.default_text("Transformer schedule warmup")
-    )
-    o.add_argument(
-        "--lr-scale", type=float, default=1.0, help=options.default_text("multiplier on the schedule")
-    )
-    o.add_argument("--label-smoothing", type=float, default=0.1, help=options.default_text(""))
-    e = parser.add_argument_group("evaluation")
-    e.add_argument(
-        "--bleu-pairs",
-        type=int,
-        default=500,
-        help=options.default_text("held-out pairs translated and scored (0 = all)"),
-    )
-    e.add_argument(
-        "--num-beams", type=positive_int_arg, default=4, help=options.default_text("beam width, 1 = greedy")
-    )
-    e.add_argument(
-        "--length-penalty", type=float, default=0.6, help=options.default_text("GNMT length penalty alpha")
-    )
-    e.add_argument("--show", type=int, default=5, help=options.default_text("translations printed"))
-    options.add_output_arguments(parser)
-    options.add_training_arguments(parser, steps=3000, batch_size=64, steps_per_epoch=500)
+@dataclasses.dataclass(kw_only=True)
+class Seq2SeqOptions(TrainingOptions):
+    """The options of `train_seq2seq`: `TrainingOptions` and these.
+
+    Attributes:
+        data: tab-separated pairs, e.g. spa-eng/spa.txt (English<TAB>Spanish), or a folder of line-aligned
+            files SPLIT.LANG[.gz] (Multi30k: train.en.gz, train.de.gz, test_2016_flickr.en.gz, ...).
+        reverse: translate the second language into the first.
+        languages: a folder's "SOURCE,TARGET" file suffixes.
+        test_split: a folder's held-out split (all of it is translated and scored).
+        max_pairs: use only the first this many pairs after shuffling, 0 = all.
+        max_words: drop training pairs with a side longer than this many words.
+        test_pairs: held-out pairs of a tab-separated file (at most a tenth of it).
+        tokenizer: "bpe": one cased byte-level BPE vocabulary learned from both languages (no unknown
+            token); "word": a lower-cased word vocabulary per language.
+        vocabulary_size: vocabulary size; None = 8000 shared for bpe, 6000 per language for word.
+        warmup_steps: warmup of the Transformer (Vaswani) schedule.
+        lr_scale: multiplier on the schedule.
+        label_smoothing: label smoothing of the loss.
+        bleu_pairs: held-out pairs translated and scored, 0 = all.
+        num_beams: beam width, 1 = greedy.
+        length_penalty: GNMT length penalty alpha.
+        show: translations printed.
+        jit_compile: None = off (batches are padded to their longest pair: XLA only on request).
+    """
+
+    data: str
+    reverse: bool = False
+    languages: str = "en,de"
+    test_split: str = "test_2016_flickr"
+    max_pairs: int = 0
+    max_words: int = 20
+    test_pairs: int = 1000
+    tokenizer: str = "bpe"
+    vocabulary_size: int | None = None
+    num_layers: int = 2
+    num_heads: int = 4
+    d_model: int = 128
+    d_ff: int | None = 512
+    dropout: float = 0.1
+    warmup_steps: int = 1000
+    lr_scale: float = 1.0
+    label_smoothing: float = 0.1
+    bleu_pairs: int = 500
+    num_beams: int = 4
+    length_penalty: float = 0.6
+    show: int = 5
+    steps: int = 3000
+    batch_size: int = 64
+    eval_interval: int = 500
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive_int("steps", self.steps)
+        check_choice("tokenizer", self.tokenizer, tuple(DEFAULT_VOCABULARY))
+        check_positive_int("vocabulary_size", self.vocabulary_size, allow_none=True)
+        for name in ("max_pairs", "max_words", "test_pairs", "warmup_steps", "bleu_pairs", "show"):
+            check_non_negative_int(name, getattr(self, name))
+        check_positive_int("num_beams", self.num_beams)
+        check_float("lr_scale", self.lr_scale, low=0.0, low_open=True)
+        check_float("label_smoothing", self.label_smoothing, low=0.0, high=1.0, high_open=True)
+        check_float("length_penalty", self.length_penalty)
+        languages = [x.strip() for x in str(self.languages).split(",")]
+        if len(languages) != 2 or not all(languages):
+            raise ValueError(f"`languages` must be SOURCE,TARGET; received {self.languages!r}.")
 
 
 def _decoded(rows):
     return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in rows]
 
 
-def read_pairs(path, reverse=False, flag="--data", split="train", languages="en,de"):
+def read_pairs(path, reverse=False, argument="data", split="train", languages="en,de"):
     """[(source, target)] of a tab-separated file (first two columns), or of the line-aligned files
-    `split.LANG[.gz]` of a folder (`languages` = "SOURCE,TARGET" suffixes)."""
+    `split.LANG[.gz]` of a folder (`languages` = "SOURCE,TARGET" suffixes); errors name `argument`."""
     from keras_tfm.data import load_aligned_files, load_tab_pairs
 
     try:
         if os.path.isdir(path):
-            langs = [x.strip() for x in languages.split(",")]
-            if len(langs) != 2 or not all(langs):
-                raise UsageError("--languages", f"expected SOURCE,TARGET; received {languages!r}")
-            files = [_split_file(path, split, lang) for lang in langs]
+            files = [_split_file(path, split, lang) for lang in _languages(languages)]
+            for lang, file in zip(_languages(languages), files):
+                if file is None:
+                    raise ValueError(
+                        f"`{argument}`: the folder {path!r} has no {split}.{lang}.gz or {split}.{lang}."
+                    )
             rows = _decoded(load_aligned_files(*files).as_numpy_iterator())
         else:
             rows = _decoded(load_tab_pairs(path).as_numpy_iterator())
     except (OSError, ValueError) as error:
-        if isinstance(error, UsageError):
+        if str(error).startswith(f"`{argument}`"):
             raise
-        raise UsageError(flag, str(error)) from None
+        raise argument_error(argument, error) from None
     except Exception as error:  # a tf.errors.OpError from reading the file
-        raise UsageError(flag, str(error).splitlines()[0]) from None
+        raise ValueError(f"`{argument}`: {first_line(error)}") from None
     if not rows:
-        raise UsageError(flag, f"no sentence pairs in {path!r}")
+        raise ValueError(f"`{argument}`: no sentence pairs in {path!r}.")
     return [(t, s) for s, t in rows] if reverse else rows
 
 
+def _languages(languages):
+    return [x.strip() for x in languages.split(",")]
+
+
 def _split_file(folder, split, lang):
+    """The file of `split` in language `lang` in `folder` (gzipped or not), or None."""
     for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
         if os.path.exists(os.path.join(folder, name)):
             return os.path.join(folder, name)
-    raise UsageError("--data", f"the folder {folder!r} has no {split}.{lang}.gz or {split}.{lang}")
+    return None
 
 
 def _ids(tokenizer, texts):
@@ -171,42 +170,54 @@ def build_tokenizers(kind, rows, vocabulary_size=None):
     return tuple(WordTokenizer.from_corpus([r[i] for r in rows], max_vocabulary_size=size) for i in (0, 1))
 
 
-def _split_rows(args):
-    """(train rows, held-out rows, validation rows or None) of `--data`."""
-    rows = read_pairs(args.data, args.reverse, languages=args.languages)
-    random.Random(args.seed).shuffle(rows)
-    if args.max_pairs:
-        rows = rows[: args.max_pairs]
-    if os.path.isdir(args.data):
-        test_rows = read_pairs(args.data, args.reverse, split=args.test_split, languages=args.languages)
-        try:
-            valid_rows = read_pairs(args.data, args.reverse, split="val", languages=args.languages)
-        except UsageError:
-            valid_rows = None
-        return keep_short(rows, args.max_words), test_rows, valid_rows
-    n_test = min(args.test_pairs, len(rows) // 10)
-    return keep_short(rows[n_test:], args.max_words), keep_short(rows[:n_test], args.max_words), None
+def _split_rows(o):
+    """(train rows, held-out rows, validation rows or None) of `data`."""
+    rows = read_pairs(o.data, o.reverse, languages=o.languages)
+    random.Random(o.seed).shuffle(rows)
+    if o.max_pairs:
+        rows = rows[: o.max_pairs]
+    if os.path.isdir(o.data):
+        test_rows = read_pairs(o.data, o.reverse, split=o.test_split, languages=o.languages)
+        valid_rows = None
+        if all(_split_file(o.data, "val", lang) for lang in _languages(o.languages)):
+            valid_rows = read_pairs(o.data, o.reverse, split="val", languages=o.languages)
+        return keep_short(rows, o.max_words), test_rows, valid_rows
+    n_test = min(o.test_pairs, len(rows) // 10)
+    return keep_short(rows[n_test:], o.max_words), keep_short(rows[:n_test], o.max_words), None
 
 
-def run_seq2seq(args):
-    """Trains an encoder–decoder Transformer; reports held-out token accuracy, sacreBLEU and chrF."""
+def train_seq2seq(**options: Any) -> dict[str, Any]:
+    """Trains an encoder–decoder Transformer; reports held-out token accuracy, sacreBLEU and chrF.
+
+    Args:
+        **options: the fields of `Seq2SeqOptions` (`data` is required).
+
+    Returns:
+        dict: "steps", "token_accuracy", "test_loss", "bleu", "chrf" (and the other sacreBLEU figures),
+        "unknown_share", "examples", the times, "output_path" / "export_path" when written, and the
+        trained "model" and its "tokenizer" (source, target).
+
+    Raises:
+        ValueError / TypeError / FileNotFoundError naming the option, before any training.
+    """
     t_start = time.perf_counter()
-    output_lib.check_output_arguments(args)
-    strategy = runtime.setup(args)
+    o = Seq2SeqOptions(**options)
+    output_lib.check_output_options(o)
+    strategy = runtime.setup(o)
     from keras_tfm import models, optimizers, training
     from keras_tfm.data import seq2seq_pairs
 
-    train_rows, test_rows, valid_rows = _split_rows(args)
+    train_rows, test_rows, valid_rows = _split_rows(o)
     if not train_rows:
-        raise UsageError("--max-words", f"no training pair has both sides of at most {args.max_words} words")
+        raise ValueError(f"`max_words`: no training pair has both sides of at most {o.max_words} words.")
     t_tok = time.perf_counter()
-    src_tok, tgt_tok = build_tokenizers(args.tokenizer, train_rows, args.vocabulary_size)
+    src_tok, tgt_tok = build_tokenizers(o.tokenizer, train_rows, o.vocabulary_size)
     train_src, train_tgt = (_ids(tok, [r[i] for r in train_rows]) for i, tok in enumerate((src_tok, tgt_tok)))
     # Decoder input [BOS] + target and labels target + [EOS]: L tokens each; one spare position.
     L = int(max(train_src.row_lengths().numpy().max(), train_tgt.row_lengths().numpy().max())) + 1
     runtime.log(
-        f"data: {len(train_rows):,} train / {len(test_rows):,} held-out pairs (<= {args.max_words} words, "
-        f"<= {L - 1} tokens); {args.tokenizer} vocabularies {src_tok.vocabulary_size} / "
+        f"data: {len(train_rows):,} train / {len(test_rows):,} held-out pairs (<= {o.max_words} words, "
+        f"<= {L - 1} tokens); {o.tokenizer} vocabularies {src_tok.vocabulary_size} / "
         f"{tgt_tok.vocabulary_size} ({time.perf_counter() - t_tok:.1f} s)"
     )
     test_data = _pairs_dataset(src_tok, tgt_tok, test_rows, L)
@@ -216,9 +227,9 @@ def run_seq2seq(args):
         ds = seq2seq_pairs(
             train_src,
             train_tgt,
-            batch_size=args.batch_size,
+            batch_size=o.batch_size,
             shuffle=True,
-            seed=args.seed,
+            seed=o.seed,
             drop_remainder=True,
             cache=True,
             prefetch=False,
@@ -230,31 +241,31 @@ def run_seq2seq(args):
             source_vocabulary_size=src_tok.vocabulary_size,
             target_vocabulary_size=tgt_tok.vocabulary_size,
             max_length=L + 1,
-            **options.model_sizes(args),
+            **o.model_sizes(),
         )
         optimizer = optimizers.vaswani_adam(
-            args.d_model,
-            warmup_steps=args.warmup_steps * args.grad_accum,
-            scale=args.lr_scale / (args.grad_accum**0.5) if args.grad_accum > 1 else args.lr_scale,
-            **runtime.optimizer_kwargs(args),
+            o.d_model,
+            warmup_steps=o.warmup_steps * o.grad_accum,
+            scale=o.lr_scale / (o.grad_accum**0.5) if o.grad_accum > 1 else o.lr_scale,
+            **runtime.optimizer_kwargs(o),
         )
         return training.compile_for_lm(
             model,
             optimizer,
-            label_smoothing=args.label_smoothing,
-            jit_compile=bool(args.jit_compile),  # padded batches: XLA only on request
-            steps_per_execution=args.steps_per_execution,
+            label_smoothing=o.label_smoothing,
+            jit_compile=bool(o.jit_compile),  # padded batches: XLA only on request
+            steps_per_execution=o.steps_per_execution,
         )
 
-    result = runtime.train(args, build, data, valid_data, strategy)
+    result = runtime.train(o, build, data, valid_data, strategy)
     model = result.model
     scores = held_out_scores(
-        model, src_tok, tgt_tok, test_rows, L, args.bleu_pairs, test_data, args.num_beams, args.length_penalty
+        model, src_tok, tgt_tok, test_rows, L, o.bleu_pairs, test_data, o.num_beams, o.length_penalty
     )
     log_scores(scores)
     examples = [
         {"source": s, "reference": r, "translation": h}
-        for (s, r), h in list(zip(test_rows, scores.pop("translations")))[: args.show]
+        for (s, r), h in list(zip(test_rows, scores.pop("translations")))[: o.show]
     ]
     for e in examples:
         runtime.log(
@@ -262,11 +273,11 @@ def run_seq2seq(args):
         )
     results = {"steps": result.steps, **scores, "train_seconds": result.seconds, "examples": examples}
     tokenizers = {"source_tokenizer": src_tok, "target_tokenizer": tgt_tok}
-    written = output_lib.save_trained(args, "seq2seq", model, tokenizers, results, log=runtime.log)
+    written = output_lib.save_trained(o, "seq2seq", model, tokenizers, results, log=runtime.log)
     results.update({f"{key}_path": path for key, path in written.items()})
     results["total_seconds"] = total = time.perf_counter() - t_start
     runtime.log(f"wall time: training {result.seconds:.1f} s, total {total:.1f} s")
-    runtime.write_results(args, results)
+    runtime.write_results(o, results)
     results["model"] = model
     results["tokenizer"] = (src_tok, tgt_tok)
     return results
@@ -374,25 +385,29 @@ def _detok(tokenizer, ids):
     return tokenizer.detokenize(tf.ragged.constant([ids], dtype=tf.int32)).numpy()[0].decode("utf-8")
 
 
-def evaluate_seq2seq(trained, args):
-    """`keras-tfm evaluate` for a seq2seq output: token accuracy, sacreBLEU and chrF on `--data` (a pairs file,
-    or a folder's held-out split)."""
+def evaluate_seq2seq(trained: Trained, data: str) -> dict[str, float]:
+    """Token accuracy, sacreBLEU and chrF of a trained seq2seq model (`output.load_trained`) on `data` (a
+    pairs file, or a folder's held-out split).
+
+    Returns:
+        {"token_accuracy", "test_loss", "bleu", "chrf", ..., "pairs"}.
+    """
     from keras_tfm import training
 
     source, target = trained.tokenizers.get("source_tokenizer"), trained.tokenizers.get("target_tokenizer")
     if source is None or target is None:
         files = [output_lib.TOKENIZER_FILES[r] for r in ("source_tokenizer", "target_tokenizer")]
-        raise UsageError("--model", f"needs {' and '.join(files)} beside the model")
+        raise ValueError(f"`model` needs {' and '.join(files)} beside the model.")
     arguments = trained.info.get("arguments", {})
     reverse, languages = bool(arguments.get("reverse")), arguments.get("languages") or "en,de"
-    if os.path.isdir(args.data):
+    if os.path.isdir(data):
         split = arguments.get("test_split") or "test_2016_flickr"
-        rows = read_pairs(args.data, reverse, split=split, languages=languages)
+        rows = read_pairs(data, reverse, split=split, languages=languages)
     else:
         max_words = int(arguments.get("max_words") or 20)
-        rows = keep_short(read_pairs(args.data, reverse), max_words)
+        rows = keep_short(read_pairs(data, reverse), max_words)
         if not rows:
-            raise UsageError("--data", f"no pair with both sides of at most {max_words} words")
+            raise ValueError(f"`data` has no pair with both sides of at most {max_words} words.")
     training.compile_for_lm(trained.model, "adam", jit_compile=False)
     max_new_tokens = int(trained.model.max_length) - 1
     beams, alpha = int(arguments.get("num_beams") or 4), float(arguments.get("length_penalty", 0.6))

@@ -6,10 +6,10 @@
 * `plot_lr_schedule`: a learning-rate schedule over training steps.
 * `plot_training_curves`: curves from a `History`, a dict of lists, a
   History JSON file or a TensorBoard log directory.
-* `add_plot_subcommand(subparsers)`: registers `keras-tfm plot ...`.
 
 Every function returns the path it wrote. matplotlib is an optional
-dependency (`pip install keras-tfm[plot]`).
+dependency (`pip install keras-tfm[plot]`); `keras-tfm plot` draws them from the
+command line (`keras_tfm.cli.plot`).
 
 One module per picture:
 
@@ -18,11 +18,9 @@ One module per picture:
     positional      plot_positional_encoding, position_similarity, plot_position_similarity
     learning_rate   learning_rates, plot_lr_schedule
     curves          read_tensorboard_scalars, plot_training_curves
-    cli             add_plot_subcommand, run_plot (`keras-tfm plot`)
 """
 
 from keras_tfm.analysis.plotting.attention import plot_attention_heads, plot_attention_weights, resolve_layer
-from keras_tfm.analysis.plotting.cli import add_plot_subcommand, run_plot
 from keras_tfm.analysis.plotting.curves import plot_training_curves, read_tensorboard_scalars
 from keras_tfm.analysis.plotting.figure import PNG_SIGNATURE, new_figure, save_png
 from keras_tfm.analysis.plotting.learning_rate import learning_rates, plot_lr_schedule
@@ -34,7 +32,6 @@ from keras_tfm.analysis.plotting.positional import (
 
 __all__ = [
     "PNG_SIGNATURE",
-    "add_plot_subcommand",
     "learning_rates",
     "new_figure",
     "plot_attention_heads",
@@ -46,6 +43,5 @@ __all__ = [
     "position_similarity",
     "read_tensorboard_scalars",
     "resolve_layer",
-    "run_plot",
     "save_png",
 ]

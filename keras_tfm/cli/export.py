@@ -1,0 +1,126 @@
+"""`keras-tfm export`: a trained model (and the tokenizers beside it) → EXPORT_DIR/NAME/VERSION."""
+
+import os
+
+from keras_tfm.cli import usage
+from keras_tfm.cli.options import comma_list, positive_int
+
+
+def _tokenizers(args, trained):
+    """The export's tokenizer argument: explicit files first, else those found beside the model."""
+    from keras_tfm.tokenizers import load_tokenizer
+
+    def load(flag, path):
+        try:
+            return load_tokenizer(path)
+        except (OSError, ValueError) as error:
+            raise usage.UsageError(flag, str(error)) from None
+
+    found = dict(trained.tokenizers)
+    if args.tokenizer:
+        found.pop("tokenizer", None)
+        found["source_tokenizer" if args.target_tokenizer else "tokenizer"] = load(
+            "--tokenizer", args.tokenizer
+        )
+    if args.target_tokenizer:
+        found["target_tokenizer"] = load("--target-tokenizer", args.target_tokenizer)
+    if "source_tokenizer" in found and "target_tokenizer" in found:
+        return (found["source_tokenizer"], found["target_tokenizer"])
+    return found.get("tokenizer") or found.get("source_tokenizer")
+
+
+def run_export(args):
+    """Exports `--model` with every signature it supports; prints the version folder."""
+    from keras_tfm.export import detect_kind, export_for_serving
+    from keras_tfm.recipes import load_trained
+
+    trained = load_trained(args.model)
+    tokenizer = _tokenizers(args, trained)
+    kind = args.kind
+    if kind == "auto":
+        try:
+            kind = detect_kind(trained.model)
+        except ValueError as error:
+            raise usage.UsageError("--kind", str(error)) from None
+    if tokenizer is None and not (kind == "gpt" and args.ids_only):
+        raise usage.UsageError(
+            "--model",
+            f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
+            + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
+        )
+    try:
+        path = export_for_serving(
+            trained.model,
+            os.path.join(args.export_dir, args.name),
+            tokenizer=None if args.ids_only else tokenizer,
+            version=args.version,
+            kind=kind,
+            label_names=args.label_names or trained.labels,
+            max_new_tokens_limit=args.max_new_tokens_limit,
+            warmup=args.warmup,
+            max_beams=args.max_beams,
+            eos_id=args.eos_id,
+            jit_compile=args.jit_compile,
+        )
+    except FileExistsError as error:
+        raise usage.UsageError("--version", str(error)) from None
+    except ValueError as error:
+        raise usage.UsageError("--model", str(error).splitlines()[0]) from None
+    print(path)
+    return 0
+
+
+def register(subparsers):
+    """`keras-tfm export`."""
+    import argparse
+
+    p = subparsers.add_parser(
+        "export",
+        help="export a trained model as a TF Serving SavedModel version",
+        description="Exports a trained model with every signature it supports. --model is a folder written by "
+        "`keras-tfm train ... --output DIR` (model.keras, its tokenizer(s) and class names are read from it) "
+        "or a .keras file (vocabulary files beside it are picked up the same way).",
+    )
+    p.add_argument("--model", required=True, help="training output folder, or a .keras model file")
+    p.add_argument(
+        "--tokenizer", help="vocabulary file (keras_tfm save_vocabulary); default: the one beside the model"
+    )
+    p.add_argument("--target-tokenizer", help="seq2seq: target-side vocabulary file")
+    p.add_argument("--name", required=True, help="the model's name: writes EXPORT_DIR/NAME/VERSION")
+    p.add_argument("--export-dir", default="saved_models", help="base folder (default: %(default)s)")
+    p.add_argument(
+        "--version", type=positive_int, default=None, help="version number (default: the next free one)"
+    )
+    p.add_argument(
+        "--kind", default="auto", choices=["auto", "gpt", "seq2seq", "bert_classifier", "bert_mlm"]
+    )
+    p.add_argument(
+        "--label-names", type=comma_list, default=None, help="classifier class names, comma-separated"
+    )
+    p.add_argument("--max-new-tokens-limit", type=positive_int, default=None)
+    p.add_argument(
+        "--max-beams",
+        type=positive_int,
+        default=4,
+        help="widest beam search a request may ask for (seq2seq translate, GPT beam_search: num_beams "
+        "1..max; default: %(default)s)",
+    )
+    p.add_argument("--eos-id", type=int, default=None, help="stop id (GPT default: none)")
+    p.add_argument(
+        "--ids-only",
+        action="store_true",
+        help="GPT without a tokenizer: only the id signatures (serving_default, generate_ids)",
+    )
+    p.add_argument(
+        "--warmup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write warmup requests (default: on)",
+    )
+    p.add_argument(
+        "--jit-compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="XLA-compile decoding (default: on)",
+    )
+    return usage.set_handler(p, run_export)

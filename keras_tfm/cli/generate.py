@@ -1,0 +1,121 @@
+"""`keras-tfm generate`: query an exported SavedModel version with tf.saved_model.load (no Keras)."""
+
+import json
+import os
+
+from keras_tfm.cli import usage
+
+#: The number of new tokens when --max-new-tokens is not given (capped by the export).
+DEFAULT_MAX_NEW_TOKENS = 64
+
+
+def export_info(version_dir):
+    """The export's assets.extra/keras_tfm.json: kind, max_new_tokens_limit, (GPT) max_length; {} if absent."""
+    path = os.path.join(version_dir, "assets.extra", "keras_tfm.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def default_max_new_tokens(info, prompts):
+    """`DEFAULT_MAX_NEW_TOKENS`, capped by the export's limit. A GPT export whose `generate` slides a
+    window past the model's context (`sliding_window` in its info) takes any count; one without it is also
+    capped by the room its context leaves after the longest prompt (at most one token per UTF-8 byte)."""
+    count = min(DEFAULT_MAX_NEW_TOKENS, info.get("max_new_tokens_limit") or DEFAULT_MAX_NEW_TOKENS)
+    if info.get("max_length") and not info.get("sliding_window"):
+        count = min(count, info["max_length"] - max(len(p.encode("utf-8")) for p in prompts))
+    return max(count, 1)
+
+
+def run_generate(args):
+    """Runs the export's text signature on `--prompt`s; prints the outputs (one per line, or JSON)."""
+    import tensorflow as tf
+
+    try:
+        return _run_generate(args)
+    except tf.errors.InvalidArgumentError as error:  # a request the model's signature rejected
+        message = str(error)
+        if "assertion failed:" in message:
+            message = message.split("assertion failed:", 1)[1].split("\n")[0].strip()
+        raise usage.UsageError(None, f"invalid request: {message}") from None
+    except FileNotFoundError as error:
+        raise usage.UsageError("--model", str(error)) from None
+    except usage.UsageError:
+        raise
+    except (TypeError, ValueError) as error:  # a request the client refused before calling the model
+        raise (
+            usage.from_error(error, args._flags) or usage.UsageError(None, str(error).splitlines()[0])
+        ) from None
+
+
+def _run_generate(args):
+    from keras_tfm.export.client import call_signature, load_served, resolve_version_dir
+
+    directory = resolve_version_dir(args.model, args.version)
+    loaded = load_served(directory)
+    names = set(loaded.signatures)
+    max_new_tokens = args.max_new_tokens
+    if max_new_tokens is None:
+        max_new_tokens = default_max_new_tokens(export_info(directory), args.prompt)
+    prompts = [s.encode("utf-8") for s in args.prompt]
+    beam = dict(max_new_tokens=max_new_tokens, num_beams=args.num_beams, length_penalty=args.length_penalty)
+    if "beam_search" in names and args.num_beams != 1:
+        out, main = call_signature(loaded, "beam_search", prompts=prompts, **beam), "completions"
+    elif "generate" in names:
+        out = call_signature(
+            loaded,
+            "generate",
+            prompts=prompts,
+            max_new_tokens=max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+        )
+        main = "completions"
+    elif "translate" in names:
+        out, main = call_signature(loaded, "translate", inputs=prompts, **beam), "translations"
+    elif "classify" in names:
+        out, main = call_signature(loaded, "classify", inputs=prompts), "labels"
+    elif "fill_mask" in names:
+        out, main = call_signature(loaded, "fill_mask", inputs=prompts), "filled"
+    else:
+        raise usage.UsageError("--model", f"no text signature in {sorted(names)}")
+    if args.json:
+        print(json.dumps({k: v.tolist() for k, v in out.items()}, ensure_ascii=False))
+    else:
+        for text in out[main]:
+            print(text)
+    return 0
+
+
+def register(subparsers):
+    """`keras-tfm generate`."""
+    p = subparsers.add_parser(
+        "generate", help="run an exported SavedModel (generate / translate / classify / fill_mask)"
+    )
+    p.add_argument("--model", required=True, help="saved_models/NAME (latest version) or a version folder")
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--prompt", action="append", required=True, help="input text (repeat for a batch)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="tokens to generate (default: 64, or fewer when the export's limits or a GPT's context "
+        "after the prompt leave less room)",
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--num-beams",
+        type=int,
+        default=1,
+        help="beam width (1 = greedy; GPT: above 1 runs the beam_search signature, sampling options unused)",
+    )
+    p.add_argument("--length-penalty", type=float, default=0.6)
+    p.add_argument("--json", action="store_true", help="print all outputs as JSON")
+    return usage.set_handler(p, run_generate)

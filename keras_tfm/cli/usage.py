@@ -1,0 +1,90 @@
+"""The one-line usage error of `keras-tfm`: a bad value ends with `PROG: error: --flag ...` on stderr and
+exit status 2, nothing written.
+
+A handler raises `UsageError(flag, message)`, or lets through the ValueError / TypeError /
+FileNotFoundError of a recipe or library function whose message names an argument in backquotes
+(`` `max_length` must be a positive int ``): `call` reports those whose names are arguments of the
+command, spelled as on the command line (`--max-length must be a positive int`). Any other exception
+is a bug and propagates with its traceback.
+"""
+
+import re
+import sys
+
+_NAME = re.compile(r"`(\w+)`")
+
+
+class UsageError(ValueError):
+    """A bad command-line value: reported as one line naming `flag` (None: the message alone), exit 2."""
+
+    def __init__(self, flag, message):
+        super().__init__(f"{flag}: {message}" if flag else message)
+        self.flag = flag
+
+
+def flag(name):
+    """The command-line spelling of argument `name`: `max_length` → `--max-length`."""
+    return "--" + name.replace("_", "-")
+
+
+def flags_of(parser):
+    """{argument name: its spelling} of every argument of `parser` (`--max-length`, or a positional's
+    metavar)."""
+    spellings = {}
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        long = [s for s in action.option_strings if s.startswith("--") and not s.startswith("--no-")]
+        spellings[action.dest] = long[0] if long else (action.metavar or action.dest).upper()
+    return spellings
+
+
+def from_error(error, flags):
+    """The UsageError of `error` when its message names arguments in `flags` (in backquotes), else None.
+
+    The names become their flags; only the first line of the message is kept (one line on stderr).
+    """
+    lines = str(error).strip().splitlines()
+    message = lines[0] if lines else ""
+    if not any(name in flags for name in _NAME.findall(message)):
+        return None
+    return UsageError(None, _NAME.sub(lambda m: flags.get(m.group(1), m.group(0)), message))
+
+
+def report(prog, error):
+    """Prints `error` as one line after `prog`; returns the exit status 2."""
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    return 2
+
+
+def call(prog, function, flags):
+    """`function()`'s exit status (None: 0), or 2 after one line on stderr for a UsageError or an
+    exception naming one of the command's arguments (`flags`, see `flags_of`)."""
+    try:
+        return int(function() or 0)
+    except UsageError as error:
+        return report(prog, error)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        usage = from_error(error, flags)
+        if usage is None:
+            raise
+        return report(prog, usage)
+
+
+def set_handler(parser, handler, start_devices=True):
+    """Makes `handler(args)` the command of `parser` (call last, once every argument is added).
+
+    Args:
+        handler: called with the parsed arguments; returns the exit status (None: 0).
+        start_devices: False when the handler configures devices itself (logical CPU devices must be
+            set before TensorFlow starts them).
+    """
+    parser.set_defaults(
+        _handler=handler, _prog=parser.prog, _flags=flags_of(parser), _start_devices=start_devices
+    )
+    return parser
+
+
+def run(args):
+    """Runs the handler `set_handler` stored in the parsed `args`; returns the exit status."""
+    return call(args._prog, lambda: args._handler(args), args._flags)
