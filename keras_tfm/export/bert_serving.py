@@ -30,8 +30,7 @@ class _BertBase:
         if not isinstance(model, BertTask):
             raise TypeError(
                 f"A BERT export needs a model built on a BertEncoder (BertClassifier, BertMaskedLM); received "
-                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"{type(model).__name__}."
             )
         self.vocabulary_size = model.vocabulary_size
         self.max_length = model.max_length

@@ -13,23 +13,13 @@ import keras
 
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
-from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert_tasks import BertClassifier, BertMaskedLM
 from keras_tfm.models.gpt import GPT
-from keras_tfm.models.legacy import from_functional
 from keras_tfm.models.sentence_encoder import SentenceEncoder
 from keras_tfm.models.seq2seq import Seq2Seq
 from keras_tfm.tokenizers.special_tokens import EOS
 
 KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
-
-
-def as_model_class(model):
-    """`model`, or its model class instance for a plain functional model of
-    the builders saved before the classes existed (`models.from_functional`)."""
-    if isinstance(model, keras.Model) and not isinstance(model, TransformerModel):
-        return from_functional(model)
-    return model
 
 
 def detect_kind(model):
@@ -45,8 +35,7 @@ def detect_kind(model):
             return kind
     raise ValueError(
         f"Cannot export a {type(model).__name__} ({model.name!r}); expected a keras_tfm GPT, Seq2Seq, "
-        "BertClassifier or BertMaskedLM (built with keras_tfm.models; convert a model saved before the model "
-        "classes existed with `keras_tfm.models.from_functional`)."
+        "BertClassifier or BertMaskedLM (built with keras_tfm.models)."
     )
 
 
@@ -127,7 +116,6 @@ def build_serving(
     max_prompt_length=None,
 ):
     """The serving helper object of `model` (endpoints + warmup requests)."""
-    model = as_model_class(model)
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
     if kind == "auto":
@@ -291,7 +279,6 @@ def export_for_serving(
             match the model (a GPT exported as "bert_mlm"), tokenizer/model
             mismatch, `max_prompt_length` < 1 or beyond the model's length.
     """
-    model = as_model_class(model)
     base = os.path.abspath(os.fspath(path))
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"`version` must be a positive int or None; received {version!r}.")

@@ -27,8 +27,7 @@ def get_generator(model, pad_id=0):
         else:
             raise TypeError(
                 f"`model` must be a keras_tfm GPT or Seq2Seq model (or a generator); received "
-                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"{type(model).__name__}."
             )
         generator = cls(model, pad_id=pad_id)
         _GENERATORS[model] = generator

@@ -12,9 +12,7 @@ class CausalLMAdapter(decoding.DecoderAdapter):
     def __init__(self, model):
         if not isinstance(model, GPT):
             raise TypeError(
-                f"Expected a keras_tfm GPT model (from `keras_tfm.models.gpt`); received {type(model).__name__}. "
-                "A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"Expected a keras_tfm GPT model (from `keras_tfm.models.gpt`); received {type(model).__name__}."
             )
         self.model = model
         self.vocabulary_size = model.vocabulary_size

@@ -25,8 +25,7 @@ class Seq2SeqAdapter(decoding.DecoderAdapter):
         if not isinstance(model, Seq2Seq):
             raise TypeError(
                 f"Expected a keras_tfm Seq2Seq model (from `keras_tfm.models.seq2seq`); received "
-                f"{type(model).__name__}. A model saved before the model classes existed: convert it with "
-                "`keras_tfm.models.from_functional(model)`."
+                f"{type(model).__name__}."
             )
         self.model = model
         self.vocabulary_size = model.target_vocabulary_size
