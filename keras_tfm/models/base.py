@@ -56,14 +56,14 @@ class TransformerModel(keras.Model):
         """The constructor arguments (hyperparameters) as a new dict."""
         return dict(self._model_config)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = {"name": self.name, "trainable": self.trainable, **self.config}
         if getattr(self, "_lora", None):
             config["lora"] = dict(self._lora)
         return config
 
     @classmethod
-    def from_config(cls, config, custom_objects=None):
+    def from_config(cls, config: dict, custom_objects=None) -> "TransformerModel":
         config = dict(config)
         lora = config.pop("lora", None)
         model = cls(**config)

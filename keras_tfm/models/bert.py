@@ -258,7 +258,7 @@ class BertEncoder(TransformerModel):
         self.norm = norm
 
     @property
-    def encoder_blocks(self):
+    def encoder_blocks(self) -> list:
         """The `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 

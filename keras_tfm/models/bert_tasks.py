@@ -54,12 +54,13 @@ class BertTask(TransformerModel):
         object.__setattr__(self, "_encoder", encoder)
 
     @property
-    def encoder(self):
+    def encoder(self) -> BertEncoder:
         """The `BertEncoder` this model is built on (its layers are shared)."""
         return self._encoder
 
     @property
-    def encoder_blocks(self):
+    def encoder_blocks(self) -> list:
+        """The encoder's `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 
 

@@ -267,7 +267,7 @@ class GPT(TransformerModel):
         self.cache_dtype = None
 
     @property
-    def decoder_blocks(self):
+    def decoder_blocks(self) -> list:
         """The `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 
@@ -292,7 +292,7 @@ class GPT(TransformerModel):
         logits = self.token_embedding(h, reverse=True) if self.head is None else self.head(h)
         return ops.cast(logits, "float32")
 
-    def init_caches(self, batch_size, length, dtype=None):
+    def init_caches(self, batch_size: int, length: int, dtype: str | None = None) -> list:
         """Zero key/value caches: a flat list `[keys_0, values_0, keys_1, ...]`,
         two tensors per block in the layout of `MultiHeadSelfAttention.init_cache`
         (keys `(batch, num_key_value_heads, head_dim, length)`, values `(batch,

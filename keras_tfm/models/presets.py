@@ -100,7 +100,7 @@ PRESETS = {
 TRAINING_KEYS = ("label_smoothing",)
 
 
-def list_presets(family=None):
+def list_presets(family: str | None = None) -> list[str] | dict[str, list[str]]:
     """Preset names, for one family ("gpt", "bert", "seq2seq") or all of them."""
     if family is None:
         return {f: sorted(p) for f, p in PRESETS.items()}
@@ -113,7 +113,7 @@ def _check_family(family):
         raise ValueError(f"Unknown model family {family!r}; expected one of {sorted(PRESETS)}.")
 
 
-def get_preset(family, preset):
+def get_preset(family: str, preset: str) -> dict:
     """A copy of the options of `preset` for `family`.
 
     Raises:

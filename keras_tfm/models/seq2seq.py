@@ -390,7 +390,7 @@ class Seq2Seq(TransformerModel):
             x = self.encoder_final_norm(x)
         return x
 
-    def compute_cross_caches(self, encoder_output):
+    def compute_cross_caches(self, encoder_output) -> list:
         """Cross-attention keys/values of every decoder block, computed once
         per source: list of `(batch, 2, S, heads, head_dim)`."""
         return [block.cross_attention_layer.compute_cache(encoder_output) for block in self.decoder_blocks]
@@ -405,7 +405,7 @@ class Seq2Seq(TransformerModel):
         logits = self.decoder_token_embedding(h, reverse=True) if self.head is None else self.head(h)
         return ops.cast(logits, "float32")
 
-    def init_caches(self, batch_size, length):
+    def init_caches(self, batch_size: int, length: int) -> list:
         """Zero self-attention caches of the decoder blocks: keys and values of
         every block, in the layout of `MultiHeadSelfAttention.init_cache`."""
         return zero_caches(self.decoder_blocks, batch_size, length)

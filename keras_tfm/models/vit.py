@@ -177,7 +177,8 @@ class ViT(TransformerModel):
         self.d_model = d_model
 
     @property
-    def encoder_blocks(self):
+    def encoder_blocks(self) -> list:
+        """The `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 
 
