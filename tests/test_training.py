@@ -19,6 +19,9 @@ import pytest
 import tensorflow as tf
 
 from keras_tfm import models, training
+from keras_tfm.atomic_files import atomic_write_text
+from keras_tfm.training.loop import _segments
+from keras_tfm.training.standard_callbacks import tensorboard_available
 
 TIMEOUT = 240  # seconds for any subprocess (the machine may be loaded)
 
@@ -302,29 +305,29 @@ def test_resume_is_exact_and_writes_are_atomic(tmp_path):
     for a, b in zip(resumed.model.get_weights(), reference.model.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
     assert not os.path.exists(backup_dir)  # deleted once training completed
-    if training.tensorboard_available():
+    if tensorboard_available():
         events = [f for root, _, fs in os.walk(log_dir) for f in fs if "tfevents" in f]
         assert events
 
 
 def test_atomic_write_text_keeps_old_file_on_failure(tmp_path, monkeypatch):
     path = str(tmp_path / "meta.json")
-    training.atomic_write_text(path, '{"step": 1}')
+    atomic_write_text(path, '{"step": 1}')
 
     def boom(src, dst):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError):
-        training.atomic_write_text(path, '{"step": 2}')
+        atomic_write_text(path, '{"step": 2}')
     assert open(path).read() == '{"step": 1}'
     assert os.listdir(tmp_path) == ["meta.json"]
 
 
 def test_segments_cover_resume_points():
-    assert training._segments(0, 10, 5) == [(0, 2, 5, 0)]
-    assert training._segments(6, 13, 5) == [(1, 1, 4, 6), (2, 1, 3, 10)]
-    assert training._segments(5, 17, 5) == [(1, 2, 5, 5), (3, 1, 2, 15)]
+    assert _segments(0, 10, 5) == [(0, 2, 5, 0)]
+    assert _segments(6, 13, 5) == [(1, 1, 4, 6), (2, 1, 3, 10)]
+    assert _segments(5, 17, 5) == [(1, 2, 5, 5), (3, 1, 2, 15)]
     with pytest.raises(ValueError):
         training.train(_tiny_gpt(), _data, steps=0)
 
