@@ -205,6 +205,8 @@ class BertEncoder(TransformerModel):
         pooled = pooler(cls_token(x))
         inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
         outputs = {"sequence_output": x, "pooled_output": pooled}
+
+        # === Config: the constructor arguments, checked (get_config) ===
         config = dict(
             vocabulary_size=vocabulary_size,
             max_length=max_length,

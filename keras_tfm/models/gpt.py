@@ -217,6 +217,8 @@ class GPT(TransformerModel):
             x = final_norm(x)
         logits = embedding(x, reverse=True) if head is None else head(x)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
+
+        # === Config: the constructor arguments, checked (get_config) ===
         config = dict(
             vocabulary_size=vocabulary_size,
             max_length=max_length,

@@ -311,6 +311,8 @@ class Seq2Seq(TransformerModel):
         logits = decoder_embedding(y, reverse=True) if head is None else head(y)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
         inputs = {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids}
+
+        # === Config: the constructor arguments, checked (get_config) ===
         config = dict(
             vocabulary_size=vocabulary_size,
             source_vocabulary_size=source_vocabulary_size,

@@ -139,6 +139,8 @@ class ViT(TransformerModel):
             x = block(x)
         x = final_norm(x)
         logits = head(head_dropout(pooling_layer(x)))
+
+        # === Config: the constructor arguments, checked (get_config) ===
         config = dict(
             image_size=(height, width),
             patch_size=(ph, pw),
