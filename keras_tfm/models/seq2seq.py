@@ -29,7 +29,7 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import check_bool, check_choice, check_rate
-from keras_tfm.layers.attention_core import ATTENTION_IMPLS
+from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import NORMS
