@@ -47,8 +47,7 @@ import tensorflow as tf  # noqa: E402
 import keras_tfm  # noqa: E402,F401
 from keras_tfm.checkpoints import sentence_encoder  # noqa: E402
 from keras_tfm.data import load_label_sentence_lines
-from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts  # noqa: E402
-from keras_tfm.models.sentence_encoder import embed_texts  # noqa: E402
+from keras_tfm.data.text_batches import LengthBucketedBatches, embed_texts, encode_texts  # noqa: E402
 from keras_tfm.tokenizers import WordPieceTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))

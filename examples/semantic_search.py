@@ -42,7 +42,7 @@ def main(argv=None):
 
     from keras_tfm.checkpoints import sentence_encoder
     from keras_tfm.data import load_label_sentence_lines
-    from keras_tfm.models.sentence_encoder import embed_texts
+    from keras_tfm.data.text_batches import embed_texts
     from keras_tfm.tokenizers import WordPieceTokenizer
 
     texts, labels = [], []

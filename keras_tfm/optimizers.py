@@ -189,6 +189,6 @@ def optimizer_by_name(name, learning_rate):
     learning_rate = check_learning_rate("learning_rate", learning_rate)
     if name == "adamw":
         return adamw(learning_rate)
-    if name not in keras_optimizer_names():  # "vaswani" is resolved by `models.compile_for_lm`
+    if name not in keras_optimizer_names():  # "vaswani" is resolved by `training.compile_for_lm`
         check_choice("optimizer", name, keras_optimizer_names() + ["vaswani"])
     return keras.optimizers.get({"class_name": name, "config": {"learning_rate": learning_rate}})

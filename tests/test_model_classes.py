@@ -1,7 +1,5 @@
 """The model classes (GPT, BertEncoder + heads, Seq2Seq, ViT): attributes,
-methods, `.keras` round trips, and files saved before the classes existed."""
-
-import os
+methods, `.keras` round trips, builders."""
 
 import keras
 import numpy as np
@@ -9,67 +7,6 @@ import pytest
 
 from keras_tfm import models
 from keras_tfm.layers import TransformerBlock
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "legacy_models")
-
-
-@pytest.fixture(scope="module")
-def legacy():
-    data = np.load(os.path.join(FIXTURES, "outputs.npz"))
-    ids = data["ids"]
-    bert = {k: data[f"bert_inputs/{k}"] for k in ("token_ids", "segment_ids", "padding_mask")}
-    inputs = {
-        "gpt": ids,
-        "gpt_untied_rope": ids,
-        "bert_classifier": bert,
-        "bert_masked_lm": bert,
-        "seq2seq": {"encoder_token_ids": ids, "decoder_token_ids": ids[:, :5]},
-        "seq2seq_separate": {"encoder_token_ids": ids, "decoder_token_ids": ids[:, :5] % 30},
-        "vit": data["images"],
-    }
-    return data, inputs
-
-
-CLASSES = {
-    "gpt": models.GPT,
-    "gpt_untied_rope": models.GPT,
-    "bert_classifier": models.BertClassifier,
-    "bert_masked_lm": models.BertMaskedLM,
-    "seq2seq": models.Seq2Seq,
-    "seq2seq_separate": models.Seq2Seq,
-    "vit": models.ViT,
-}
-
-
-@pytest.mark.parametrize("name", sorted(CLASSES))
-def test_legacy_files_load(legacy, name, tmp_path):
-    """Files saved by the builders before the classes existed (commit d8edff8,
-    plain functional models) load with keras and convert to their class with
-    identical outputs; the converted model round-trips as its class."""
-    data, inputs = legacy
-    path = os.path.join(FIXTURES, f"{name}.keras")
-    expected = data[f"{name}/output"]
-    plain = keras.saving.load_model(path)
-    assert not isinstance(plain, models.TransformerModel)
-    np.testing.assert_allclose(np.asarray(plain(inputs[name], training=False)), expected, atol=1e-6)
-    model = models.load_model(path)
-    assert type(model) is CLASSES[name]
-    assert [layer.name for layer in model.layers if layer.weights] == [
-        layer.name for layer in plain.layers if layer.weights
-    ]
-    np.testing.assert_allclose(np.asarray(model(inputs[name], training=False)), expected, atol=1e-6)
-    model.save(tmp_path / "new.keras")
-    again = keras.saving.load_model(tmp_path / "new.keras")
-    assert type(again) is CLASSES[name] and again.config == model.config
-    np.testing.assert_allclose(np.asarray(again(inputs[name], training=False)), expected, atol=1e-6)
-
-
-def test_from_functional_rejects_other_models():
-    x = keras.Input((3,))
-    with pytest.raises(ValueError, match="not a model of the keras_tfm builders"):
-        models.from_functional(keras.Model(x, keras.layers.Dense(2)(x)))
-    gpt = models.gpt("tiny")
-    assert models.from_functional(gpt) is gpt
 
 
 # --------------------------------------------------------------------- GPT
@@ -206,9 +143,9 @@ def test_seq2seq_methods_match_the_graph():
     dec = rng.integers(1, 32, (2, 5)).astype("int32")
     expected = np.asarray(model({"encoder_token_ids": src, "decoder_token_ids": dec}, training=False))
     memory = model.encode(src)
-    np.testing.assert_allclose(
-        np.asarray(memory)[0], np.asarray(models.seq2seq_encoder(model)(src))[0], atol=1e-5
-    )
+    # `encode` is the graph's encoder half (`encoder_output`).
+    encoder = keras.Model(model.input["encoder_token_ids"], model.encoder_output)
+    np.testing.assert_allclose(np.asarray(memory)[0], np.asarray(encoder(src))[0], atol=1e-5)
     cross = model.compute_cross_caches(memory)
     caches = model.init_caches(2, 8)
     logits, caches = model.call_with_cache(dec, caches, 0, cross, src != 0)
@@ -221,3 +158,52 @@ def test_vit_parts():
     assert model.blocks == [model.get_layer(f"encoder_block_{i}") for i in range(2)]
     assert model.head is model.get_layer("classifier") and model.grid_size == (2, 2)
     assert model.config["image_size"] == (8, 8)
+
+
+# ---------------------------------------------------------------- builders
+def test_builders_merge_the_preset_under_explicit_options():
+    # A size given as None is not given (the preset's applies) ...
+    assert models.gpt("tiny", d_model=None).d_model == 32
+    # ... any other explicit value wins, None included.
+    llama = models.gpt("llama_tiny")
+    assert llama.num_key_value_heads == 2 and llama.head is not None
+    plain = models.gpt("llama_tiny", num_key_value_heads=None, tie_embeddings=True)
+    assert plain.num_key_value_heads == plain.num_heads == 4 and plain.head is None
+    assert plain.config["num_key_value_heads"] is None
+    # Training keys of a preset never reach the class.
+    assert "label_smoothing" not in models.seq2seq("transformer_base", num_layers=1, d_model=32).config
+    with pytest.raises(TypeError, match=r"Unknown option\(s\) \['hidden_size'\].*'d_model'"):
+        models.gpt("tiny", hidden_size=32)
+    with pytest.raises(TypeError, match=r"Unknown option\(s\) \['depth'\] for ViT.*'num_layers'"):
+        models.vit_classifier(8, 4, 3, depth=2)
+
+
+def test_constructor_options_reach_every_block():
+    """Each option is a named argument of the class, passed by name down to the
+    blocks and their attention layers."""
+    model = models.GPT(
+        vocabulary_size=11,
+        max_length=8,
+        num_layers=2,
+        num_heads=4,
+        d_model=16,
+        num_key_value_heads=2,
+        position="rope",
+        rope_max_wavelength=500.0,
+        norm="rms",
+        activation="swiglu",
+        use_bias=False,
+        attention_dropout=0.1,
+    )
+    for block in model.blocks:
+        attention = block.self_attention_layer
+        assert attention.num_key_value_heads == 2 and attention.position == "rope"
+        assert block.rope_max_wavelength == 500.0 and block.norm == "rms" and block.activation == "swiglu"
+        assert not block.use_bias and block.attention_dropout == 0.1 and block.causal
+    assert model.embedding.position is None and model.num_key_value_heads == 2
+
+
+def test_the_string_none_is_not_a_position():
+    with pytest.raises(ValueError, match=r"Unknown `position` 'none'.*None\]"):
+        models.gpt("tiny", position="none")
+    assert models.gpt("tiny", position=None).embedding.position is None

@@ -1,12 +1,11 @@
 """Tests of the model builders (keras_tfm.models)."""
 
-import math
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_tfm.generation import generate
 from keras_tfm.layers import TransformerBlock
 from keras_tfm.losses import MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import (
@@ -14,14 +13,9 @@ from keras_tfm.models import (
     bert_encoder,
     bert_masked_lm,
     bert_token_classifier,
-    bert_weight_mapping,
     gpt,
     list_presets,
-    load_bert_weights,
     seq2seq,
-    seq2seq_encoder,
-    seq2seq_greedy_decode,
-    seq2seq_layer_names,
     seq2seq_num_params,
 )
 from keras_tfm.training import compile_for_classification, compile_for_lm
@@ -93,7 +87,7 @@ def test_inconsistent_sizes_raise():
     with pytest.raises(ValueError, match="max_length"):
         gpt("tiny", max_length=0)
     with pytest.raises(ValueError, match="bos_id"):
-        seq2seq_greedy_decode(seq2seq("tiny"), np.ones((1, 3), "int32"), bos_id=0, max_length=3)
+        generate(seq2seq("tiny"), np.ones((1, 3), "int32"), 3, bos_id=0)
 
 
 def test_too_long_sequences_raise():
@@ -256,10 +250,8 @@ def test_seq2seq_layer_contract():
     assert dec.causal and dec.cross_attention and not dec.norm_first and dec.activation == "relu"
     enc = model.get_layer("encoder_block_0")
     assert not enc.causal and not enc.cross_attention
-    layout = seq2seq_layer_names(model)
-    assert (
-        layout["tied"] and layout["decoder_embedding"] == "embedding" and len(layout["decoder_blocks"]) == 2
-    )
+    assert model.head is None and model.decoder_embedding.name == "embedding"
+    assert model.encoder_embedding is model.decoder_embedding and len(model.decoder_blocks) == 2
 
     other = seq2seq(
         "tiny",
@@ -318,8 +310,9 @@ def test_seq2seq_padding_is_ignored_and_encoder_helper():
         {"encoder_token_ids": np.concatenate([src, np.full((2, 4), 3, "int32")], 1), "decoder_token_ids": tgt}
     )
     assert not np.allclose(changed, base, atol=1e-4)
-    encoder = seq2seq_encoder(model)
-    assert encoder(src).shape == (2, 7, 64)
+    assert model.encode(src).shape == (2, 7, 64)
+    encoder = keras.Model(model.input["encoder_token_ids"], model.encoder_output)
+    np.testing.assert_allclose(encoder(src), model.encode(src), atol=1e-5)
     assert set(w.path for w in encoder.weights) <= set(w.path for w in model.weights)
 
 
@@ -365,7 +358,7 @@ def test_seq2seq_learns_reversal():
     )
     test_src = np.random.default_rng(1).integers(2, vocab, size=(300, length)).astype("int32")
     # One batch of 300: one compiled decoding loop (the default batch_size 256 compiles two).
-    predicted = seq2seq_greedy_decode(model, test_src, bos_id=bos, max_length=length, batch_size=300)
+    predicted = generate(model, test_src, length, bos_id=bos)
     exact = float(np.mean(np.all(predicted == test_src[:, ::-1], axis=1)))
     assert exact >= 0.95, exact
 
@@ -385,103 +378,11 @@ def test_bert_layer_contract():
     assert np.all(np.abs(out["pooled_output"]) <= 1.0)  # tanh pooler
 
 
-def _np_ln(x, g, b, eps=1e-12):
-    mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + eps) * g + b
-
-
-def _np_gelu(x):
-    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
-
-
-def _np_bert(w, inputs, num_layers, num_heads):
-    """Reference BERT forward pass from HuggingFace-named weights (NumPy)."""
-    ids, seg, mask = inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"]
-    B, T = ids.shape
-
-    def lin(x, name):
-        return x @ w[name + ".weight"].T + w[name + ".bias"]
-
-    x = (
-        w["embeddings.word_embeddings.weight"][ids]
-        + w["embeddings.position_embeddings.weight"][:T]
-        + w["embeddings.token_type_embeddings.weight"][seg]
-    )
-    x = _np_ln(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-    H = x.shape[-1]
-    hd = H // num_heads
-    bias = (1.0 - mask)[:, None, None, :] * -1e9
-    for i in range(num_layers):
-        p = f"encoder.layer.{i}."
-
-        def heads(t):
-            return t.reshape(B, T, num_heads, hd).transpose(0, 2, 1, 3)
-
-        q, k, v = (heads(lin(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
-        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hd) + bias
-        a = np.exp(s - s.max(-1, keepdims=True))
-        a /= a.sum(-1, keepdims=True)
-        ctx = (a @ v).transpose(0, 2, 1, 3).reshape(B, T, H)
-        x = _np_ln(
-            x + lin(ctx, p + "attention.output.dense"),
-            w[p + "attention.output.LayerNorm.weight"],
-            w[p + "attention.output.LayerNorm.bias"],
-        )
-        f = lin(_np_gelu(lin(x, p + "intermediate.dense")), p + "output.dense")
-        x = _np_ln(x + f, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
-    pooled = np.tanh(lin(x[:, 0], "pooler.dense"))
-    return x, pooled
-
-
-def test_bert_matches_reference_implementation_from_hf_weights():
-    encoder = bert_encoder("tiny")
-    mlm = bert_masked_lm(encoder)
-    rng = np.random.default_rng(0)
-    weights = {}
-    for name, _, shape, _ in bert_weight_mapping(mlm) + bert_weight_mapping(encoder):
-        base = 1.0 if name.endswith("LayerNorm.weight") else 0.0
-        weights[name] = (base + 0.2 * rng.standard_normal(shape)).astype("float32")
-    assert load_bert_weights(encoder, weights) == sorted(n for n in weights if n.startswith("cls."))
-    assert load_bert_weights(mlm, weights) == ["pooler.dense.bias", "pooler.dense.weight"]
-    inputs = _bert_inputs(2, 7, pad=2)
-    ref_seq, ref_pooled = _np_bert(weights, inputs, num_layers=2, num_heads=2)
-    out = encoder(inputs)
-    real = inputs["padding_mask"].astype(bool)
-    np.testing.assert_allclose(np.asarray(out["sequence_output"])[real], ref_seq[real], atol=2e-4)
-    np.testing.assert_allclose(out["pooled_output"], ref_pooled, atol=2e-4)
-    # MLM head: LN(gelu(h W_t + b_t)) E_tokᵀ + b.
-    t = _np_ln(
-        _np_gelu(
-            ref_seq @ weights["cls.predictions.transform.dense.weight"].T
-            + weights["cls.predictions.transform.dense.bias"]
-        ),
-        weights["cls.predictions.transform.LayerNorm.weight"],
-        weights["cls.predictions.transform.LayerNorm.bias"],
-    )
-    ref_logits = t @ weights["embeddings.word_embeddings.weight"].T + weights["cls.predictions.bias"]
-    np.testing.assert_allclose(np.asarray(mlm(inputs))[real], ref_logits[real], atol=5e-4)
-    with pytest.raises(ValueError, match="shape"):
-        load_bert_weights(encoder, {**weights, "pooler.dense.weight": np.zeros((3, 3), "float32")})
-    with pytest.raises(ValueError, match="missing"):
-        load_bert_weights(encoder, {k: v for k, v in weights.items() if k != "pooler.dense.bias"})
-
-
 def test_published_parameter_counts():
     cheap = dict(kernel_initializer="zeros", embeddings_initializer="zeros")
     bert = bert_encoder("bert_base", **cheap)
     assert bert.count_params() == 109_482_240
-    mapping = bert_weight_mapping(bert)
-    assert len(mapping) == len(bert.weights) == 5 + 16 * 12 + 2
-    assert {id(v) for _, v, _, _ in mapping} == {id(v) for v in bert.weights}
-    assert sum(int(np.prod(shape)) for _, _, shape, _ in mapping) == 109_482_240
-    for name, variable, shape, convert in mapping:
-        assert convert(np.zeros(shape, "float32")).shape == tuple(variable.shape), name
-    google = {name for name, _, _, _ in bert_weight_mapping(bert, source="google")}
-    assert (
-        "bert/encoder/layer_11/attention/self/query/kernel" in google and "bert/pooler/dense/bias" in google
-    )
-    del bert, mapping
+    del bert
 
     gpt2 = gpt("gpt2_small", **cheap)
     assert gpt2.count_params() == 124_439_808

@@ -8,6 +8,7 @@ import pytest
 from keras_tfm import models as M
 from keras_tfm.layers import RMSNorm
 from keras_tfm.models import gpt_num_params, seq2seq_num_params
+from keras_tfm.training import compile_for_lm
 
 LLAMA = dict(
     position="rope",
@@ -87,7 +88,7 @@ def test_new_options_train_one_step_and_round_trip(kind, llama, seq2seq_gqa, ber
     }[kind]
     labels = inputs["decoder_token_ids"] if kind == "seq2seq" else IDS
     # Trained in place (the module fixture): the cache tests below hold for any weights.
-    M.compile_for_lm(model, learning_rate=1e-2, jit_compile=False)
+    compile_for_lm(model, learning_rate=1e-2, jit_compile=False)
     before = [np.asarray(w).copy() for w in model.trainable_weights]
     loss = model.fit(inputs, labels, epochs=1, batch_size=2, verbose=0).history["loss"][0]
     assert np.isfinite(loss)

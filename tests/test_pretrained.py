@@ -7,6 +7,7 @@ only reads them. The MiniLM parity test reads ../shared/data/all-MiniLM-L6-v2.
 """
 
 import json
+import math
 import os
 import shutil
 import warnings
@@ -493,8 +494,8 @@ def test_missing_encoder_weight_is_an_error(tmp_path):
 def test_sentence_encoder_exports_an_embed_signature(tmp_path):
     import tensorflow as tf
 
+    from keras_tfm.data.text_batches import embed_texts
     from keras_tfm.export import export_for_serving
-    from keras_tfm.models.sentence_encoder import embed_texts
 
     model = sentence_encoder(TINY_BERT)
     tokenizer = pretrained_tokenizer(TINY_BERT)
@@ -532,3 +533,138 @@ def _last_hidden(model, ids):
     for block in model.blocks:
         x = block(x)
     return x
+
+
+# ----------------------------------------------------------------------------- BERT mapping, name by name
+def _np_bert_inputs(batch, length, pad, vocab=64):
+    rng = np.random.default_rng(0)
+    ids = np.concatenate([rng.integers(1, vocab, (batch, length)), np.zeros((batch, pad))], 1).astype("int32")
+    segments = (np.arange(length + pad) >= length // 2).astype("int32")[None].repeat(batch, 0)
+    mask = (np.arange(length + pad) < length).astype("int32")[None].repeat(batch, 0)
+    return {"token_ids": ids, "segment_ids": segments * mask, "padding_mask": mask}
+
+
+def _np_layer_norm(x, g, b, eps=1e-12):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * g + b
+
+
+def _np_gelu(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def _np_bert(w, inputs, num_layers, num_heads):
+    """Reference BERT forward pass from HuggingFace-named weights (NumPy)."""
+    ids, seg, mask = inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"]
+    B, T = ids.shape
+
+    def lin(x, name):
+        return x @ w[name + ".weight"].T + w[name + ".bias"]
+
+    x = (
+        w["embeddings.word_embeddings.weight"][ids]
+        + w["embeddings.position_embeddings.weight"][:T]
+        + w["embeddings.token_type_embeddings.weight"][seg]
+    )
+    x = _np_layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+    H = x.shape[-1]
+    hd = H // num_heads
+    bias = (1.0 - mask)[:, None, None, :] * -1e9
+    for i in range(num_layers):
+        p = f"encoder.layer.{i}."
+
+        def heads(t):
+            return t.reshape(B, T, num_heads, hd).transpose(0, 2, 1, 3)
+
+        q, k, v = (heads(lin(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
+        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hd) + bias
+        a = np.exp(s - s.max(-1, keepdims=True))
+        a /= a.sum(-1, keepdims=True)
+        ctx = (a @ v).transpose(0, 2, 1, 3).reshape(B, T, H)
+        x = _np_layer_norm(
+            x + lin(ctx, p + "attention.output.dense"),
+            w[p + "attention.output.LayerNorm.weight"],
+            w[p + "attention.output.LayerNorm.bias"],
+        )
+        f = lin(_np_gelu(lin(x, p + "intermediate.dense")), p + "output.dense")
+        x = _np_layer_norm(x + f, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
+    pooled = np.tanh(lin(x[:, 0], "pooler.dense"))
+    return x, pooled
+
+
+def _random_hf_weights(entries, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        e.name: (
+            (1.0 if e.name.endswith("LayerNorm.weight") else 0.0) + 0.2 * rng.standard_normal(e.shape)
+        ).astype("float32")
+        for e in entries
+    }
+
+
+def test_bert_mapping_matches_a_numpy_bert_on_huggingface_names():
+    """Random weights under HuggingFace's BertForMaskedLM names, loaded through
+    the converter's mapping, give the outputs of a NumPy BERT written from the
+    same names: every name lands on the right variable in the right layout."""
+    from keras_tfm.checkpoints import bert as bert_checkpoint
+    from keras_tfm.checkpoints import weight_mapping as wm
+    from keras_tfm.models import bert_encoder, bert_masked_lm
+
+    encoder = bert_encoder("tiny")
+    mlm = bert_masked_lm(encoder)
+    entries = bert_checkpoint.entries(mlm)
+    weights = _random_hf_weights(entries)
+    pairs, missing = wm.collect(entries, weights, {}, {}, "config.json")
+    assert missing == []
+    wm.assign(pairs)
+    inputs = _np_bert_inputs(2, 7, pad=2)
+    ref_seq, ref_pooled = _np_bert(weights, inputs, num_layers=2, num_heads=2)
+    out = encoder(inputs)
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(np.asarray(out["sequence_output"])[real], ref_seq[real], atol=2e-4)
+    np.testing.assert_allclose(out["pooled_output"], ref_pooled, atol=2e-4)
+    # MLM head: LN(gelu(h W_t + b_t)) E_tokᵀ + b.
+    t = _np_layer_norm(
+        _np_gelu(
+            ref_seq @ weights["cls.predictions.transform.dense.weight"].T
+            + weights["cls.predictions.transform.dense.bias"]
+        ),
+        weights["cls.predictions.transform.LayerNorm.weight"],
+        weights["cls.predictions.transform.LayerNorm.bias"],
+    )
+    ref_logits = t @ weights["embeddings.word_embeddings.weight"].T + weights["cls.predictions.bias"]
+    np.testing.assert_allclose(np.asarray(mlm(inputs))[real], ref_logits[real], atol=5e-4)
+    # Saving writes the same arrays back under the same names.
+    saved = wm.to_tensors(entries)
+    assert sorted(saved) == sorted(weights)
+    for name, value in weights.items():
+        np.testing.assert_allclose(saved[name], value, atol=1e-6, err_msg=name)
+    with pytest.raises(ValueError, match="pooler.dense.weight.*shape"):
+        wm.collect(entries, {**weights, "pooler.dense.weight": np.zeros((3, 3), "float32")}, {}, {}, "c")
+    with pytest.raises(ValueError, match="missing 1 weight.*attention.output.dense.bias"):
+        wm.collect(
+            entries,
+            {k: v for k, v in weights.items() if k != "encoder.layer.1.attention.output.dense.bias"},
+            {},
+            {},
+            "c",
+        )
+
+
+def test_bert_base_mapping_covers_every_weight_once():
+    """The HuggingFace names of bert_base fill every variable exactly once; their
+    shapes add up to the published 109,482,240 parameters."""
+    from keras_tfm.checkpoints import bert as bert_checkpoint
+    from keras_tfm.models import bert_encoder
+
+    bert = bert_encoder("bert_base", kernel_initializer="zeros", embeddings_initializer="zeros")
+    entries = bert_checkpoint.entries(bert)
+    variables = [v for e in entries for v in e.variables]
+    assert len(entries) == len(variables) == len(bert.weights) == 5 + 16 * 12 + 2
+    assert {id(v) for v in variables} == {id(v) for v in bert.weights}
+    assert sum(int(np.prod(e.shape)) for e in entries) == bert.count_params() == 109_482_240
+    assert "encoder.layer.11.attention.self.query.weight" in {e.name for e in entries}
+    for e in entries:
+        converted = e.to_model(np.zeros(e.shape, "float32"))
+        assert [tuple(a.shape) for a in converted] == [tuple(v.shape) for v in e.variables], e.name

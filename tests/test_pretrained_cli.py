@@ -22,7 +22,7 @@ def run(*argv):
 def test_embed_prints_unit_vectors_equal_to_the_library(capsys):
     from keras_tfm.checkpoints import sentence_encoder
     from keras_tfm.checkpoints.pretrained import pretrained_tokenizer
-    from keras_tfm.models.sentence_encoder import embed_texts
+    from keras_tfm.data.text_batches import embed_texts
 
     texts = ["the quick brown fox", "a funny film , not bad"]
     assert run("embed", "--checkpoint", TINY_BERT, *texts) == 0

@@ -19,7 +19,7 @@ def run_embed(args):
     if not texts:
         raise usage.UsageError("TEXTS", "give at least one text (arguments or lines on stdin)")
     from keras_tfm.checkpoints import sentence_encoder
-    from keras_tfm.models.sentence_encoder import embed_texts
+    from keras_tfm.data.text_batches import embed_texts
     from keras_tfm.tokenizers import WordPieceTokenizer
 
     try:

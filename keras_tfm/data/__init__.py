@@ -7,7 +7,7 @@ One module per step:
     seq2seq_batches  seq2seq_pairs                     teacher-forcing batches (source, [BOS] y, y [EOS])
     padding          pad_and_batch, bucket_by_length   batches of variable-length examples
     mlm_masking      mlm_mask                          BERT's masked-language-model corruption
-    text_batches     encode_texts, LengthBucketedBatches   length-bucketed BERT batches (a PyDataset)
+    text_batches     encode_texts, LengthBucketedBatches, embed_texts   length-bucketed BERT batches
     dataset_common   what the pipelines share: seeds, integer checks, the finish
                      (autotuning off, a small prefetch)
     loaders          TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
@@ -34,7 +34,7 @@ from keras_tfm.data.loaders import (  # noqa: E402
 from keras_tfm.data.mlm_masking import mlm_mask  # noqa: E402
 from keras_tfm.data.padding import bucket_by_length, pad_and_batch  # noqa: E402
 from keras_tfm.data.seq2seq_batches import seq2seq_pairs  # noqa: E402
-from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts  # noqa: E402
+from keras_tfm.data.text_batches import LengthBucketedBatches, embed_texts, encode_texts  # noqa: E402
 from keras_tfm.data.tokenization import tokenize_dataset  # noqa: E402
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "pad_and_batch",
     "bucket_by_length",
     "mlm_mask",
+    "embed_texts",
     "encode_texts",
     "LengthBucketedBatches",
     "load_tiny_shakespeare",

@@ -6,8 +6,8 @@
 Sentences of similar length go into the same batch and each batch is padded
 only to its longest sentence, so a model sees far less padding than with a
 fixed `max_length` (SST-2: mean ≈ 25 WordPiece tokens against 64). Used by
-fine-tuning (`keras_tfm.recipes.finetune`) and sentence embedding
-(`keras_tfm.models.sentence_encoder.embed_texts`).
+fine-tuning (`keras_tfm.recipes.finetune`) and sentence embedding (`embed_texts`:
+a `SentenceEncoder` over a list of texts).
 """
 
 from collections.abc import Sequence
@@ -107,3 +107,26 @@ class LengthBucketedBatches(keras.utils.PyDataset):
     def on_epoch_end(self) -> None:
         if self.shuffle:
             self._make_batches()
+
+
+def embed_texts(model, tokenizer, texts, max_length=256, batch_size=64):
+    """Embeddings of `texts` with a `SentenceEncoder` (batched by length, in input order).
+
+    Args:
+        model: a `SentenceEncoder` (e.g. `keras_tfm.checkpoints.sentence_encoder(path)`).
+        tokenizer: its tokenizer (`WordPieceTokenizer.from_pretrained(path)`).
+        texts: list of str.
+        max_length: longer texts are truncated (sentence-transformers'
+            `max_seq_length`, 256 for all-MiniLM-L6-v2).
+        batch_size: texts per forward pass.
+
+    Returns:
+        float32 NumPy array `(len(texts), d_model)`.
+    """
+    rows = encode_texts(tokenizer, texts, max_length)
+    batches = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=tokenizer.pad_id)
+    out = np.zeros((len(rows), int(model.output.shape[-1])), np.float32)
+    for i in range(len(batches)):
+        # predict_on_batch runs Keras's compiled predict function (shape-relaxed, traced once).
+        out[batches.batches[i]] = np.asarray(model.predict_on_batch(batches[i]), np.float32)
+    return out

@@ -2,6 +2,7 @@
 
     export_for_serving(model, "saved_models/NAME", tokenizer=...)   → saved_models/NAME/VERSION/
     load_served(path, version=None)                                 → tf.saved_model.load(...) (no keras)
+    call_signature(loaded, name, **inputs)                          → numpy outputs (strings as str)
 
 See `keras_tfm.export.exporter.export_for_serving` for the signatures.
 """
@@ -10,12 +11,19 @@ from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.export", backend_too=True)
 
-from keras_tfm.export.client import latest_version, load_served, resolve_version_dir  # noqa: F401
-from keras_tfm.export.exporter import KINDS, detect_kind, export_for_serving, list_versions  # noqa: F401
+from keras_tfm.export.client import (
+    call_signature,
+    latest_version,
+    list_versions,
+    load_served,
+    resolve_version_dir,
+)
+from keras_tfm.export.exporter import KINDS, detect_kind, export_for_serving
 from keras_tfm.export.warmup import read_warmup_requests  # noqa: F401
 
 __all__ = [
     "KINDS",
+    "call_signature",
     "detect_kind",
     "export_for_serving",
     "latest_version",

@@ -1,15 +1,14 @@
 """`TransformerModel`: the base class of the model classes (`GPT`, `BertEncoder`, ...).
 
 KerasHub's Backbone idea: a model is a *functional* `keras.Model` subclass.
-Its constructor takes the hyperparameters, creates the layers, keeps them as
-attributes (`token_embedding`, `blocks`, `final_norm`, `head`, ...), wires them
-into a functional graph and hands the graph to `keras.Model.__init__`. So a
-model is at the same time
+Its constructor takes the hyperparameters as named arguments, checks them,
+creates the layers, keeps them as attributes (`token_embedding`, `blocks`,
+`final_norm`, `head`, ...), wires them into a functional graph and hands the
+graph to `keras.Model.__init__`. So a model is at the same time
 
 * a plain functional model: `fit`, `predict`, mixed precision, XLA,
   distribution strategies, `clone_model` and `.keras` saving work unchanged;
-  the layers and their names are those of the graph, so the weights file has
-  the same layout as before the classes existed;
+  the layers and their names are those of the graph;
 * an object: other packages (generation, export, inspection, checkpoint
   mappings) use its attributes and methods, never layer names.
 
@@ -22,6 +21,8 @@ every model class; the LoRA options are saved with the config.
 """
 
 import keras
+
+from keras_tfm.models import lora
 
 
 def serialize_option(value):
@@ -38,28 +39,31 @@ def serialize_option(value):
 class TransformerModel(keras.Model):
     """Base of the keras_tfm model classes: stores the constructor arguments.
 
-    Subclasses call `self._init_model(inputs, outputs, name, config)` at the end
-    of their constructor (after creating their layers as local variables) and
+    Subclasses call `self._init_model(inputs, outputs, name, config)` once
+    their layers are created and wired (as local variables), with `config` the
+    dict of their constructor arguments (checked values, each by name), and
     assign their layer attributes after it.
     """
 
     def _init_model(self, inputs, outputs, name, config, **kwargs):
+        """`keras.Model.__init__` on the functional graph `inputs` → `outputs`;
+        stores `config` (the constructor arguments) for `get_config`."""
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self._model_config = {key: serialize_option(value) for key, value in config.items()}
 
     @property
-    def config(self):
+    def config(self) -> dict:
         """The constructor arguments (hyperparameters) as a new dict."""
         return dict(self._model_config)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = {"name": self.name, "trainable": self.trainable, **self.config}
         if getattr(self, "_lora", None):
             config["lora"] = dict(self._lora)
         return config
 
     @classmethod
-    def from_config(cls, config, custom_objects=None):
+    def from_config(cls, config: dict, custom_objects=None) -> "TransformerModel":
         config = dict(config)
         lora = config.pop("lora", None)
         model = cls(**config)
@@ -68,7 +72,7 @@ class TransformerModel(keras.Model):
         return model
 
     # ------------------------------------------------------------------ LoRA
-    def enable_lora(self, rank, target=("query", "value"), alpha=None):
+    def enable_lora(self, rank: int, target=lora.DEFAULT_TARGET, alpha: float | None = None) -> None:
         """Low-rank adaptation: `W → W + (α/r)·A·B` on the `target` projections
         (Keras's `layer.enable_lora`), every other weight frozen.
 
@@ -81,19 +85,15 @@ class TransformerModel(keras.Model):
         Raises:
             ValueError: bad rank/target, or LoRA already enabled.
         """
-        from keras_tfm.models import lora
-
         self._lora = lora.enable_lora(self, rank, target, alpha)
         self.lora_weights = lora.LoraWeights(
             lora.target_layers(self, self._lora["target"]), name="lora_weights"
         )
 
-    def merge_lora(self):
+    def merge_lora(self) -> None:
         """Folds the LoRA updates into the kernels (in place) and turns LoRA
         off: the model computes the same outputs with plain projections, ready
         for `export_for_serving`; every weight is trainable again."""
-        from keras_tfm.models import lora
-
         if not getattr(self, "_lora", None):
             raise ValueError("`merge_lora()` needs LoRA enabled first (`enable_lora(rank)`).")
         lora.merge_lora(self, self._lora["target"])

@@ -10,30 +10,31 @@
 (dict): `token_ids`, `segment_ids`, `padding_mask` (int32 (B, T), padding_mask
 1 = real token). Outputs (dict): `sequence_output` (B, T, d), `pooled_output`
 (B, d). The heads (masked LM, sequence and token classifiers) are in
-`keras_tfm.models.bert_tasks`, the checkpoint mapping in
-`keras_tfm.models.bert_weights`.
+`keras_tfm.models.bert_tasks`; HuggingFace checkpoints load with
+`keras_tfm.checkpoints.from_pretrained`.
 """
 
 import keras
 
-from keras_tfm.layers.initializers import clone_initializers
-from keras_tfm.layers.transformer_block import TransformerBlock
+from keras_tfm.checks import check_bool, check_choice, check_rate
+from keras_tfm.layers import ATTENTION_IMPLS
+from keras_tfm.layers.feed_forward import ACTIVATIONS
+from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
 from keras_tfm.models.parts import (
-    builder_signature,
+    check_epsilon,
+    check_head_sizes,
+    check_required,
+    check_size,
     initializer,
+    make_blocks,
     make_embedding,
-    make_final_norm,
     make_norm,
-    preset_options,
-    resolve_architecture,
-    set_size_attributes,
+    split_position,
     truncated_normal,
 )
-from keras_tfm.models.presets import BERT_SIZES, SIZES
-
-BERT_REQUIRED = SIZES[:5]
+from keras_tfm.models.presets import preset_options
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -80,45 +81,74 @@ class BertEncoder(TransformerModel):
 
     def __init__(
         self,
-        vocabulary_size,
-        max_length,
-        num_layers,
-        num_heads,
-        d_model,
-        num_segments=2,
-        d_ff=None,
-        dropout=0.0,
-        attention_dropout=None,
-        position="learned",
-        norm_first=False,
-        activation="gelu",
-        layer_norm_epsilon=1e-12,
-        norm="layer",
-        use_bias=True,
-        key_dim=None,
-        num_key_value_heads=None,
-        rope_max_wavelength=10000.0,
-        attention_impl="auto",
-        attention_options=None,
+        vocabulary_size: int,
+        max_length: int,
+        num_layers: int,
+        num_heads: int,
+        d_model: int,
+        num_segments: int = 2,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float | None = None,
+        position: str | None = "learned",
+        norm_first: bool = False,
+        activation: str = "gelu",
+        layer_norm_epsilon: float = 1e-12,
+        norm: str = "layer",
+        use_bias: bool = True,
+        key_dim: int | None = None,
+        num_key_value_heads: int | None = None,
+        rope_max_wavelength: float = 10000.0,
+        attention_impl: str = "auto",
+        attention_options: dict | None = None,
         embeddings_initializer=None,
         kernel_initializer=None,
         dtype=None,
-        name="bert",
+        name: str = "bert",
         **kwargs,
     ):
-        num_segments = 2 if num_segments is None else num_segments
-        o, embedding_position, blocks_kwargs = resolve_architecture(
-            "bert", locals(), BERT_REQUIRED, truncated_normal(0.02)
+        # === Arguments ===
+        check_required(
+            "bert",
+            vocabulary_size=vocabulary_size,
+            max_length=max_length,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_model=d_model,
         )
-        d, eps, dtype = o["d_model"], o["layer_norm_epsilon"], o["dtype"]
+        vocabulary_size = check_size("vocabulary_size", vocabulary_size)
+        max_length = check_size("max_length", max_length)
+        num_segments = check_size("num_segments", 2 if num_segments is None else num_segments)
+        num_layers = check_size("num_layers", num_layers)
+        num_heads = check_size("num_heads", num_heads)
+        d_model = check_size("d_model", d_model)
+        d_ff = 4 * d_model if d_ff is None else check_size("d_ff", d_ff)
+        dropout = check_rate("dropout", 0.0 if dropout is None else dropout)
+        if attention_dropout is not None:
+            check_rate("attention_dropout", attention_dropout)
+        check_choice("activation", activation, ACTIVATIONS)
+        check_choice("attention_impl", attention_impl, sorted(ATTENTION_IMPLS))
+        check_choice("norm", norm, NORMS)
+        embedding_position, attention_position = split_position(position)
+        layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
+        norm_first = check_bool("norm_first", norm_first)
+        use_bias = check_bool("use_bias", use_bias)
+        check_head_sizes(d_model, num_heads, key_dim, attention_position)
 
         # === Layers ===
+        block_initializer = initializer(kernel_initializer, truncated_normal(0.02), "blocks")
         embedding = make_embedding(
-            o, o["vocabulary_size"], embedding_position, truncated_normal(0.02), "embedding"
+            vocabulary_size=vocabulary_size,
+            d_model=d_model,
+            max_length=max_length,
+            position=embedding_position,
+            embeddings_initializer=initializer(embeddings_initializer, truncated_normal(0.02), "embedding"),
+            dtype=dtype,
+            name="embedding",
         )
         segment_embedding = keras.layers.Embedding(
-            o["num_segments"],
-            d,
+            num_segments,
+            d_model,
             embeddings_initializer=initializer(
                 embeddings_initializer, truncated_normal(0.02), "segment_embedding"
             ),
@@ -126,21 +156,36 @@ class BertEncoder(TransformerModel):
             name="segment_embedding",
         )
         embedding_add = keras.layers.Add(dtype=dtype, name="embedding_add")
-        embedding_norm = make_norm(o["norm"], eps, dtype, "embedding_norm")
-        embedding_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="embedding_dropout")
-        blocks = [
-            TransformerBlock(
-                causal=False,
-                cross_attention=False,
-                name=f"encoder_block_{i}",
-                **clone_initializers(blocks_kwargs, i),
-            )
-            for i in range(o["num_layers"])
-        ]
-        final_norm = make_final_norm(o, "final_norm")
+        embedding_norm = make_norm(norm, layer_norm_epsilon, dtype, "embedding_norm")
+        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+        blocks = make_blocks(
+            "encoder_block",
+            num_layers,
+            causal=False,
+            cross_attention=False,
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm=norm,
+            use_bias=use_bias,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            position=attention_position,
+            rope_max_wavelength=rope_max_wavelength,
+            attention_impl=attention_impl,
+            attention_options=attention_options,
+            kernel_initializer=block_initializer,
+            dtype=dtype,
+        )
+        final_norm = make_norm(norm, layer_norm_epsilon, dtype, "final_norm") if norm_first else None
         cls_token = SequencePooling("cls", dtype=dtype, name="cls_token")
         pooler = keras.layers.Dense(
-            d,
+            d_model,
             activation="tanh",
             kernel_initializer=initializer(kernel_initializer, truncated_normal(0.02), "pooler"),
             dtype=dtype,
@@ -159,7 +204,35 @@ class BertEncoder(TransformerModel):
             x = final_norm(x)
         pooled = pooler(cls_token(x))
         inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        self._init_model(inputs, {"sequence_output": x, "pooled_output": pooled}, name, o, **kwargs)
+        outputs = {"sequence_output": x, "pooled_output": pooled}
+
+        # === Config: the constructor arguments, checked (get_config) ===
+        config = dict(
+            vocabulary_size=vocabulary_size,
+            max_length=max_length,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_model=d_model,
+            num_segments=num_segments,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            position=position,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm=norm,
+            use_bias=use_bias,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            rope_max_wavelength=rope_max_wavelength,
+            attention_impl=attention_impl,
+            attention_options=attention_options,
+            embeddings_initializer=embeddings_initializer,
+            kernel_initializer=kernel_initializer,
+            dtype=dtype,
+        )
+        self._init_model(inputs, outputs, name, config, **kwargs)
 
         # === Parts ===
         self.embedding = embedding
@@ -173,14 +246,21 @@ class BertEncoder(TransformerModel):
         self.final_norm = final_norm
         self.cls_token = cls_token
         self.pooler = pooler
-        set_size_attributes(
-            self, o, ("vocabulary_size", "max_length", "num_segments", "num_layers", "dropout", "activation")
-        )
-        self.layer_norm_epsilon = eps
-        self.norm = o["norm"]
+        self.vocabulary_size = vocabulary_size
+        self.max_length = max_length
+        self.num_segments = num_segments
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.num_key_value_heads = num_key_value_heads or num_heads
+        self.d_model = d_model
+        self.head_dim = key_dim or d_model // num_heads
+        self.dropout = dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.norm = norm
 
     @property
-    def encoder_blocks(self):
+    def encoder_blocks(self) -> list:
         """The `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 
@@ -192,22 +272,23 @@ class BertEncoder(TransformerModel):
         return self.embedding_norm(x)
 
 
-def bert_encoder(preset=None, **options):
+def bert_encoder(preset: str | None = None, **options) -> BertEncoder:
     """Builds the BERT encoder (published architecture by default).
 
     Args:
         preset: None or one of `list_presets("bert")` ("tiny", "bert_base",
             "bert_large"); explicit arguments override the preset's.
         **options: the arguments of `BertEncoder` (sizes required unless the
-            preset gives them; `num_segments`: preset or 2; `dropout`:
-            preset or 0).
+            preset gives them; a size given as None is not given;
+            `num_segments`: preset or 2; `dropout`: preset or 0).
 
     Returns:
         A `BertEncoder` (functional `keras.Model`): dict inputs {"token_ids",
         "segment_ids", "padding_mask"} → dict outputs {"sequence_output",
         "pooled_output"}.
+
+    Raises:
+        ValueError: unknown preset or option value, missing or inconsistent
+            sizes. TypeError: unknown keyword.
     """
-    return BertEncoder(**preset_options(BertEncoder, "bert", preset, options, BERT_SIZES))
-
-
-bert_encoder.__signature__ = builder_signature(BertEncoder, BERT_SIZES)
+    return BertEncoder(**preset_options(BertEncoder, "bert", preset, options))

@@ -20,7 +20,7 @@ from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
-from keras_tfm.models.parts import check_vocabulary, make_norm, tokenizer_vocabulary_size, truncated_normal
+from keras_tfm.models.parts import make_norm, truncated_normal
 
 #: Encoder parts every head model exposes as its own attributes.
 ENCODER_PARTS = (
@@ -54,12 +54,13 @@ class BertTask(TransformerModel):
         object.__setattr__(self, "_encoder", encoder)
 
     @property
-    def encoder(self):
+    def encoder(self) -> BertEncoder:
         """The `BertEncoder` this model is built on (its layers are shared)."""
         return self._encoder
 
     @property
-    def encoder_blocks(self):
+    def encoder_blocks(self) -> list:
+        """The encoder's `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 
 
@@ -70,8 +71,6 @@ def as_encoder(encoder):
     if not isinstance(encoder, BertEncoder):
         raise TypeError(
             f"`encoder` must be a keras_tfm BertEncoder (from `bert_encoder`); received {type(encoder).__name__}."
-            " A model saved before the model classes existed: convert it with"
-            " `keras_tfm.models.from_functional(model)`."
         )
     return encoder
 
@@ -108,7 +107,7 @@ class BertMaskedLM(BertTask):
         `mlm_transform_norm`, `mlm_output_bias`; `pooler` is None (not used).
     """
 
-    def __init__(self, encoder, name="bert_masked_lm", **kwargs):
+    def __init__(self, encoder: BertEncoder, name: str = "bert_masked_lm", **kwargs):
         encoder = as_encoder(encoder)
         dtype = encoder.blocks[0].dtype_policy
         # BERT's transform uses the encoder's hidden activation (exact GELU);
@@ -162,7 +161,15 @@ class BertClassifier(BertTask):
         `num_classes`, `pooling`.
     """
 
-    def __init__(self, encoder, num_classes, pooling="cls", dropout=None, name="bert_classifier", **kwargs):
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        pooling: str = "cls",
+        dropout: float | None = None,
+        name: str = "bert_classifier",
+        **kwargs,
+    ):
         encoder = as_encoder(encoder)
         pooling = check_choice("pooling", pooling, POOLINGS)
         num_classes = check_positive_int("num_classes", num_classes)
@@ -206,7 +213,14 @@ class BertTokenClassifier(BertTask):
         `num_classes`; `pooler` is None (not used).
     """
 
-    def __init__(self, encoder, num_classes, dropout=None, name="bert_token_classifier", **kwargs):
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        dropout: float | None = None,
+        name: str = "bert_token_classifier",
+        **kwargs,
+    ):
         encoder = as_encoder(encoder)
         num_classes = check_positive_int("num_classes", num_classes)
         dropout = _head_dropout(encoder, dropout)
@@ -226,6 +240,38 @@ class BertTokenClassifier(BertTask):
 
 
 # ------------------------------------------------------------------ builders
+def tokenizer_vocabulary_size(tokenizer):
+    """Vocabulary size of a tokenizer-like object (`vocabulary_size()` /
+    `vocabulary_size` / `vocab_size` / `len()`), or an int."""
+    if tokenizer is None:
+        return None
+    if isinstance(tokenizer, int) and not isinstance(tokenizer, bool):
+        return tokenizer
+    for attr in ("vocabulary_size", "vocab_size"):
+        value = getattr(tokenizer, attr, None)
+        if callable(value):
+            value = value()
+        if value is not None:
+            return int(value)
+    try:
+        return len(tokenizer)
+    except TypeError:
+        raise TypeError(f"Cannot read a vocabulary size from tokenizer {tokenizer!r}.") from None
+
+
+def check_vocabulary(model_vocabulary_size, tokenizer=None, vocabulary_size=None, what="model"):
+    """Raises a ValueError if a tokenizer / expected vocabulary disagrees."""
+    for source, value in (
+        ("tokenizer", tokenizer_vocabulary_size(tokenizer)),
+        ("vocabulary_size", vocabulary_size),
+    ):
+        if value is not None and value != model_vocabulary_size:
+            raise ValueError(
+                f"Vocabulary mismatch: the {what} has vocabulary_size={model_vocabulary_size} but the {source} "
+                f"has {value}."
+            )
+
+
 def _encoder_from(encoder, encoder_kwargs, tokenizer=None, vocabulary_size=None):
     """A `BertEncoder` from an encoder, a preset name or None (+ options).
 
@@ -251,8 +297,13 @@ def _encoder_from(encoder, encoder_kwargs, tokenizer=None, vocabulary_size=None)
 
 
 def bert_masked_lm(
-    encoder=None, *, tokenizer=None, vocabulary_size=None, name="bert_masked_lm", **encoder_kwargs
-):
+    encoder: BertEncoder | str | None = None,
+    *,
+    tokenizer=None,
+    vocabulary_size: int | None = None,
+    name: str = "bert_masked_lm",
+    **encoder_kwargs,
+) -> BertMaskedLM:
     """BERT masked-language-model pretraining model (see `BertMaskedLM`).
 
     Args:
@@ -272,16 +323,16 @@ def bert_masked_lm(
 
 
 def bert_classifier(
-    encoder=None,
-    num_classes=None,
+    encoder: BertEncoder | str | None = None,
+    num_classes: int | None = None,
     *,
-    pooling="cls",
-    dropout=None,
+    pooling: str = "cls",
+    dropout: float | None = None,
     tokenizer=None,
-    vocabulary_size=None,
-    name="bert_classifier",
+    vocabulary_size: int | None = None,
+    name: str = "bert_classifier",
     **encoder_kwargs,
-):
+) -> BertClassifier:
     """Sequence classifier on a BERT encoder (see `BertClassifier`).
 
     Args:
@@ -304,16 +355,30 @@ def bert_classifier(
 
 
 def bert_token_classifier(
-    encoder=None,
-    num_classes=None,
+    encoder: BertEncoder | str | None = None,
+    num_classes: int | None = None,
     *,
-    dropout=None,
+    dropout: float | None = None,
     tokenizer=None,
-    vocabulary_size=None,
-    name="bert_token_classifier",
+    vocabulary_size: int | None = None,
+    name: str = "bert_token_classifier",
     **encoder_kwargs,
-):
-    """Per-token classifier on a BERT encoder (see `BertTokenClassifier`)."""
+) -> BertTokenClassifier:
+    """Per-token classifier on a BERT encoder (see `BertTokenClassifier`).
+
+    Args:
+        encoder: a `BertEncoder`, a preset name or None (+ kwargs).
+        num_classes: number of classes (>= 1).
+        dropout: classifier dropout (defaults to the encoder's dropout).
+        tokenizer / vocabulary_size: encoder options when the encoder is
+            built here; else they must match the encoder's vocabulary.
+        name: model name.
+        **encoder_kwargs: `bert_encoder` options when `encoder` is not a model.
+
+    Returns:
+        A `BertTokenClassifier`: encoder inputs → float32 `logits`
+        (B, T, num_classes).
+    """
     check_positive_int("num_classes", num_classes)
     encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
     return BertTokenClassifier(encoder, num_classes, dropout=dropout, name=name)

@@ -9,34 +9,35 @@
 `keras.Model` subclass whose parts are attributes (see `GPT`). The graph's
 inputs are `token_ids` (and `padding_mask` with `with_padding_mask=True`), its
 layers are named `embedding`, `embedding_dropout`, `decoder_block_{i}`,
-`final_norm`, `lm_head` and the float32 output `logits` (B, T, V), as before
-the class existed, so `.keras` files of either kind hold the same weights.
+`final_norm`, `lm_head` and the float32 output `logits` (B, T, V); the
+checkpoint converters and `.keras` files rely on these names.
 """
 
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool
-from keras_tfm.layers.initializers import clone_initializers
-from keras_tfm.layers.transformer_block import TransformerBlock
+from keras_tfm.checks import check_bool, check_choice, check_rate
+from keras_tfm.layers import ATTENTION_IMPLS
+from keras_tfm.layers.feed_forward import ACTIVATIONS
+from keras_tfm.layers.output_head import OutputHead
+from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.parts import (
     block_caches,
-    builder_signature,
     cache_positions,
+    check_epsilon,
+    check_head_sizes,
+    check_required,
+    check_size,
+    initializer,
+    make_blocks,
     make_embedding,
-    make_final_norm,
-    make_lm_head,
+    make_norm,
     normal,
-    preset_options,
-    resolve_architecture,
-    set_size_attributes,
+    split_position,
     zero_caches,
 )
-from keras_tfm.models.presets import SIZES
-
-GPT_SIZES = SIZES
-GPT_REQUIRED = SIZES[:5]
+from keras_tfm.models.presets import preset_options
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -97,65 +98,116 @@ class GPT(TransformerModel):
 
     def __init__(
         self,
-        vocabulary_size,
-        max_length,
-        num_layers,
-        num_heads,
-        d_model,
-        d_ff=None,
-        dropout=0.0,
-        attention_dropout=None,
-        position="learned",
-        norm_first=True,
-        activation="gelu_tanh",
-        layer_norm_epsilon=1e-5,
-        norm="layer",
-        tie_embeddings=True,
-        use_bias=True,
-        lm_head_use_bias=False,
-        key_dim=None,
-        num_key_value_heads=None,
-        rope_max_wavelength=10000.0,
-        attention_impl="auto",
-        attention_options=None,
-        with_padding_mask=False,
+        vocabulary_size: int,
+        max_length: int,
+        num_layers: int,
+        num_heads: int,
+        d_model: int,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float | None = None,
+        position: str | None = "learned",
+        norm_first: bool = True,
+        activation: str = "gelu_tanh",
+        layer_norm_epsilon: float = 1e-5,
+        norm: str = "layer",
+        tie_embeddings: bool = True,
+        use_bias: bool = True,
+        lm_head_use_bias: bool = False,
+        key_dim: int | None = None,
+        num_key_value_heads: int | None = None,
+        rope_max_wavelength: float = 10000.0,
+        attention_impl: str = "auto",
+        attention_options: dict | None = None,
+        with_padding_mask: bool = False,
         embeddings_initializer=None,
         kernel_initializer=None,
         dtype=None,
-        name="gpt",
+        name: str = "gpt",
         **kwargs,
     ):
-        o, embedding_position, blocks_kwargs = resolve_architecture(
-            "gpt", locals(), GPT_REQUIRED, normal(0.02)
+        # === Arguments ===
+        check_required(
+            "gpt",
+            vocabulary_size=vocabulary_size,
+            max_length=max_length,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_model=d_model,
         )
-
-        dtype = o["dtype"]
+        vocabulary_size = check_size("vocabulary_size", vocabulary_size)
+        max_length = check_size("max_length", max_length)
+        num_layers = check_size("num_layers", num_layers)
+        num_heads = check_size("num_heads", num_heads)
+        d_model = check_size("d_model", d_model)
+        d_ff = 4 * d_model if d_ff is None else check_size("d_ff", d_ff)
+        dropout = check_rate("dropout", 0.0 if dropout is None else dropout)
+        if attention_dropout is not None:
+            check_rate("attention_dropout", attention_dropout)
+        check_choice("activation", activation, ACTIVATIONS)
+        check_choice("attention_impl", attention_impl, sorted(ATTENTION_IMPLS))
+        check_choice("norm", norm, NORMS)
+        embedding_position, attention_position = split_position(position)
+        layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
+        norm_first = check_bool("norm_first", norm_first)
+        use_bias = check_bool("use_bias", use_bias)
+        check_head_sizes(d_model, num_heads, key_dim, attention_position)
+        tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
+        lm_head_use_bias = check_bool("lm_head_use_bias", lm_head_use_bias)
+        with_padding_mask = check_bool("with_padding_mask", with_padding_mask)
 
         # === Layers ===
-        embedding = make_embedding(o, o["vocabulary_size"], embedding_position, normal(0.02), "embedding")
-        embedding_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="embedding_dropout")
-        blocks = [
-            TransformerBlock(
-                causal=True,
-                cross_attention=False,
-                name=f"decoder_block_{i}",
-                **clone_initializers(blocks_kwargs, i),
-            )
-            for i in range(o["num_layers"])
-        ]
-        final_norm = make_final_norm(o, "final_norm")
-        o.update(
-            tie_embeddings=check_bool("tie_embeddings", o["tie_embeddings"]),
-            lm_head_use_bias=check_bool("lm_head_use_bias", o["lm_head_use_bias"]),
-            with_padding_mask=check_bool("with_padding_mask", o["with_padding_mask"]),
+        block_initializer = initializer(kernel_initializer, normal(0.02), "blocks")
+        embedding = make_embedding(
+            vocabulary_size=vocabulary_size,
+            d_model=d_model,
+            max_length=max_length,
+            position=embedding_position,
+            embeddings_initializer=initializer(embeddings_initializer, normal(0.02), "embedding"),
+            dtype=dtype,
+            name="embedding",
         )
-        head = make_lm_head(o, o["vocabulary_size"], normal(0.02))
+        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+        blocks = make_blocks(
+            "decoder_block",
+            num_layers,
+            causal=True,
+            cross_attention=False,
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm=norm,
+            use_bias=use_bias,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            position=attention_position,
+            rope_max_wavelength=rope_max_wavelength,
+            attention_impl=attention_impl,
+            attention_options=attention_options,
+            kernel_initializer=block_initializer,
+            dtype=dtype,
+        )
+        final_norm = make_norm(norm, layer_norm_epsilon, dtype, "final_norm") if norm_first else None
+        head = None
+        if not tie_embeddings:
+            head = OutputHead(
+                vocabulary_size,
+                use_bias=lm_head_use_bias,
+                kernel_initializer=initializer(kernel_initializer, normal(0.02), "lm_head"),
+                dtype=dtype,
+                name="lm_head",
+            )
 
         # === Functional graph ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         padding_mask = None
         inputs = token_ids
-        if o["with_padding_mask"]:
+        if with_padding_mask:
             padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
             inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
         x = embedding_dropout(embedding(token_ids))
@@ -165,7 +217,36 @@ class GPT(TransformerModel):
             x = final_norm(x)
         logits = embedding(x, reverse=True) if head is None else head(x)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
-        self._init_model(inputs, logits, name, o, **kwargs)
+
+        # === Config: the constructor arguments, checked (get_config) ===
+        config = dict(
+            vocabulary_size=vocabulary_size,
+            max_length=max_length,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_model=d_model,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            position=position,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm=norm,
+            tie_embeddings=tie_embeddings,
+            use_bias=use_bias,
+            lm_head_use_bias=lm_head_use_bias,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            rope_max_wavelength=rope_max_wavelength,
+            attention_impl=attention_impl,
+            attention_options=attention_options,
+            with_padding_mask=with_padding_mask,
+            embeddings_initializer=embeddings_initializer,
+            kernel_initializer=kernel_initializer,
+            dtype=dtype,
+        )
+        self._init_model(inputs, logits, name, config, **kwargs)
 
         # === Parts ===
         self.embedding = embedding
@@ -175,14 +256,20 @@ class GPT(TransformerModel):
         self.blocks = blocks
         self.final_norm = final_norm
         self.head = head
-        self.tie_embeddings = o["tie_embeddings"]
-        set_size_attributes(self, o, ("vocabulary_size", "max_length", "num_layers"))
+        self.tie_embeddings = tie_embeddings
+        self.vocabulary_size = vocabulary_size
+        self.max_length = max_length
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.num_key_value_heads = num_key_value_heads or num_heads
+        self.d_model = d_model
+        self.head_dim = key_dim or d_model // num_heads
         # Key/value cache dtype of `init_caches` (None: the compute dtype); set
         # `model.cache_dtype = "bfloat16"` to decode with a half-size cache.
         self.cache_dtype = None
 
     @property
-    def decoder_blocks(self):
+    def decoder_blocks(self) -> list:
         """The `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 
@@ -207,7 +294,7 @@ class GPT(TransformerModel):
         logits = self.token_embedding(h, reverse=True) if self.head is None else self.head(h)
         return ops.cast(logits, "float32")
 
-    def init_caches(self, batch_size, length, dtype=None):
+    def init_caches(self, batch_size: int, length: int, dtype: str | None = None) -> list:
         """Zero key/value caches: a flat list `[keys_0, values_0, keys_1, ...]`,
         two tensors per block in the layout of `MultiHeadSelfAttention.init_cache`
         (keys `(batch, num_key_value_heads, head_dim, length)`, values `(batch,
@@ -218,7 +305,7 @@ class GPT(TransformerModel):
         dtype): e.g. "bfloat16" halves the bytes a decoding step reads; keys
         and values are rounded when written, attention runs in the compute dtype.
         """
-        return zero_caches(self, self.blocks, batch_size, length, dtype)
+        return zero_caches(self.blocks, batch_size, length, dtype or self.cache_dtype)
 
     def call_with_cache(
         self, token_ids, caches, cache_index, positions=None, padding_mask=None, last_only=False
@@ -249,7 +336,7 @@ class GPT(TransformerModel):
         return self.compute_logits(x), new_caches
 
 
-def gpt(preset=None, **options):
+def gpt(preset: str | None = None, **options) -> GPT:
     """Builds a decoder-only causal language model.
 
     Args:
@@ -261,7 +348,8 @@ def gpt(preset=None, **options):
             A preset sets sizes and, for the Llama ones, the layout options;
             explicit arguments override it.
         **options: the arguments of `GPT` (sizes required unless a preset
-            gives them; `dropout`: the preset's or 0).
+            gives them; a size given as None is not given; `dropout`: the
+            preset's or 0).
 
     Returns:
         A `GPT` (functional `keras.Model`) mapping int32 `token_ids` (B, T) to
@@ -271,7 +359,4 @@ def gpt(preset=None, **options):
         ValueError: unknown preset/position/activation/norm, missing or
             inconsistent sizes. TypeError: unknown keyword.
     """
-    return GPT(**preset_options(GPT, "gpt", preset, options, GPT_SIZES))
-
-
-gpt.__signature__ = builder_signature(GPT, GPT_SIZES)
+    return GPT(**preset_options(GPT, "gpt", preset, options))

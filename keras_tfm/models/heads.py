@@ -29,7 +29,7 @@ class SequencePooling(keras.layers.Layer):
             position counts (unless a Keras implicit mask is attached).
     """
 
-    def __init__(self, mode="cls", **kwargs):
+    def __init__(self, mode: str = "cls", **kwargs):
         super().__init__(**kwargs)
         self.mode = check_choice("pooling", mode, POOLINGS)
         self.supports_masking = True
@@ -70,7 +70,7 @@ class Bias(keras.layers.Layer):
     tied projection.
     """
 
-    def __init__(self, units, **kwargs):
+    def __init__(self, units: int, **kwargs):
         super().__init__(**kwargs)
         self.units = check_positive_int("units", units)
         self.supports_masking = True

@@ -15,78 +15,119 @@ weights inside attention ("relative") are not counted.
 import inspect
 
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
-from keras_tfm.models.gpt import GPT, GPT_SIZES
-from keras_tfm.models.parts import preset_options
+from keras_tfm.models.gpt import GPT
+from keras_tfm.models.parts import check_required
+from keras_tfm.models.presets import preset_options
 from keras_tfm.models.seq2seq import Seq2Seq, resolve_vocabularies, seq2seq_options
 
 
-def _with_defaults(model_class, options):
-    """`options` completed by the class defaults (d_ff = 4·d_model)."""
+def with_defaults(model_class, options):
+    """`options` completed by the defaults of `model_class`'s constructor."""
     merged = {
         name: parameter.default
         for name, parameter in inspect.signature(model_class).parameters.items()
         if parameter.default is not inspect.Parameter.empty
     }
     merged.update(options)
-    if merged.get("d_ff") is None:
-        merged["d_ff"] = 4 * merged["d_model"]
     return merged
 
 
-def block_num_params(o, cross_attention=False):
-    """Weights of one `TransformerBlock` with the options `o` (a model config)."""
-    d, ff, heads = o["d_model"], o["d_ff"], o["num_heads"]
-    head_dim = o.get("key_dim") or d // heads
-    inner, kv = heads * head_dim, (o.get("num_key_value_heads") or heads) * head_dim
-    bias = 1 if o.get("use_bias", True) else 0
-    attention = 2 * d * inner + 2 * d * kv + bias * (inner + 2 * kv + d)
-    gated = o.get("activation") in GATED_ACTIVATIONS
-    ffn = (3 if gated else 2) * d * ff + bias * ((2 if gated else 1) * ff + d)
-    norm = d if o.get("norm") == "rms" else 2 * d
+def norm_num_params(d_model, norm):
+    """Weights of one norm: γ, β (LayerNorm) or γ (RMSNorm)."""
+    return d_model if norm == "rms" else 2 * d_model
+
+
+def block_num_params(
+    d_model,
+    num_heads,
+    d_ff,
+    key_dim=None,
+    num_key_value_heads=None,
+    use_bias=True,
+    activation="relu",
+    norm="layer",
+    cross_attention=False,
+):
+    """Weights of one `TransformerBlock` with these options."""
+    head_dim = key_dim or d_model // num_heads
+    inner, kv = num_heads * head_dim, (num_key_value_heads or num_heads) * head_dim
+    bias = 1 if use_bias else 0
+    attention = 2 * d_model * inner + 2 * d_model * kv + bias * (inner + 2 * kv + d_model)
+    gated = activation in GATED_ACTIVATIONS
+    ffn = (3 if gated else 2) * d_model * d_ff + bias * ((2 if gated else 1) * d_ff + d_model)
     sublayers = 3 if cross_attention else 2
-    return sublayers * norm + ffn + attention * (2 if cross_attention else 1)
+    return sublayers * norm_num_params(d_model, norm) + ffn + attention * (2 if cross_attention else 1)
 
 
-def _final_norm(o):
-    if not o.get("norm_first"):
+def head_num_params(d_model, vocabulary_size, tie_embeddings, lm_head_use_bias):
+    """Weights of the untied output head (0 when tied)."""
+    if tie_embeddings:
         return 0
-    return o["d_model"] if o.get("norm") == "rms" else 2 * o["d_model"]
+    return vocabulary_size * d_model + (vocabulary_size if lm_head_use_bias else 0)
 
 
-def _head(o, vocabulary_size):
-    if o.get("tie_embeddings", True):
-        return 0
-    return vocabulary_size * o["d_model"] + (vocabulary_size if o.get("lm_head_use_bias") else 0)
-
-
-def gpt_num_params(preset=None, **options):
+def gpt_num_params(preset: str | None = None, **options) -> int:
     """Parameter count of `gpt(preset, **options)`, without building it.
 
     Example: `gpt_num_params("llama2_7b")` is 6,738,415,616.
     """
-    o = _with_defaults(GPT, preset_options(GPT, "gpt", preset, options, GPT_SIZES))
+    o = with_defaults(GPT, preset_options(GPT, "gpt", preset, options))
+    check_required(
+        "gpt",
+        vocabulary_size=o["vocabulary_size"],
+        max_length=o["max_length"],
+        num_layers=o["num_layers"],
+        num_heads=o["num_heads"],
+        d_model=o["d_model"],
+    )
     d, vocabulary = o["d_model"], o["vocabulary_size"]
+    block = block_num_params(
+        d_model=d,
+        num_heads=o["num_heads"],
+        d_ff=o["d_ff"] or 4 * d,
+        key_dim=o["key_dim"],
+        num_key_value_heads=o["num_key_value_heads"],
+        use_bias=o["use_bias"],
+        activation=o["activation"],
+        norm=o["norm"],
+    )
     embeddings = vocabulary * d + (o["max_length"] * d if o["position"] == "learned" else 0)
-    total = embeddings + o["num_layers"] * block_num_params(o) + _final_norm(o) + _head(o, vocabulary)
-    return int(total)
+    final_norm = norm_num_params(d, o["norm"]) if o["norm_first"] else 0
+    head = head_num_params(d, vocabulary, o["tie_embeddings"], o["lm_head_use_bias"])
+    return int(embeddings + o["num_layers"] * block + final_norm + head)
 
 
-def seq2seq_num_params(preset=None, **options):
+def seq2seq_num_params(preset: str | None = None, **options) -> int:
     """Parameter count of `seq2seq(preset, **options)`, without building it
     (shared or separate embeddings, learned positions add max_length·d per
     embedding, tied or untied output)."""
-    o = _with_defaults(Seq2Seq, seq2seq_options(preset, options))
-    src, tgt, shared = resolve_vocabularies(
+    o = with_defaults(Seq2Seq, seq2seq_options(preset, options))
+    check_required("seq2seq", max_length=o["max_length"], num_heads=o["num_heads"], d_model=o["d_model"])
+    source, target, shared = resolve_vocabularies(
         o["vocabulary_size"], o["source_vocabulary_size"], o["target_vocabulary_size"], o["share_embeddings"]
     )
     d = o["d_model"]
-    n_enc = o["num_encoder_layers"] or o["num_layers"]
-    n_dec = o["num_decoder_layers"] or o["num_layers"]
-    embeddings = src * d if shared else (src + tgt) * d
+    block_options = dict(
+        d_model=d,
+        num_heads=o["num_heads"],
+        d_ff=o["d_ff"] or 4 * d,
+        key_dim=o["key_dim"],
+        num_key_value_heads=o["num_key_value_heads"],
+        use_bias=o["use_bias"],
+        activation=o["activation"],
+        norm=o["norm"],
+    )
+    encoder_layers = o["num_encoder_layers"] or o["num_layers"]
+    decoder_layers = o["num_decoder_layers"] or o["num_layers"]
+    embeddings = source * d if shared else (source + target) * d
     if o["position"] == "learned":
         embeddings += o["max_length"] * d * (1 if shared else 2)
-    blocks = n_enc * block_num_params(o) + n_dec * block_num_params(o, cross_attention=True)
-    return int(embeddings + blocks + 2 * _final_norm(o) + _head(o, tgt))
+    blocks = encoder_layers * block_num_params(**block_options) + decoder_layers * block_num_params(
+        **block_options, cross_attention=True
+    )
+    final_norms = 2 * norm_num_params(d, o["norm"]) if o["norm_first"] else 0
+    head = head_num_params(d, target, o["tie_embeddings"], o["lm_head_use_bias"])
+    return int(embeddings + blocks + final_norms + head)
 
 
 __all__ = ["block_num_params", "gpt_num_params", "seq2seq_num_params"]

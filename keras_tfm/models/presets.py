@@ -1,8 +1,12 @@
-"""Named model sizes and the option-merging logic shared by all builders.
+"""Named model sizes, and how a builder merges one under its explicit options.
 
-Every builder takes a preset name and/or explicit keyword options. The
-resolution order is: builder defaults ← preset ← explicit keywords (an explicit
-`None` means "not given"). Unknown presets and unknown options raise.
+Every builder takes a preset name and/or explicit keyword options:
+
+    builder(preset, **options)  →  ModelClass(**preset_options(ModelClass, family, preset, options))
+
+The resolution order is: class defaults ← preset ← explicit keywords, where a
+size (`SIZE_OPTIONS`) given as None means "not given". Unknown presets and
+unknown options raise.
 
 Published sizes:
 
@@ -34,6 +38,7 @@ GPT-2 layout's 805,248 (d_ff 384 with three FFN matrices, 2 key/value heads).
 """
 
 import copy
+import inspect
 
 #: Columns of the size tables below (one row per preset).
 SIZES = ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model", "d_ff", "dropout")
@@ -95,7 +100,7 @@ PRESETS = {
 TRAINING_KEYS = ("label_smoothing",)
 
 
-def list_presets(family=None):
+def list_presets(family: str | None = None) -> list[str] | dict[str, list[str]]:
     """Preset names, for one family ("gpt", "bert", "seq2seq") or all of them."""
     if family is None:
         return {f: sorted(p) for f, p in PRESETS.items()}
@@ -108,7 +113,7 @@ def _check_family(family):
         raise ValueError(f"Unknown model family {family!r}; expected one of {sorted(PRESETS)}.")
 
 
-def get_preset(family, preset):
+def get_preset(family: str, preset: str) -> dict:
     """A copy of the options of `preset` for `family`.
 
     Raises:
@@ -122,51 +127,54 @@ def get_preset(family, preset):
     return copy.deepcopy(PRESETS[family][preset])
 
 
-def resolve_options(family, preset, defaults, given, required):
-    """Merges builder defaults, a preset and explicit options.
+#: Options a builder call may give as None to mean "not given" (the preset's
+#: value, else the class default, applies).
+SIZE_OPTIONS = BERT_SIZES + (
+    "source_vocabulary_size",
+    "target_vocabulary_size",
+    "num_encoder_layers",
+    "num_decoder_layers",
+)
 
-    Args:
-        family: preset family.
-        preset: preset name or None.
-        defaults: dict of builder defaults (also the set of known options).
-        given: dict of explicit options; `None` values mean "not given".
-        required: option names that must end up not None.
 
-    Returns:
-        The merged dict.
+def known_options(model_class):
+    """The keyword arguments `model_class` takes (its constructor's parameters)."""
+    return [
+        name
+        for name, parameter in inspect.signature(model_class).parameters.items()
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    ]
 
-    Raises:
-        TypeError: an option is not known to the builder.
-        ValueError: unknown preset, or a required option is missing.
-    """
-    unknown = sorted(set(given) - set(defaults))
+
+def check_known_options(model_class, options, what=None):
+    """`options` if `model_class` takes every one of them, else a TypeError
+    listing the unknown and the known ones (`what` names the models)."""
+    known = known_options(model_class)
+    unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(
-            f"Unknown option(s) {unknown} for {family} models; expected some of {sorted(defaults)}."
-        )
-    options = dict(defaults)
-    if preset is not None:
-        for key, value in get_preset(family, preset).items():
-            if key not in TRAINING_KEYS:
-                options[key] = value
-    for key, value in given.items():
-        if value is not None:
-            options[key] = value
-    missing = [k for k in required if options.get(k) is None]
-    if missing:
-        raise ValueError(
-            f"Missing {missing}: give them explicitly or pass a `preset` (one of {sorted(PRESETS[family])})."
+            f"Unknown option(s) {unknown} for {what or model_class.__name__}; expected some of {sorted(known)}."
         )
     return options
 
 
-def check_sizes(d_model, num_heads, key_dim=None, position=None):
-    """Raises a ValueError when attention sizes are inconsistent."""
-    for name, value in (("d_model", d_model), ("num_heads", num_heads)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"`{name}` must be a positive int; received {value!r}.")
-    if key_dim is None and d_model % num_heads:
-        raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
-    head_dim = key_dim or d_model // num_heads
-    if position == "rope" and head_dim % 2:
-        raise ValueError(f"position='rope' needs an even head size; d_model / num_heads = {head_dim}.")
+def preset_options(model_class, family, preset, options):
+    """The keyword arguments of `model_class` for `builder(preset, **options)`:
+    the preset's options (training keys left out), overridden by the explicit
+    ones. A size in `SIZE_OPTIONS` given as None is not given; any other
+    explicit value wins, None included. A required argument that neither
+    gives is passed as None, so the class names it in its "Missing" error.
+
+    Raises:
+        TypeError: an option `model_class` does not take.
+        ValueError: unknown preset.
+    """
+    check_known_options(model_class, options, f"{family} models")
+    merged = {}
+    if preset is not None:
+        merged = {k: v for k, v in get_preset(family, preset).items() if k not in TRAINING_KEYS}
+    merged.update({k: v for k, v in options.items() if v is not None or k not in SIZE_OPTIONS})
+    for name, parameter in inspect.signature(model_class).parameters.items():
+        if parameter.default is parameter.empty and parameter.kind is parameter.POSITIONAL_OR_KEYWORD:
+            merged.setdefault(name, None)
+    return merged

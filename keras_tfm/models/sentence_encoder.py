@@ -9,12 +9,14 @@
 As sentence-transformers computes it for checkpoints such as
 all-MiniLM-L6-v2 (`1_Pooling/config.json` picks the pooling, a `Normalize`
 module in `modules.json` the L2 normalisation). Cosine similarity of two
-normalised embeddings is their dot product.
+normalised embeddings is their dot product. `keras_tfm.data.text_batches.embed_texts`
+runs one over a list of texts.
 """
 
 import keras
 
 from keras_tfm.checks import check_bool, check_choice
+from keras_tfm.models.bert import BertEncoder
 from keras_tfm.models.bert_tasks import BertTask, as_encoder
 from keras_tfm.models.heads import POOLINGS, SequencePooling
 
@@ -39,7 +41,14 @@ class SentenceEncoder(BertTask):
         `pooling`, `normalize`; `pooler` is None (not used).
     """
 
-    def __init__(self, encoder, pooling="mean", normalize=True, name="sentence_encoder", **kwargs):
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        pooling: str = "mean",
+        normalize: bool = True,
+        name: str = "sentence_encoder",
+        **kwargs,
+    ):
         encoder = as_encoder(encoder)
         pooling = check_choice("pooling", pooling, POOLINGS)
         normalize = check_bool("normalize", normalize)
@@ -57,30 +66,3 @@ class SentenceEncoder(BertTask):
         self.normalization = normalization
         self.pooling = pooling
         self.normalize = normalize
-
-
-def embed_texts(model, tokenizer, texts, max_length=256, batch_size=64):
-    """Embeddings of `texts` with a `SentenceEncoder` (batched by length, in input order).
-
-    Args:
-        model: a `SentenceEncoder` (e.g. `keras_tfm.checkpoints.sentence_encoder(path)`).
-        tokenizer: its tokenizer (`WordPieceTokenizer.from_pretrained(path)`).
-        texts: list of str.
-        max_length: longer texts are truncated (sentence-transformers'
-            `max_seq_length`, 256 for all-MiniLM-L6-v2).
-        batch_size: texts per forward pass.
-
-    Returns:
-        float32 NumPy array `(len(texts), d_model)`.
-    """
-    import numpy as np
-
-    from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts
-
-    rows = encode_texts(tokenizer, texts, max_length)
-    batches = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=tokenizer.pad_id)
-    out = np.zeros((len(rows), int(model.output.shape[-1])), np.float32)
-    for i in range(len(batches)):
-        # predict_on_batch runs Keras's compiled predict function (shape-relaxed, traced once).
-        out[batches.batches[i]] = np.asarray(model.predict_on_batch(batches[i]), np.float32)
-    return out

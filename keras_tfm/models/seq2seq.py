@@ -18,34 +18,38 @@ the inputs `encoder_token_ids`, `decoder_token_ids` and the layers
 `embedding` (shared) or `encoder_embedding` + `decoder_embedding`,
 `encoder_embedding_dropout`, `decoder_embedding_dropout`, `encoder_block_{i}`,
 `decoder_block_{i}`, `encoder_final_norm` / `decoder_final_norm` (pre-norm),
-`lm_head` (untied) and the float32 output `logits` (B, T_target, V_target),
-as before the class existed. Cached decoding (greedy, sampling, beam search)
-is `keras_tfm.generation`; functions over a built model (its encoder half,
-layer names) are in `keras_tfm.models.seq2seq_helpers`, the analytic parameter
-count in `keras_tfm.models.param_counts`.
+`lm_head` (untied) and the float32 output `logits` (B, T_target, V_target).
+Cached decoding (greedy, sampling, beam search) is `keras_tfm.generation`, on
+the methods `encode`, `compute_cross_caches`, `init_caches` and
+`call_with_cache`; the analytic parameter count is in
+`keras_tfm.models.param_counts`.
 """
 
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool
-from keras_tfm.layers.initializers import clone_initializers
-from keras_tfm.layers.transformer_block import TransformerBlock
+from keras_tfm.checks import check_bool, check_choice, check_rate
+from keras_tfm.layers import ATTENTION_IMPLS
+from keras_tfm.layers.feed_forward import ACTIVATIONS
+from keras_tfm.layers.output_head import OutputHead
+from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.parts import (
     block_caches,
-    builder_signature,
     cache_positions,
+    check_epsilon,
+    check_head_sizes,
+    check_required,
+    check_size,
+    initializer,
+    make_blocks,
     make_embedding,
-    make_final_norm,
-    make_lm_head,
+    make_norm,
     normal,
-    preset_options,
-    resolve_architecture,
-    set_size_attributes,
+    split_position,
     zero_caches,
 )
-from keras_tfm.models.presets import SIZES
+from keras_tfm.models.presets import preset_options
 
 
 def resolve_vocabularies(vocabulary_size, source_vocabulary_size, target_vocabulary_size, share_embeddings):
@@ -133,92 +137,161 @@ class Seq2Seq(TransformerModel):
 
     def __init__(
         self,
-        vocabulary_size=None,
-        source_vocabulary_size=None,
-        target_vocabulary_size=None,
-        share_embeddings=None,
-        max_length=None,
-        num_layers=None,
-        num_encoder_layers=None,
-        num_decoder_layers=None,
-        num_heads=None,
-        d_model=None,
-        d_ff=None,
-        dropout=0.0,
-        attention_dropout=None,
-        position="sinusoidal",
-        norm_first=False,
-        activation="relu",
-        layer_norm_epsilon=1e-6,
-        norm="layer",
-        tie_embeddings=True,
-        scale_embeddings=True,
-        use_bias=True,
-        lm_head_use_bias=False,
-        key_dim=None,
-        num_key_value_heads=None,
-        rope_max_wavelength=10000.0,
-        attention_impl="auto",
-        attention_options=None,
+        vocabulary_size: int | None = None,
+        source_vocabulary_size: int | None = None,
+        target_vocabulary_size: int | None = None,
+        share_embeddings: bool | None = None,
+        max_length: int | None = None,
+        num_layers: int | None = None,
+        num_encoder_layers: int | None = None,
+        num_decoder_layers: int | None = None,
+        num_heads: int | None = None,
+        d_model: int | None = None,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float | None = None,
+        position: str | None = "sinusoidal",
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_epsilon: float = 1e-6,
+        norm: str = "layer",
+        tie_embeddings: bool = True,
+        scale_embeddings: bool = True,
+        use_bias: bool = True,
+        lm_head_use_bias: bool = False,
+        key_dim: int | None = None,
+        num_key_value_heads: int | None = None,
+        rope_max_wavelength: float = 10000.0,
+        attention_impl: str = "auto",
+        attention_options: dict | None = None,
         embeddings_initializer=None,
         kernel_initializer="glorot_uniform",
         dtype=None,
-        name="seq2seq",
+        name: str = "seq2seq",
         **kwargs,
     ):
-        o, embedding_position, blocks_kwargs = resolve_architecture(
-            "seq2seq", locals(), ("max_length", "num_heads", "d_model"), "glorot_uniform"
+        # === Arguments ===
+        check_required("seq2seq", max_length=max_length, num_heads=num_heads, d_model=d_model)
+        vocabulary_size = check_size("vocabulary_size", vocabulary_size, allow_none=True)
+        source_vocabulary_size = check_size("source_vocabulary_size", source_vocabulary_size, allow_none=True)
+        target_vocabulary_size = check_size("target_vocabulary_size", target_vocabulary_size, allow_none=True)
+        max_length = check_size("max_length", max_length)
+        num_layers = check_size("num_layers", num_layers, allow_none=True)
+        num_encoder_layers = check_size("num_encoder_layers", num_encoder_layers, allow_none=True)
+        num_decoder_layers = check_size("num_decoder_layers", num_decoder_layers, allow_none=True)
+        num_heads = check_size("num_heads", num_heads)
+        d_model = check_size("d_model", d_model)
+        d_ff = 4 * d_model if d_ff is None else check_size("d_ff", d_ff)
+        dropout = check_rate("dropout", 0.0 if dropout is None else dropout)
+        if attention_dropout is not None:
+            check_rate("attention_dropout", attention_dropout)
+        check_choice("activation", activation, ACTIVATIONS)
+        check_choice("attention_impl", attention_impl, sorted(ATTENTION_IMPLS))
+        check_choice("norm", norm, NORMS)
+        embedding_position, attention_position = split_position(position)
+        layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
+        norm_first = check_bool("norm_first", norm_first)
+        use_bias = check_bool("use_bias", use_bias)
+        check_head_sizes(d_model, num_heads, key_dim, attention_position)
+        source_size, target_size, shared = resolve_vocabularies(
+            vocabulary_size, source_vocabulary_size, target_vocabulary_size, share_embeddings
         )
-        src, tgt, share = resolve_vocabularies(
-            o["vocabulary_size"], o["source_vocabulary_size"], o["target_vocabulary_size"], share_embeddings
-        )
-        n_enc = o["num_encoder_layers"] or o["num_layers"]
-        n_dec = o["num_decoder_layers"] or o["num_layers"]
-        if n_enc is None or n_dec is None:
+        encoder_layers = num_encoder_layers or num_layers
+        decoder_layers = num_decoder_layers or num_layers
+        if encoder_layers is None or decoder_layers is None:
             raise ValueError(
                 "Give `num_layers` (or `num_encoder_layers` and `num_decoder_layers`), or a `preset`."
             )
-        o.update(
-            tie_embeddings=check_bool("tie_embeddings", tie_embeddings),
-            scale_embeddings=check_bool("scale_embeddings", scale_embeddings),
-            lm_head_use_bias=check_bool("lm_head_use_bias", lm_head_use_bias),
-        )
-        dtype = o["dtype"]
+        tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
+        scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
+        lm_head_use_bias = check_bool("lm_head_use_bias", lm_head_use_bias)
 
         # === Layers ===
+        block_initializer = initializer(kernel_initializer, "glorot_uniform", "blocks")
+
         def embedding_for(vocabulary, layer_name):
             return make_embedding(
-                o,
-                vocabulary,
-                embedding_position,
-                normal(o["d_model"] ** -0.5),
-                layer_name,
-                scale=o["scale_embeddings"],
+                vocabulary_size=vocabulary,
+                d_model=d_model,
+                max_length=max_length,
+                position=embedding_position,
+                embeddings_initializer=initializer(embeddings_initializer, normal(d_model**-0.5), layer_name),
+                dtype=dtype,
+                name=layer_name,
+                scale=scale_embeddings,
                 mask_zero=True,
             )
 
-        if share:
-            encoder_embedding = decoder_embedding = embedding_for(src, "embedding")
+        if shared:
+            encoder_embedding = decoder_embedding = embedding_for(source_size, "embedding")
         else:
-            encoder_embedding = embedding_for(src, "encoder_embedding")
-            decoder_embedding = embedding_for(tgt, "decoder_embedding")
-        encoder_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="encoder_embedding_dropout")
-        decoder_dropout = keras.layers.Dropout(o["dropout"], dtype=dtype, name="decoder_embedding_dropout")
-        encoder_blocks, decoder_blocks = (
-            [
-                TransformerBlock(
-                    causal=side == "decoder",
-                    cross_attention=side == "decoder",
-                    name=f"{side}_block_{i}",
-                    **clone_initializers(blocks_kwargs, f"{side}_{i}"),
-                )
-                for i in range(count)
-            ]
-            for side, count in (("encoder", n_enc), ("decoder", n_dec))
+            encoder_embedding = embedding_for(source_size, "encoder_embedding")
+            decoder_embedding = embedding_for(target_size, "decoder_embedding")
+        encoder_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="encoder_embedding_dropout")
+        decoder_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="decoder_embedding_dropout")
+        encoder_blocks = make_blocks(
+            "encoder_block",
+            encoder_layers,
+            causal=False,
+            cross_attention=False,
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm=norm,
+            use_bias=use_bias,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            position=attention_position,
+            rope_max_wavelength=rope_max_wavelength,
+            attention_impl=attention_impl,
+            attention_options=attention_options,
+            kernel_initializer=block_initializer,
+            dtype=dtype,
+            salt_prefix="encoder_",
         )
-        encoder_final_norm = make_final_norm(o, "encoder_final_norm")
-        decoder_final_norm = make_final_norm(o, "decoder_final_norm")
-        head = make_lm_head(o, tgt, "glorot_uniform")
+        decoder_blocks = make_blocks(
+            "decoder_block",
+            decoder_layers,
+            causal=True,
+            cross_attention=True,
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm=norm,
+            use_bias=use_bias,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            position=attention_position,
+            rope_max_wavelength=rope_max_wavelength,
+            attention_impl=attention_impl,
+            attention_options=attention_options,
+            kernel_initializer=block_initializer,
+            dtype=dtype,
+            salt_prefix="decoder_",
+        )
+        encoder_final_norm = decoder_final_norm = None
+        if norm_first:
+            encoder_final_norm = make_norm(norm, layer_norm_epsilon, dtype, "encoder_final_norm")
+            decoder_final_norm = make_norm(norm, layer_norm_epsilon, dtype, "decoder_final_norm")
+        head = None
+        if not tie_embeddings:
+            head = OutputHead(
+                target_size,
+                use_bias=lm_head_use_bias,
+                kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "lm_head"),
+                dtype=dtype,
+                name="lm_head",
+            )
 
         # === Functional graph ===
         encoder_ids = keras.Input(shape=(None,), dtype="int32", name="encoder_token_ids")
@@ -238,7 +311,41 @@ class Seq2Seq(TransformerModel):
         logits = decoder_embedding(y, reverse=True) if head is None else head(y)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
         inputs = {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids}
-        self._init_model(inputs, logits, name, o, **kwargs)
+
+        # === Config: the constructor arguments, checked (get_config) ===
+        config = dict(
+            vocabulary_size=vocabulary_size,
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            share_embeddings=share_embeddings,
+            max_length=max_length,
+            num_layers=num_layers,
+            num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers,
+            num_heads=num_heads,
+            d_model=d_model,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            position=position,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm=norm,
+            tie_embeddings=tie_embeddings,
+            scale_embeddings=scale_embeddings,
+            use_bias=use_bias,
+            lm_head_use_bias=lm_head_use_bias,
+            key_dim=key_dim,
+            num_key_value_heads=num_key_value_heads,
+            rope_max_wavelength=rope_max_wavelength,
+            attention_impl=attention_impl,
+            attention_options=attention_options,
+            embeddings_initializer=embeddings_initializer,
+            kernel_initializer=kernel_initializer,
+            dtype=dtype,
+        )
+        self._init_model(inputs, logits, name, config, **kwargs)
 
         # === Parts ===
         self.encoder_embedding = encoder_embedding
@@ -252,13 +359,17 @@ class Seq2Seq(TransformerModel):
         self.encoder_final_norm = encoder_final_norm
         self.decoder_final_norm = decoder_final_norm
         self.head = head
-        self.shared_embeddings = share
-        self.tie_embeddings = o["tie_embeddings"]
+        self.shared_embeddings = shared
+        self.tie_embeddings = tie_embeddings
         self.mask_zero = True
-        self.source_vocabulary_size = src
-        self.target_vocabulary_size = tgt
-        self.vocabulary_size = tgt
-        set_size_attributes(self, o, ("max_length",))
+        self.source_vocabulary_size = source_size
+        self.target_vocabulary_size = target_size
+        self.vocabulary_size = target_size
+        self.max_length = max_length
+        self.num_heads = num_heads
+        self.num_key_value_heads = num_key_value_heads or num_heads
+        self.d_model = d_model
+        self.head_dim = key_dim or d_model // num_heads
         object.__setattr__(self, "encoder_output", x)
 
     # ------------------------------------------------------------ operations
@@ -281,7 +392,7 @@ class Seq2Seq(TransformerModel):
             x = self.encoder_final_norm(x)
         return x
 
-    def compute_cross_caches(self, encoder_output):
+    def compute_cross_caches(self, encoder_output) -> list:
         """Cross-attention keys/values of every decoder block, computed once
         per source: list of `(batch, 2, S, heads, head_dim)`."""
         return [block.cross_attention_layer.compute_cache(encoder_output) for block in self.decoder_blocks]
@@ -296,10 +407,10 @@ class Seq2Seq(TransformerModel):
         logits = self.decoder_token_embedding(h, reverse=True) if self.head is None else self.head(h)
         return ops.cast(logits, "float32")
 
-    def init_caches(self, batch_size, length):
+    def init_caches(self, batch_size: int, length: int) -> list:
         """Zero self-attention caches of the decoder blocks: keys and values of
         every block, in the layout of `MultiHeadSelfAttention.init_cache`."""
-        return zero_caches(self, self.decoder_blocks, batch_size, length)
+        return zero_caches(self.decoder_blocks, batch_size, length)
 
     def call_with_cache(
         self,
@@ -345,18 +456,10 @@ class Seq2Seq(TransformerModel):
         return self.compute_logits(x), new_caches
 
 
-SEQ2SEQ_SIZES = SIZES + (
-    "source_vocabulary_size",
-    "target_vocabulary_size",
-    "num_encoder_layers",
-    "num_decoder_layers",
-)
-
-
 def seq2seq_options(preset, options):
     """The `Seq2Seq` arguments of `seq2seq(preset, **options)`: with separate
     vocabularies given, the preset's shared size only fills a missing side."""
-    merged = preset_options(Seq2Seq, "seq2seq", preset, options, SEQ2SEQ_SIZES)
+    merged = preset_options(Seq2Seq, "seq2seq", preset, options)
     separate = any(options.get(k) is not None for k in ("source_vocabulary_size", "target_vocabulary_size"))
     if options.get("vocabulary_size") is None and separate:
         preset_vocabulary = merged.pop("vocabulary_size", None)
@@ -365,7 +468,7 @@ def seq2seq_options(preset, options):
     return merged
 
 
-def seq2seq(preset=None, **options):
+def seq2seq(preset: str | None = None, **options) -> Seq2Seq:
     """Builds the encoder–decoder Transformer.
 
     Args:
@@ -373,13 +476,15 @@ def seq2seq(preset=None, **options):
             "transformer_base", "transformer_big"); explicit arguments
             override the preset's. With separate vocabularies given, the
             preset's shared `vocabulary_size` only fills a missing side.
-        **options: the arguments of `Seq2Seq`.
+        **options: the arguments of `Seq2Seq` (a size given as None is not
+            given).
 
     Returns:
         A `Seq2Seq` (functional `keras.Model`) with dict inputs {"encoder_token_ids",
         "decoder_token_ids"} and float32 `logits` (B, T_target, V_target).
+
+    Raises:
+        ValueError: unknown preset or option value, missing or inconsistent
+            sizes or vocabularies. TypeError: unknown keyword.
     """
     return Seq2Seq(**seq2seq_options(preset, options))
-
-
-seq2seq.__signature__ = builder_signature(Seq2Seq, SEQ2SEQ_SIZES)

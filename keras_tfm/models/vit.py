@@ -17,14 +17,14 @@ or `mean_pooling` (`MeanPatchPooling`, mean of the patch tokens), `head_dropout`
 
 import keras
 
-from keras_tfm.checks import check_choice, check_positive_int
+from keras_tfm.checks import check_choice, check_positive_int, check_rate
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
-from keras_tfm.models.parts import builder_signature, check_known_options, constructor_arguments
+from keras_tfm.models.presets import check_known_options
 
 VIT_POSITIONS = ("sinusoidal2d", "learned")
 VIT_POOLINGS = ("cls", "mean")
@@ -52,41 +52,44 @@ class ViT(TransformerModel):
 
     def __init__(
         self,
-        image_size,
-        patch_size,
-        num_classes,
-        num_layers=4,
-        num_heads=4,
-        d_model=64,
-        d_ff=None,
-        num_channels=3,
-        dropout=0.0,
-        attention_dropout=None,
-        position="sinusoidal2d",
-        pooling="cls",
-        activation="gelu",
-        layer_norm_epsilon=1e-6,
+        image_size: int | tuple[int, int],
+        patch_size: int | tuple[int, int],
+        num_classes: int,
+        num_layers: int = 4,
+        num_heads: int = 4,
+        d_model: int = 64,
+        d_ff: int | None = None,
+        num_channels: int = 3,
+        dropout: float = 0.0,
+        attention_dropout: float | None = None,
+        position: str = "sinusoidal2d",
+        pooling: str = "cls",
+        activation: str = "gelu",
+        layer_norm_epsilon: float = 1e-6,
         dtype=None,
-        name="vit",
+        name: str = "vit",
         **kwargs,
     ):
-        config = constructor_arguments(locals())
+        # === Arguments ===
         height, width = _pair("image_size", image_size)
         ph, pw = _pair("patch_size", patch_size)
         if height % ph or width % pw:
             raise ValueError(
                 f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
             )
-        for key in ("num_classes", "num_layers", "num_heads", "d_model", "num_channels"):
-            check_positive_int(key, config[key])
+        num_classes = check_positive_int("num_classes", num_classes)
+        num_layers = check_positive_int("num_layers", num_layers)
+        num_heads = check_positive_int("num_heads", num_heads)
+        d_model = check_positive_int("d_model", d_model)
+        num_channels = check_positive_int("num_channels", num_channels)
         d_ff = check_positive_int("d_ff", d_ff if d_ff is not None else 4 * d_model)
+        dropout = check_rate("dropout", dropout)
         if d_model % num_heads:
             raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
         check_choice("position", position, VIT_POSITIONS)
         if position == "sinusoidal2d" and d_model % 2:
             raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
         check_choice("pooling", pooling, VIT_POOLINGS)
-        config.update(image_size=(height, width), patch_size=(ph, pw), d_ff=d_ff)
         rows, cols = height // ph, width // pw
 
         # === Layers ===
@@ -136,6 +139,25 @@ class ViT(TransformerModel):
             x = block(x)
         x = final_norm(x)
         logits = head(head_dropout(pooling_layer(x)))
+
+        # === Config: the constructor arguments, checked (get_config) ===
+        config = dict(
+            image_size=(height, width),
+            patch_size=(ph, pw),
+            num_classes=num_classes,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_model=d_model,
+            d_ff=d_ff,
+            num_channels=num_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            position=position,
+            pooling=pooling,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=dtype,
+        )
         self._init_model(images, logits, name, config, **kwargs)
 
         # === Parts ===
@@ -157,11 +179,17 @@ class ViT(TransformerModel):
         self.d_model = d_model
 
     @property
-    def encoder_blocks(self):
+    def encoder_blocks(self) -> list:
+        """The `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
 
 
-def vit_classifier(*args, **options):
+def vit_classifier(
+    image_size: int | tuple[int, int],
+    patch_size: int | tuple[int, int],
+    num_classes: int,
+    **options,
+) -> ViT:
     """Builds a ViT image classifier.
 
     Args:
@@ -190,10 +218,7 @@ def vit_classifier(*args, **options):
             divisible by num_heads, odd d_model with sinusoidal2d), unknown
             position/pooling. TypeError: unknown keyword.
     """
-    return ViT(*args, **check_known_options(ViT, options))
-
-
-vit_classifier.__signature__ = builder_signature(ViT, size_keys=(), leading=(), keyword_only=False)
+    return ViT(image_size, patch_size, num_classes, **check_known_options(ViT, options))
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -23,10 +23,10 @@ DEFAULT_LEARNING_RATE = 5e-4
 def _resolve_jit(jit_compile, compile_kwargs=None):
     """XLA unless told otherwise or inside a `tf.distribute` strategy scope.
 
-    On this project's 2-core CPU XLA makes the GPT training step 1.5x faster
-    (`bench/train_speed.py`), and it is the fast path on GPU/TPU too. Keras's
-    own "auto" turns XLA off on CPU and under `tf.distribute`; we keep the
-    latter (XLA with MirroredStrategy over logical CPU devices fails to run).
+    XLA is the fast path on CPU, GPU and TPU (`bench/train_speed.py` measures
+    the training step). Keras's own "auto" turns XLA off on CPU and under
+    `tf.distribute`; this keeps the latter (XLA with MirroredStrategy over
+    logical CPU devices fails to run).
     """
     if jit_compile is None or jit_compile == "auto":
         if (compile_kwargs or {}).get("run_eagerly"):
@@ -84,18 +84,18 @@ def _optimizer_instance(model, optimizer, learning_rate, warmup_steps):
 
 
 def compile_for_lm(
-    model,
-    optimizer="adam",
+    model: keras.Model,
+    optimizer: str | keras.optimizers.Optimizer = "adam",
     *,
-    learning_rate=None,
-    warmup_steps=4000,
-    label_smoothing=0.0,
-    ignore_index=0,
-    metrics=True,
-    jit_compile="auto",
-    steps_per_execution=1,
+    learning_rate: float | None = None,
+    warmup_steps: int = 4000,
+    label_smoothing: float = 0.0,
+    ignore_index: int | None = 0,
+    metrics: bool | list | None = True,
+    jit_compile: bool | str | None = "auto",
+    steps_per_execution: int = 1,
     **compile_kwargs,
-):
+) -> keras.Model:
     """Compiles a token-prediction model with the masked token loss.
 
     Loss: `MaskedSparseCategoricalCrossentropy(from_logits=True,
@@ -146,18 +146,26 @@ def compile_for_lm(
 
 
 def compile_for_classification(
-    model,
-    optimizer="adam",
+    model: keras.Model,
+    optimizer: str | keras.optimizers.Optimizer = "adam",
     *,
-    learning_rate=None,
-    warmup_steps=4000,
-    label_smoothing=0.0,
-    jit_compile="auto",
-    steps_per_execution=1,
+    learning_rate: float | None = None,
+    warmup_steps: int = 4000,
+    label_smoothing: float = 0.0,
+    jit_compile: bool | str | None = "auto",
+    steps_per_execution: int = 1,
     **compile_kwargs,
-):
+) -> keras.Model:
     """Compiles a sequence classifier (`logits` (B, C), integer labels (B,))
-    with sparse categorical cross-entropy from logits and accuracy.
+    with sparse categorical cross-entropy from logits and accuracy
+    (`MaskedSparseCategoricalCrossentropy` without an ignored label when
+    `label_smoothing` > 0).
+
+    Args:
+        model: a keras_tfm classifier with `logits` (B, C).
+        optimizer, learning_rate, warmup_steps, jit_compile,
+            steps_per_execution, **compile_kwargs: as in `compile_for_lm`.
+        label_smoothing: α in [0, 1).
 
     Returns:
         The model (compiled in place).
