@@ -162,7 +162,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                     break
             raise ValueError(
                 f"Cannot resume: the backup in {self.backup_dir!r} was written by a different model "
-                f"({detail}). Use the same model options (e.g. --n-embd) or another backup folder."
+                f"({detail}). Use the same model options (e.g. --d-model) or another backup folder."
             )
 
     def restore(self, model: keras.Model | None = None) -> int:
