@@ -1,11 +1,11 @@
 """keras_tfm: Transformers for Keras 3, one lecture idea per layer.
 
-Subpackages: `layers` (the core layers), `models` (BERT / GPT / seq2seq / ViT builders),
-`losses`, `metrics`, `schedules`, `optimizers`, `callbacks` — written with `keras.ops`,
-they run on the TensorFlow, JAX and PyTorch backends — and the TensorFlow-based
-`data` (tokenizers and tf.data pipelines), `generation` (cached decoding, samplers,
-beam search), `export` (SavedModel for TF Serving), `training`, `recipes`,
-`inspection` and `plotting` (see `keras_tfm.backend`).
+Subpackages written with `keras.ops`, on the TensorFlow, JAX and PyTorch backends: `layers` (the
+lecture, one idea per layer), `models` (GPT, BERT, Seq2Seq, ViT; presets; LoRA), `losses`, `metrics`,
+`schedules`, `optimizers`, `callbacks`, `training` (its compile helpers) and `analysis`. Built on
+TensorFlow (see `keras_tfm.backend`): `tokenizers`, `data` (tf.data pipelines), `checkpoints`
+(HuggingFace-layout checkpoints), `generation` (cached XLA decoding), `export` (TF Serving),
+`training.train`, `recipes` and `cli` (the `keras-tfm` command). docs/development.md shows the tree.
 
 keras_tfm never chooses the Keras backend: Keras reads it from `KERAS_BACKEND` or
 `~/.keras/keras.json` (TensorFlow by default). Every subpackage is reachable as an
@@ -18,7 +18,28 @@ import importlib.util as _importlib_util
 
 import keras as _keras
 
+#: The package version (pyproject.toml reads it from here).
 __version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "analysis",
+    "callbacks",
+    "checkpoints",
+    "cli",
+    "data",
+    "export",
+    "generation",
+    "layers",
+    "losses",
+    "metrics",
+    "models",
+    "optimizers",
+    "recipes",
+    "schedules",
+    "tokenizers",
+    "training",
+]
 
 # Importing registers every serialisable layer, loss, metric, schedule and model, so that
 # `keras.saving.load_model` works after a plain `import keras_tfm` on any backend.

@@ -5,6 +5,11 @@ from keras import ops
 
 from keras_tfm.checks import check_token_ids, poison_invalid
 
+__all__ = [
+    "MaskedSparseCategoricalCrossentropy",
+    "sparse_categorical_crossentropy_per_token",
+]
+
 _REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight", "sum", "none", None)
 _MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 

@@ -7,6 +7,11 @@ from keras import ops
 
 from keras_tfm.losses import _broadcast_weight, _get_keras_mask
 
+__all__ = [
+    "MaskedAccuracy",
+    "perplexity",
+]
+
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class MaskedAccuracy(keras.metrics.Metric):

@@ -15,6 +15,14 @@ import keras
 from keras_tfm.checks import check_choice, check_learning_rate
 from keras_tfm.schedules import TransformerSchedule
 
+__all__ = [
+    "AdamW",
+    "adamw",
+    "keras_optimizer_names",
+    "optimizer_by_name",
+    "vaswani_adam",
+]
+
 #: Short variable names (the last component of a variable's path) that
 #: `AdamW` excludes from weight decay by default: Dense/attention biases,
 #: LayerNormalization ``gamma``/``beta``, RMSNormalization ``scale`` and

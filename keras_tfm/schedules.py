@@ -15,6 +15,12 @@ from keras import ops
 
 from keras_tfm.checks import check_closed_rate, check_positive_int
 
+__all__ = [
+    "TransformerSchedule",
+    "WarmupStableDecay",
+    "nanogpt_schedule",
+]
+
 
 def _check_positive_float(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):

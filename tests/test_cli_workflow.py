@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+import keras_tfm
 from keras_tfm import cli
 
 TIMEOUT = 600
@@ -377,7 +378,7 @@ def test_version_is_fast_and_imports_no_tensorflow():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["keras-tfm", "0.1.0", "False", "False"] and proc.stderr == ""
+    assert proc.stdout.split() == ["keras-tfm", keras_tfm.__version__, "False", "False"] and proc.stderr == ""
 
 
 def test_quieting_imports_nothing_of_keras_tfm():
@@ -404,5 +405,9 @@ def test_console_script_version_is_fast():
         [sys.executable, "-m", "keras_tfm_console", "--version"], capture_output=True, text=True, timeout=120
     )
     seconds = time.perf_counter() - start
-    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "keras-tfm 0.1.0", "")
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (
+        0,
+        f"keras-tfm {keras_tfm.__version__}",
+        "",
+    )
     assert seconds < 10, seconds  # no TensorFlow import (that takes seconds)
