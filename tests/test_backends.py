@@ -1,13 +1,11 @@
-"""The core on every Keras backend (issue 17): TensorFlow, JAX, PyTorch.
+"""The core on every Keras backend: TensorFlow, JAX, PyTorch.
 
 Runs on whatever backend KERAS_BACKEND selects: `.ci/run` runs this file with the default
-(TensorFlow) backend and again with KERAS_BACKEND=jax. The subprocess tests check what a single
-backend cannot: importing with TensorFlow hidden, the backend a keras.json chooses, a `.keras`
-file moving between backends, and PyTorch (when torch is installed; the test extra installs
-jax only, since a PyTorch wheel from the registry is a multi-GB CUDA build).
+(TensorFlow) backend, then again with KERAS_BACKEND=jax and with KERAS_BACKEND=torch. The
+subprocess tests check what a single backend cannot: importing with TensorFlow hidden, the backend a
+keras.json chooses, and a `.keras` file moving between backends.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -266,23 +264,6 @@ def fit_results():
 
 def test_builders_fit_from_arrays_and_generators(fit_results):
     _check_fit_results(fit_results)
-
-
-@once
-@pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None,
-    reason="PyTorch not installed (not in the test extra: pip would pull a multi-GB CUDA build)",
-)
-def test_builders_fit_on_pytorch():
-    results = _run(
-        """
-        import json, runpy
-        ns = runpy.run_path("tests/test_backends.py")
-        print(json.dumps(ns["_fit_all"]()))
-        """,
-        backend="torch",
-    )
-    _check_fit_results(results)
 
 
 # --------------------------------------------------------------------------- #
