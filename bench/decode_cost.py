@@ -27,7 +27,7 @@ function, the two lengths interleaved; `--clock process` times them in this
 process's CPU seconds (run pinned to one core on a shared machine:
 `taskset -c 0 python bench/decode_cost.py --clock process`).
 
-Usage:  python bench/decode_cost.py [--reps 5] [--clock wall|process] [--out bench/results_decode.txt]
+Usage:  python bench/decode_cost.py [--reps 5] [--clock wall|process] [--output bench/results_decode.txt]
         (`python bench/generate.py --decode-only` runs the same)
 """
 
@@ -318,7 +318,7 @@ def main(argv=None):
     emit, lines = collector()
     header(emit, args.reps, args.clock)
     decode_cost_tables(emit, args.reps)
-    save(args.out, lines)
+    save(args.output, lines)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ The decode-cost tables against memory traffic (issue 14 section 3) are
 `bench/decode_cost.py` (`--decode-only` here runs it).
 
 Usage:  python bench/generate.py [--reps 5] [--no-hub] [--decode-only] [--clock wall|process]
-                                 [--out bench/results_generate.txt]
+                                 [--output bench/results_generate.txt]
 """
 
 import argparse
@@ -83,7 +83,7 @@ def header(emit, reps, clock_name):
 
 
 def bench_parser(doc, results_file):
-    """Options both generation benches take: --reps, --clock, --out (default `bench/<results_file>`)."""
+    """Options both generation benches take: --reps, --clock, --output (default `bench/<results_file>`)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument(
@@ -93,7 +93,7 @@ def bench_parser(doc, results_file):
         help="time the marginal rows with wall time or this process's CPU time (shared machine, pinned)",
     )
     parser.add_argument(
-        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), results_file)
+        "--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), results_file)
     )
     return parser
 
@@ -305,7 +305,7 @@ def main(argv=None):
         emit(
             f"speed-up vs KerasHub: batch 1 {ours1[2] / hub1[2]:.2f}x, batch 8 {ours8[2] / hub8[2]:.2f}x (target >= 3x)"
         )
-    save(args.out, lines)
+    save(args.output, lines)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ Rows:
 
 Times are medians of `--reps` calls after one warm-up call (trace + XLA compile excluded).
 
-Usage:  python bench/long_generation.py [--reps 3] [--new 1024] [--out bench/results_long_generation.txt]
+Usage:  python bench/long_generation.py [--reps 3] [--new 1024] [--output bench/results_long_generation.txt]
 """
 
 import argparse
@@ -80,7 +80,7 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--new", type=int, default=1024)
     parser.add_argument("--naive-tokens", type=int, default=64)
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--output", default=None)
     args = parser.parse_args()
     lines = [
         f"# bench/long_generation.py: prompt {PROMPT} -> {args.new} new tokens, max_length "
@@ -109,11 +109,11 @@ def main():
             )
             print(line, flush=True)
             lines.append(line)
-    if args.out:
-        tmp = args.out + ".tmp"
+    if args.output:
+        tmp = args.output + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-        os.replace(tmp, args.out)
+        os.replace(tmp, args.output)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ Rows:
   tokenizer       throughput comes from engineer D's tokenizer bench
                   (bench/pretrained_tokenizers.py when present; run it for those rows).
 
-Usage:  python bench/pretrained.py [--checkpoint DIR] [--data-dir DIR] [--reps 3]
+Usage:  python bench/pretrained.py [--checkpoint DIR] [--data DIR] [--reps 3]
                                   [--finetune-steps 20] [--no-hub] [--load-only]
-                                  [--out bench/results_pretrained.txt]
+                                  [--output bench/results_pretrained.txt]
 """
 
 import argparse
@@ -206,14 +206,14 @@ def bench_finetune(checkpoint, data_dir, steps):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", default=os.path.join(DATA, "all-MiniLM-L6-v2"))
-    p.add_argument("--data-dir", default=os.path.join(DATA, "sst2_sentence_level"))
+    p.add_argument("--data", default=os.path.join(DATA, "sst2_sentence_level"))
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--finetune-steps", type=int, default=20, help="0 skips the fine-tuning rows")
     p.add_argument("--no-hub", dest="hub", action="store_false", help="skip the KerasHub row")
     p.add_argument("--load-only", action="store_true", help="only the load rows and their profile")
-    p.add_argument("--out", default=os.path.join(HERE, "results_pretrained.txt"))
+    p.add_argument("--output", default=os.path.join(HERE, "results_pretrained.txt"))
     args = p.parse_args(argv)
-    for flag, path in (("--checkpoint", args.checkpoint), ("--data-dir", args.data_dir)):
+    for flag, path in (("--checkpoint", args.checkpoint), ("--data", args.data)):
         if not os.path.isdir(path):
             print(f"skipped: {flag} {path!r} not found (the benchmark reads ../shared/data)", file=sys.stderr)
             return 2
@@ -233,9 +233,9 @@ def main(argv=None):
     lines += [f"{label:50s} {seconds:6.2f}" for label, seconds in load_profile(args.checkpoint)]
     print("\n".join(lines), flush=True)
     if args.load_only:
-        return _write(args.out, lines)
+        return _write(args.output, lines)
 
-    texts, _ = read_sst2(args.data_dir, "dev")
+    texts, _ = read_sst2(args.data, "dev")
     lines.append("")
     lines.append(
         f"{'sentence embedding, ' + str(len(texts)) + ' SST-2 dev sentences, batch 64':44s} "
@@ -246,7 +246,7 @@ def main(argv=None):
         print(lines[-1], flush=True)
 
     if args.finetune_steps:
-        timer, full = bench_finetune(args.checkpoint, args.data_dir, args.finetune_steps)
+        timer, full = bench_finetune(args.checkpoint, args.data, args.finetune_steps)
         lines += [
             "",
             f"fine-tuning (batch 32, max length 64, length-bucketed): {timer.seen} steps in "
@@ -257,7 +257,7 @@ def main(argv=None):
         print("\n".join(lines[-3:]), flush=True)
     lines.append("")
     lines.append("tokenizer throughput: see bench/pretrained_tokenizers.py (engineer D's bench)")
-    return _write(args.out, lines)
+    return _write(args.output, lines)
 
 
 def _write(path, lines):

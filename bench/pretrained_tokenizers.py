@@ -19,8 +19,8 @@ machine it is the steadier figure; HuggingFace uses every core, the TF rows TF's
 "agree" is the share of sentences whose ids equal HuggingFace's (without [CLS]/[SEP] for the
 rows that do not add them).
 
-Usage:  python bench/pretrained_tokenizers.py [--data-dir DIR] [--batch-size 1024] [--reps 3]
-                                              [--no-hub] [--out bench/results_pretrained_tokenizers.txt]
+Usage:  python bench/pretrained_tokenizers.py [--data DIR] [--batch-size 1024] [--reps 3]
+                                              [--no-hub] [--output bench/results_pretrained_tokenizers.txt]
 `tokenizer_rows(...)` returns the rows for bench/pretrained.py.
 """
 
@@ -146,15 +146,15 @@ def tokenizer_rows(data_dir=DATA, batch_size=1024, reps=3, hub=True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", default=DATA)
+    parser.add_argument("--data", default=DATA)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-hub", action="store_true", help="skip the KerasHub rows")
-    parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--output", help="also write the table to this file")
     args = parser.parse_args(argv)
-    if not os.path.isdir(args.data_dir):
-        sys.exit(f"data folder {os.path.abspath(args.data_dir)} is absent")
-    rows = tokenizer_rows(args.data_dir, args.batch_size, args.reps, hub=not args.no_hub)
+    if not os.path.isdir(args.data):
+        sys.exit(f"data folder {os.path.abspath(args.data)} is absent")
+    rows = tokenizer_rows(args.data, args.batch_size, args.reps, hub=not args.no_hub)
     lines = [
         f"# SST-2, 9,613 sentences, batch {args.batch_size}, median of {args.reps}; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, TF {tf.__version__}",
@@ -163,10 +163,10 @@ def main(argv=None):
     lines += [f"{name:40s} {rate:12,.0f} {cpu:10,.0f} {agree:7.1%}" for name, rate, cpu, agree in rows]
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        with open(args.out + ".tmp", "w", encoding="utf-8") as f:
+    if args.output:
+        with open(args.output + ".tmp", "w", encoding="utf-8") as f:
             f.write(text + "\n")
-        os.replace(args.out + ".tmp", args.out)
+        os.replace(args.output + ".tmp", args.output)
 
 
 if __name__ == "__main__":

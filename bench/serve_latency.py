@@ -16,7 +16,7 @@ machine hits them alike); the first rep compiles and is discarded. The table
 reports the median and the minimum of `--reps` timed reps. The served tokens
 are checked equal to the in-process tokens.
 
-    python bench/serve_latency.py [--reps 10] [--out bench/results_serve_latency.txt]
+    python bench/serve_latency.py [--reps 10] [--output bench/results_serve_latency.txt]
 """
 
 import argparse
@@ -95,7 +95,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument(
-        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_serve_latency.txt")
+        "--output",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_serve_latency.txt"),
     )
     parser.add_argument("--served-child", dest="served_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -205,7 +206,7 @@ def main():
         lines.append(f"{batch:>5}  served tokens == in-process tokens: {same}")
     text = "\n".join(lines) + "\n"
     print(text)
-    with open(args.out, "w") as f:
+    with open(args.output, "w") as f:
         f.write(text)
     return 0
 
