@@ -25,6 +25,8 @@ the methods `encode`, `compute_cross_caches`, `init_caches` and
 `keras_tfm.models.param_counts`.
 """
 
+import functools
+
 import keras
 from keras import ops
 
@@ -229,11 +231,10 @@ class Seq2Seq(TransformerModel):
             decoder_embedding = embedding_for(target_size, "decoder_embedding")
         encoder_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="encoder_embedding_dropout")
         decoder_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="decoder_embedding_dropout")
-        encoder_blocks = make_blocks(
-            "encoder_block",
-            encoder_layers,
-            causal=False,
-            cross_attention=False,
+        # Every block of both stacks takes the same options; the stacks differ in masking and
+        # cross-attention.
+        stack = functools.partial(
+            make_blocks,
             d_model=d_model,
             num_heads=num_heads,
             d_ff=d_ff,
@@ -252,32 +253,12 @@ class Seq2Seq(TransformerModel):
             attention_options=attention_options,
             kernel_initializer=block_initializer,
             dtype=dtype,
-            salt_prefix="encoder_",
         )
-        decoder_blocks = make_blocks(
-            "decoder_block",
-            decoder_layers,
-            causal=True,
-            cross_attention=True,
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            norm=norm,
-            use_bias=use_bias,
-            key_dim=key_dim,
-            num_key_value_heads=num_key_value_heads,
-            position=attention_position,
-            rope_max_wavelength=rope_max_wavelength,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            kernel_initializer=block_initializer,
-            dtype=dtype,
-            salt_prefix="decoder_",
+        encoder_blocks = stack(
+            "encoder_block", encoder_layers, causal=False, cross_attention=False, salt_prefix="encoder_"
+        )
+        decoder_blocks = stack(
+            "decoder_block", decoder_layers, causal=True, cross_attention=True, salt_prefix="decoder_"
         )
         encoder_final_norm = decoder_final_norm = None
         if norm_first:
