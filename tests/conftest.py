@@ -36,7 +36,6 @@ SLOWEST_FIRST = (
     "test_models.py",  # 31
     "test_tokenizers_pretrained.py",  # 30
     "test_generation.py",  # 28
-    "test_modern_decoder.py",  # 26
     "test_bad_input.py",  # 23
     "test_efficient_attention.py",  # 22
     "test_attention_auto.py",  # 18

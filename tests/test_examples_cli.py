@@ -160,6 +160,21 @@ def test_gpt_recipe_refuses_bad_options_before_training(shakespeare, options, er
         recipes.train_gpt(data=shakespeare, **{**TINY_GPT_OPTIONS, **options})
 
 
+def test_gpt_recipe_llama_preset_and_layout_options(shakespeare):
+    from keras_tfm import recipes
+
+    tiny = dict(data=shakespeare, jit_compile=False, num_layers=1, num_heads=2, d_model=16, max_length=8)
+    tiny.update(batch_size=4, sample_tokens=0, steps=2, eval_interval=2, eval_iters=1, verbose=0)
+    model = recipes.train_gpt(**tiny, preset="llama_tiny", num_key_value_heads=1)["model"]
+    assert model.config["norm"] == "rms" and model.config["activation"] == "swiglu" and model.head is not None
+    assert model.num_key_value_heads == 1 and model.config["position"] == "rope"
+    # Without a preset: nanoGPT's layout with one option changed.
+    assert recipes.GPTOptions(**tiny, norm="rms").layout() == dict(
+        position="learned", activation="gelu", norm="rms", use_bias=False
+    )
+    assert recipes.GPTOptions(**tiny, preset="llama_tiny", norm="layer").layout() == dict(norm="layer")
+
+
 @pytest.mark.parametrize(
     "argv, line",
     [
@@ -349,3 +364,21 @@ def test_nanogpt_init_scales_residual_projections_and_freezes_norm_offsets():
         assert not block.self_attention_norm.beta.trainable and block.feed_forward_norm.gamma.trainable
     assert not model.final_norm.beta.trainable
     np.testing.assert_array_equal(model.blocks[0].self_attention_layer.query_dense.kernel.numpy(), before)
+
+
+def test_vit_digits_example_data_errors(tmp_path):
+    import numpy as np
+
+    example = runpy.run_path(os.path.join(EXAMPLES, "vit_digits.py"), run_name="example_vit_digits")
+    with pytest.raises(FileNotFoundError, match="--data"):
+        example["find_digits_csv"](str(tmp_path / "missing.csv.gz"))
+    # a tiny digits-format CSV (64 pixels in 0..16, then the label) loads as 8×8×1 images
+    rows = np.concatenate(
+        [np.random.default_rng(0).integers(0, 17, (20, 64)), np.arange(20)[:, None] % 10], axis=1
+    )
+    np.savetxt(tmp_path / "digits.csv", rows, fmt="%d", delimiter=",")
+    images, labels = example["load_digits"](str(tmp_path / "digits.csv"))
+    assert images.shape == (20, 8, 8, 1) and list(labels[:3]) == [0, 1, 2]
+    np.testing.assert_allclose(images.reshape(20, 64) * 16, rows[:, :64], atol=1e-5)  # pixels / 16
+    train, test = example["stratified_split"](labels, 0.5)
+    assert len(set(train) & set(test)) == 0 and len(train) + len(test) == 20
