@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_harness import tiny_gpt
 
 import keras_tfm.layers as L
 from keras_tfm.layers import attention as ac
@@ -72,9 +73,7 @@ def test_auto_is_the_default_everywhere():
     assert L.MultiHeadSelfAttention(H).attention_impl == "auto"
     assert L.CrossAttention(H).attention_impl == "auto"
     assert L.TransformerBlock(12, H, 16).attention_impl == "auto"
-    import keras_tfm
-
-    model = keras_tfm.models.gpt("tiny", vocabulary_size=11, max_length=8)
+    model = tiny_gpt(seed=None)
     impls = {layer.attention_impl for layer in model._flatten_layers() if hasattr(layer, "attention_impl")}
     assert impls == {"auto"}
 
