@@ -97,7 +97,8 @@ def test_core_imports_and_runs_with_tensorflow_hidden_and_keras_json_backend(tmp
 
 
 def test_subpackages_are_reachable_after_import_keras_tfm():
-    assert callable(keras_tfm.schedules.TransformerSchedule)
+    # A lazy name is imported by the package's __getattr__ on first access.
+    assert keras_tfm.__getattr__("checks") is sys.modules["keras_tfm.checks"]
     assert "export" in dir(keras_tfm)
     with pytest.raises(AttributeError, match="nope"):
         keras_tfm.nope  # noqa: B018

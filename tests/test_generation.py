@@ -88,7 +88,7 @@ def test_gpt_cached_logits_match_full_recompute(position):
 
 def test_gpt_untied_post_norm_cached_matches_recompute():
     model = tiny_gpt(seed=3, position="rope", max_length=64, tie_embeddings=False, norm_first=False)
-    assert model.head is not None
+    assert model.head is model.get_layer("lm_head")
     generator = CausalLMGenerator(model, run_eagerly=True)
     tokens, scores = generator.generate(PROMPTS, 6, output_scores=True)
     for b, prompt in enumerate(PROMPTS):

@@ -64,4 +64,4 @@ def test_float16_training_uses_loss_scaling_and_learns():
     assert losses[-1] < 0.5 * losses[0], losses
     scale = float(model.optimizer.dynamic_scale)
     assert np.isfinite(scale) and scale > 1.0  # the loss was scaled up
-    assert int(model.optimizer.iterations) > 0
+    assert int(model.optimizer.iterations) == 20
