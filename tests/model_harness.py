@@ -61,56 +61,61 @@ def _seed(seed):
 
 
 # ---------------------------------------------------------------- factories
-def tiny_gpt(seed: int | None = 0, **options) -> models.GPT:
+def tiny_gpt(*, seed: int | None = 0, **options) -> models.GPT:
     """`gpt("tiny", **options)` (V 64, T ≤ 32, 2 layers, 2 heads, d 32, d_ff 64) after
     `set_random_seed(seed)` (None: no seeding)."""
     _seed(seed)
     return models.gpt("tiny", **options)
 
 
-def tiny_llama(seed: int | None = 0, **options) -> models.GPT:
+def tiny_llama(*, seed: int | None = 0, **options) -> models.GPT:
     """The tiny GPT in the Llama layout (`LLAMA`), 4 query heads sharing 2 key/value heads
     (head size 8)."""
-    return tiny_gpt(seed, **{"num_heads": 4, "num_key_value_heads": 2, **LLAMA, **options})
+    return tiny_gpt(seed=seed, **{"num_heads": 4, "num_key_value_heads": 2, **LLAMA, **options})
 
 
-def tiny_bert_encoder(seed: int | None = 0, **options) -> models.BertEncoder:
+def tiny_bert_encoder(*, seed: int | None = 0, **options) -> models.BertEncoder:
     """`bert_encoder("tiny", **options)` (V 64, T ≤ 32, 2 layers, 2 heads, d 32)."""
     _seed(seed)
     return models.bert_encoder("tiny", **options)
 
 
-def tiny_bert_masked_lm(seed: int | None = 0, **options) -> models.BertMaskedLM:
+def tiny_bert_masked_lm(*, seed: int | None = 0, **options) -> models.BertMaskedLM:
+    """`bert_masked_lm("tiny", **options)` (the tiny encoder with the MLM head)."""
     _seed(seed)
     return models.bert_masked_lm("tiny", **options)
 
 
-def tiny_bert_classifier(seed: int | None = 0, num_classes: int = 3, **options) -> models.BertClassifier:
+def tiny_bert_classifier(*, seed: int | None = 0, num_classes: int = 3, **options) -> models.BertClassifier:
+    """`bert_classifier("tiny", num_classes, **options)` ([CLS] pooler by default)."""
     _seed(seed)
     return models.bert_classifier("tiny", num_classes, **options)
 
 
 def tiny_bert_token_classifier(
-    seed: int | None = 0, num_classes: int = 5, **options
+    *, seed: int | None = 0, num_classes: int = 5, **options
 ) -> models.BertTokenClassifier:
+    """`bert_token_classifier("tiny", num_classes, **options)`."""
     _seed(seed)
     return models.bert_token_classifier("tiny", num_classes, **options)
 
 
 def tiny_sentence_encoder(
-    seed: int | None = 0, pooling: str = "mean", normalize: bool = True, **options
+    *, seed: int | None = 0, pooling: str = "mean", normalize: bool = True, **options
 ) -> models.SentenceEncoder:
     """A `SentenceEncoder` on `tiny_bert_encoder(**options)`."""
-    return models.SentenceEncoder(tiny_bert_encoder(seed, **options), pooling=pooling, normalize=normalize)
+    return models.SentenceEncoder(
+        tiny_bert_encoder(seed=seed, **options), pooling=pooling, normalize=normalize
+    )
 
 
-def tiny_seq2seq(seed: int | None = 0, **options) -> models.Seq2Seq:
+def tiny_seq2seq(*, seed: int | None = 0, **options) -> models.Seq2Seq:
     """`seq2seq("tiny", **options)` (shared V 32, T ≤ 16, 2+2 layers, 4 heads, d 64, d_ff 128)."""
     _seed(seed)
     return models.seq2seq("tiny", **options)
 
 
-def tiny_vit(seed: int | None = 0, **options) -> models.ViT:
+def tiny_vit(*, seed: int | None = 0, **options) -> models.ViT:
     """A ViT on 8×8 grey images: 4×4 patches, 3 classes, 2 layers, 2 heads, d 16."""
     _seed(seed)
     config = dict(
