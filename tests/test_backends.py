@@ -15,9 +15,10 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+from model_harness import tiny_bert_classifier, tiny_gpt, tiny_seq2seq
 
 import keras_tfm
-from keras_tfm import callbacks, losses, models, optimizers, schedules, training
+from keras_tfm import callbacks, losses, optimizers, schedules, training
 
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,8 +51,8 @@ once = pytest.mark.skipif(
 )
 
 
-def _tiny(builder, **kwargs):
-    return builder("tiny", num_layers=1, num_heads=2, d_model=16, d_ff=32, dropout=0.0, **kwargs)
+#: One layer, d_model 16: the harness's tiny models, smaller still.
+SMALL = dict(seed=None, num_layers=1, num_heads=2, d_model=16, d_ff=32)
 
 
 # --------------------------------------------------------------------------- #
@@ -94,7 +95,8 @@ def test_core_imports_and_runs_with_tensorflow_hidden_and_keras_json_backend(tmp
 
 
 def test_subpackages_are_reachable_after_import_keras_tfm():
-    assert callable(keras_tfm.schedules.TransformerSchedule)
+    # A lazy name is imported by the package's __getattr__ on first access.
+    assert keras_tfm.__getattr__("checks") is sys.modules["keras_tfm.checks"]
     assert "export" in dir(keras_tfm)
     with pytest.raises(AttributeError, match="nope"):
         keras_tfm.nope  # noqa: B018
@@ -180,7 +182,7 @@ def _fit_all():
     jit = keras.backend.backend() == "jax"
     results = {}
     # GPT: Vaswani schedule, masked loss with label smoothing, gradient accumulation.
-    gpt = _tiny(models.gpt, vocabulary_size=V, max_length=T)
+    gpt = tiny_gpt(**SMALL, vocabulary_size=V, max_length=T)
     optimizer = optimizers.vaswani_adam(d_model=16, warmup_steps=4, gradient_accumulation_steps=2)
     training.compile_for_lm(gpt, optimizer, label_smoothing=0.1, jit_compile=jit)
     x, y = _lm_data()
@@ -197,7 +199,7 @@ def _fit_all():
         "iterations": int(keras.ops.convert_to_numpy(gpt.optimizer.iterations)),
     }
     # Gradient accumulation: the first micro-batch alone left the weights as built.
-    fresh = _tiny(models.gpt, vocabulary_size=V, max_length=T)
+    fresh = tiny_gpt(**SMALL, vocabulary_size=V, max_length=T)
     fresh_opt = optimizers.vaswani_adam(d_model=16, warmup_steps=4, gradient_accumulation_steps=2)
     training.compile_for_lm(fresh, fresh_opt, jit_compile=False)  # two steps: not worth compiling
     fresh(x[:1])
@@ -210,7 +212,7 @@ def _fit_all():
         "changed_after_two": _changed(initial, fresh),
     }
     # BERT classifier.
-    bert = models.bert_classifier(_tiny(models.bert_encoder, vocabulary_size=V, max_length=T), num_classes=2)
+    bert = tiny_bert_classifier(**SMALL, num_classes=2, vocabulary_size=V, max_length=T)
     training.compile_for_classification(bert, learning_rate=1e-3, jit_compile=jit)
     bx, by = _bert_data()
     before = _weights(bert)
@@ -218,7 +220,7 @@ def _fit_all():
     h2 = bert.fit(_generator(bx, by, 2), steps_per_epoch=2, epochs=1, verbose=0)
     results["bert"] = {"losses": h1.history["loss"] + h2.history["loss"], "changed": _changed(before, bert)}
     # Encoder–decoder Transformer.
-    s2s = _tiny(models.seq2seq, vocabulary_size=V, max_length=T + 1)
+    s2s = tiny_seq2seq(**SMALL, vocabulary_size=V, max_length=T + 1)
     training.compile_for_lm(s2s, "vaswani", warmup_steps=4, label_smoothing=0.1, jit_compile=jit)
     sx, sy = _s2s_data()
     before = _weights(s2s)
@@ -273,8 +275,8 @@ def test_builders_fit_from_arrays_and_generators(fit_results):
 
 def test_keras_file_moves_between_backends(tmp_path):
     other = "jax" if BACKEND == "tensorflow" else "tensorflow"
-    gpt = _tiny(models.gpt, vocabulary_size=V, max_length=T)
-    s2s = _tiny(models.seq2seq, vocabulary_size=V, max_length=T + 1)
+    gpt = tiny_gpt(**SMALL, vocabulary_size=V, max_length=T)
+    s2s = tiny_seq2seq(**SMALL, vocabulary_size=V, max_length=T + 1)
     x, _ = _lm_data()
     sx, _ = _s2s_data()
     expected = {}

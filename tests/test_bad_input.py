@@ -24,6 +24,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_harness import tiny_bert_classifier, tiny_gpt
 
 import keras_tfm
 from keras_tfm import checks
@@ -53,7 +54,7 @@ from keras_tfm.layers import (
 )
 from keras_tfm.layers.output_head import softmax_with_temperature
 from keras_tfm.losses import MaskedSparseCategoricalCrossentropy
-from keras_tfm.models import bert_classifier, gpt
+from keras_tfm.models import gpt
 from keras_tfm.tokenizers import CharTokenizer
 from keras_tfm.training import AtomicBackupAndRestore, compile_for_lm, train
 
@@ -105,14 +106,13 @@ class Env:
     def gpt(self):
         """The tiny GPT with one layer (the cases check arguments, not depth): its export and
         decoding loops trace and compile faster."""
-        keras.utils.set_random_seed(0)
-        return gpt("tiny", vocabulary_size=self.tokenizer.vocabulary_size, max_length=T, num_layers=1)
+        return tiny_gpt(vocabulary_size=self.tokenizer.vocabulary_size, max_length=T, num_layers=1)
 
     @functools.cached_property
     def gpt_xla(self):
         """A second (smaller) GPT compiled with the default XLA train step (compile_for_lm), and its
         initial weights: a case restores them first, since a NaN step leaves NaN weights."""
-        model = gpt("tiny", vocabulary_size=V, max_length=T, num_layers=1, d_model=16, d_ff=16)
+        model = tiny_gpt(seed=None, vocabulary_size=V, max_length=T, num_layers=1, d_model=16, d_ff=16)
         compile_for_lm(model, learning_rate=1e-3)
         return model, model.get_weights()
 
@@ -172,7 +172,9 @@ class Env:
         from keras_tfm.tokenizers import WordTokenizer
 
         tok = WordTokenizer.from_corpus(["the cat sat on a mat dog ran"])
-        model = bert_classifier("tiny", vocabulary_size=tok.vocabulary_size, max_length=8, num_classes=2)
+        model = tiny_bert_classifier(
+            seed=None, num_classes=2, vocabulary_size=tok.vocabulary_size, max_length=8
+        )
         serving = build_serving(model, tok, kind="bert_classifier")
         (name, fn, signature), *_ = serving.endpoints()
         return tf.function(fn, input_signature=signature)
@@ -606,64 +608,64 @@ def _(env):
 
 
 @functools.cache
-def tiny_gpt():
+def uncompiled_gpt():
     """An uncompiled tiny GPT for the compile-option cases (each fails before `model.compile`)."""
-    return gpt("tiny")
+    return tiny_gpt()
 
 
 simple(
     "compile-learning_rate-negative",
     ValueError,
     r"`learning_rate`.*-0.01",
-    lambda: compile_for_lm(tiny_gpt(), learning_rate=-1e-2),
+    lambda: compile_for_lm(uncompiled_gpt(), learning_rate=-1e-2),
 )
 simple(
     "compile-learning_rate-nan",
     ValueError,
     r"`learning_rate` must be a finite number",
-    lambda: compile_for_lm(tiny_gpt(), learning_rate=float("nan")),
+    lambda: compile_for_lm(uncompiled_gpt(), learning_rate=float("nan")),
 )
 simple(
     "compile-learning_rate-zero",
     ValueError,
     r"`learning_rate`",
-    lambda: compile_for_lm(tiny_gpt(), optimizer="adamw", learning_rate=0.0),
+    lambda: compile_for_lm(uncompiled_gpt(), optimizer="adamw", learning_rate=0.0),
 )
 simple(
     "compile-optimizer-unknown",
     ValueError,
     r"Unknown `optimizer` 'adamx'; expected one of .*'adamw'.*'sgd'",
-    lambda: compile_for_lm(tiny_gpt(), optimizer="adamx"),
+    lambda: compile_for_lm(uncompiled_gpt(), optimizer="adamx"),
 )
 simple(
     "compile-optimizer-not-a-name",
     TypeError,
     r"`optimizer` must be a keras Optimizer or a name",
-    lambda: compile_for_lm(tiny_gpt(), optimizer=3),
+    lambda: compile_for_lm(uncompiled_gpt(), optimizer=3),
 )
 simple(
     "compile-steps_per_execution-0",
     ValueError,
     r"`steps_per_execution` must be a positive int; received 0",
-    lambda: compile_for_lm(tiny_gpt(), steps_per_execution=0),
+    lambda: compile_for_lm(uncompiled_gpt(), steps_per_execution=0),
 )
 simple(
     "compile-jit_compile-string",
     TypeError,
     r"`jit_compile` must be True, False, None or 'auto'",
-    lambda: compile_for_lm(tiny_gpt(), jit_compile="yes"),
+    lambda: compile_for_lm(uncompiled_gpt(), jit_compile="yes"),
 )
 simple(
     "compile-label_smoothing-1.5",
     ValueError,
     r"`label_smoothing`.*1.5",
-    lambda: compile_for_lm(tiny_gpt(), label_smoothing=1.5),
+    lambda: compile_for_lm(uncompiled_gpt(), label_smoothing=1.5),
 )
 simple(
     "compile-vaswani-with-learning_rate",
     ValueError,
     r"`learning_rate` cannot be set",
-    lambda: compile_for_lm(tiny_gpt(), optimizer="vaswani", learning_rate=1e-3),
+    lambda: compile_for_lm(uncompiled_gpt(), optimizer="vaswani", learning_rate=1e-3),
 )
 
 # ---- losses ------------------------------------------------------------------- #

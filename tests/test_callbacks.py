@@ -7,18 +7,18 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_harness import images, tiny_bert_encoder, tiny_gpt, tiny_seq2seq, tiny_vit
 
 from keras_tfm.analysis.inspection import attention_entropy, attention_maps, head_statistics
 from keras_tfm.analysis.plotting import read_tensorboard_scalars
 from keras_tfm.callbacks import AttentionEntropyMonitor, GradientNormMonitor, LossSpikeDetector
-from keras_tfm.models import bert_encoder, gpt, seq2seq
 
 V, T = 64, 8
 
 
 def _gpt(run_eagerly=True, **kwargs):
     # Tiny models train faster eagerly than traced; one test runs fit traced.
-    model = gpt("tiny", num_layers=2, **kwargs)
+    model = tiny_gpt(seed=None, **kwargs)
     model.compile(
         optimizer=keras.optimizers.Adam(1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -53,7 +53,7 @@ def test_attention_maps_gpt_match_manual_run_and_do_not_change_model(tmp_path):
 
 
 def test_attention_maps_nested_sequential_and_errors():
-    inner = gpt("tiny", num_layers=2)
+    inner = tiny_gpt(seed=None)
     ids = keras.Input((None,), dtype="int32", name="ids")
     outer = keras.Model(ids, keras.layers.Activation("softmax", name="probs")(inner(ids)))
     x, _ = _data(2)
@@ -81,7 +81,7 @@ def test_attention_maps_nested_sequential_and_errors():
 
 
 def test_attention_maps_bert_padding_and_seq2seq_cross():
-    encoder = bert_encoder("tiny", num_layers=2)
+    encoder = tiny_bert_encoder(seed=None)
     x, _ = _data(2)
     mask = np.ones_like(x)
     mask[1, 5:] = 0
@@ -93,17 +93,21 @@ def test_attention_maps_bert_padding_and_seq2seq_cross():
     ent = attention_entropy(maps["encoder_block_0"], key_mask=mask, normalize=True)
     assert ent.shape == (2,) and np.all((ent > 0.5) & (ent <= 1.0 + 1e-9))
 
-    model = seq2seq("tiny", num_layers=1)
+    model = tiny_seq2seq(seed=None, num_layers=1)
     src = _data(2)[0] % 31 + 1
-    inputs = (
-        [src, src[:, :5]]
-        if not isinstance(model.input, dict)
-        else {k: v for k, v in zip(model.input, (src, src[:, :5]))}
-    )
+    inputs = {"encoder_token_ids": src, "decoder_token_ids": src[:, :5]}
     maps = attention_maps(model, inputs, include_cross=True)
     assert maps["encoder_block_0"].shape[-2:] == (T, T)
     assert maps["decoder_block_0"].shape[-2:] == (5, 5)
     assert maps["decoder_block_0/cross_attention"].shape[-2:] == (5, T)
+
+
+def test_attention_maps_vit():
+    maps = attention_maps(tiny_vit(), images(4))
+    assert list(maps) == ["encoder_block_0", "encoder_block_1"]
+    assert maps["encoder_block_0"].shape == (4, 2, 5, 5)  # [CLS] + 2×2 patches, not causal
+    np.testing.assert_allclose(maps["encoder_block_1"].sum(-1), 1.0, atol=1e-5)
+    assert maps["encoder_block_1"][0, 0, 0, 1:].min() > 0.0
 
 
 def test_entropy_and_head_statistics_on_known_patterns():

@@ -263,7 +263,11 @@ def test_evaluate_seq2seq_scores_every_pair(pipeline, capsys):
     _ok(pipeline["trained"]["seq2seq"])
     out = _evaluate(pipeline, "seq2seq", "spa.txt", capsys)
     assert out["pairs"] == out["bleu_pairs"] == 40  # every pair of the file is short enough
-    assert 0.0 <= out["bleu"] <= 100.0 and 0.0 <= out["chrf"] <= 100.0 and 0.0 <= out["token_accuracy"] <= 1.0
+    # sacreBLEU's figures of one scoring: BLEU = BP · geometric mean of the n-gram precisions (in %).
+    p = out["bleu_precisions"]
+    bleu = out["brevity_penalty"] * math.exp(sum(map(math.log, p)) / 4) if min(p) > 0 else 0.0
+    assert len(p) == 4 and out["bleu"] == pytest.approx(bleu, rel=1e-6, abs=1e-9)
+    assert 0.0 <= out["chrf"] <= 100.0 and 0.0 <= out["token_accuracy"] <= 1.0
     assert 0.0 < out["test_loss"] < 2 * math.log(300) and out["num_beams"] == 4
 
 

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_harness import tiny_bert_classifier, tiny_bert_masked_lm, tiny_gpt, tiny_seq2seq
 
 from keras_tfm.cli import export as export_cli
 from keras_tfm.cli import generate as generate_cli
@@ -24,7 +25,6 @@ from keras_tfm.cli.generate import default_max_new_tokens, export_info
 from keras_tfm.export import detect_kind, export_for_serving, list_versions, read_warmup_requests
 from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator
-from keras_tfm.models import bert_classifier, bert_masked_lm, gpt, seq2seq
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,9 +77,8 @@ def exports(tmp_path_factory):
     # for sampling and for beam search (max_beams 3). The GPT and the seq2seq model have one layer:
     # every served output is compared with the same model in process, which does not depend on the
     # depth, and each decoding loop (compiled once in process and once per loader) compiles faster.
-    keras.utils.set_random_seed(1)
     char_tok = CharTokenizer.from_corpus(GPT_TEXT)
-    gpt_model = gpt(preset="tiny", vocabulary_size=char_tok.vocabulary_size, max_length=80, num_layers=1)
+    gpt_model = tiny_gpt(seed=1, vocabulary_size=char_tok.vocabulary_size, max_length=80, num_layers=1)
     out["gpt_path"] = export_for_serving(
         gpt_model,
         root / "gpt",
@@ -115,9 +114,8 @@ def exports(tmp_path_factory):
     out["gpt_model"], out["char_tok"] = gpt_model, char_tok
 
     # ---- seq2seq (shared WordTokenizer), num_beams 1..3 (greedy + one 3-beam loop).
-    keras.utils.set_random_seed(2)
     word_tok = WordTokenizer(S2S_WORDS)
-    s2s = seq2seq(preset="tiny", vocabulary_size=word_tok.vocabulary_size, num_layers=1)
+    s2s = tiny_seq2seq(seed=2, vocabulary_size=word_tok.vocabulary_size, num_layers=1)
     out["s2s_path"] = export_for_serving(s2s, root / "s2s", tokenizer=word_tok, max_beams=3)
     sgen = Seq2SeqGenerator(s2s)
     src = ids_of(word_tok, S2S_SOURCES)
@@ -130,9 +128,8 @@ def exports(tmp_path_factory):
         out[f"s2s_beam{width}"] = detok(word_tok, seqs[:, 0], np.minimum(blens[:, 0], MAX_NEW))
 
     # ---- BERT classifier and masked LM (WordTokenizer).
-    keras.utils.set_random_seed(3)
     bert_tok = WordTokenizer(BERT_WORDS)
-    clf = bert_classifier("tiny", num_classes=2, vocabulary_size=64)
+    clf = tiny_bert_classifier(seed=3, num_classes=2)
     out["clf_path"] = export_for_serving(clf, root / "clf", tokenizer=bert_tok, label_names=["neg", "pos"])
     ids = ids_of(bert_tok, BERT_TEXTS)
     width = max(map(len, ids)) + 2
@@ -146,7 +143,7 @@ def exports(tmp_path_factory):
     }
     out["clf_probs"] = tf.nn.softmax(clf(x)).numpy().tolist()
     out["clf_model"], out["bert_tok"] = clf, bert_tok
-    mlm = bert_masked_lm("tiny", vocabulary_size=64)
+    mlm = tiny_bert_masked_lm(seed=None)
     out["mlm_path"] = export_for_serving(mlm, root / "mlm", tokenizer=bert_tok)
     masked = np.array([[2, 7, 4, 9, 3]], np.int32)  # [CLS] the [MASK] sat [SEP]
     logits = np.array(
@@ -561,7 +558,7 @@ def test_fill_mask_uses_the_tokenizers_mask_and_special_ids():
     vocabulary += [f"w{i}" for i in range(54, 64)]
     roles = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
     tokenizer = WordPieceTokenizer(vocabulary, special_tokens=roles)
-    mlm = bert_masked_lm("tiny", vocabulary_size=64)
+    mlm = tiny_bert_masked_lm()
     fill_mask = dict((name, fn) for name, fn, _ in BertMaskedLMServing(mlm, tokenizer).endpoints())[
         "fill_mask"
     ]

@@ -12,10 +12,10 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from model_harness import tiny_gpt, tiny_llama, tiny_seq2seq  # noqa: E402
 
 from keras_tfm import generation  # noqa: E402
 from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator  # noqa: E402
@@ -23,23 +23,15 @@ from keras_tfm.generation import cache as cache_lib  # noqa: E402
 from keras_tfm.generation.api import get_generator  # noqa: E402
 from keras_tfm.generation.beam import beam_search_loop  # noqa: E402
 from keras_tfm.generation.decoding import FunctionAdapter, decode  # noqa: E402
-from keras_tfm.models import gpt, seq2seq  # noqa: E402
 
 POSITIONS = ["learned", "sinusoidal", "rope", "alibi", "relative"]
 PROMPTS = [[5, 6, 7, 8, 9], [3, 4], [10, 11, 12, 13, 14, 15, 16, 17, 18]]
 SOURCES = [[5, 6, 7, 8, 9, 10], [4, 5], [7, 8, 9, 10, 11, 12, 13, 14, 15]]
 
 
-def tiny_gpt(position="learned", seed=0, **kwargs):
-    keras.utils.set_random_seed(seed)
-    options = dict(preset="tiny", position=position, max_length=64)
-    options.update(kwargs)
-    return gpt(**options)
-
-
 @pytest.fixture(scope="module")
 def gpt_learned():
-    return tiny_gpt("learned")
+    return tiny_gpt(max_length=64)
 
 
 def full_logits(model, ids):
@@ -79,7 +71,7 @@ def reference_seq2seq_greedy(model, source, bos_id, steps, eos_id):
 # --------------------------------------------------------------------------- cache == recompute
 @pytest.mark.parametrize("position", POSITIONS)
 def test_gpt_cached_logits_match_full_recompute(position):
-    model = tiny_gpt(position)
+    model = tiny_gpt(position=position, max_length=64)
     generator = CausalLMGenerator(model, run_eagerly=True)
     steps = 10
     tokens, lengths, scores = generator.generate(PROMPTS, steps, return_lengths=True, output_scores=True)
@@ -95,8 +87,8 @@ def test_gpt_cached_logits_match_full_recompute(position):
 
 
 def test_gpt_untied_post_norm_cached_matches_recompute():
-    model = tiny_gpt("rope", seed=3, tie_embeddings=False, norm_first=False)
-    assert model.head is not None
+    model = tiny_gpt(seed=3, position="rope", max_length=64, tie_embeddings=False, norm_first=False)
+    assert model.head is model.get_layer("lm_head")
     generator = CausalLMGenerator(model, run_eagerly=True)
     tokens, scores = generator.generate(PROMPTS, 6, output_scores=True)
     for b, prompt in enumerate(PROMPTS):
@@ -104,10 +96,17 @@ def test_gpt_untied_post_norm_cached_matches_recompute():
         np.testing.assert_allclose(scores[b], full[len(prompt) - 1 : len(prompt) + 5], atol=1e-5, rtol=0)
 
 
+def test_multi_query_greedy_generation_equals_full_recompute():
+    model = tiny_llama(seed=3, num_key_value_heads=1)
+    np.testing.assert_array_equal(
+        generation.generate(model, np.array([PROMPTS[0][:3]], np.int32), 5, sampler="greedy"),
+        reference_greedy(model, [PROMPTS[0][:3]], 5),
+    )
+
+
 @pytest.mark.parametrize("position", ["sinusoidal", "rope"])
 def test_seq2seq_cached_matches_full_recompute(position):
-    keras.utils.set_random_seed(1)
-    model = seq2seq(preset="tiny", position=position)
+    model = tiny_seq2seq(seed=1, position=position)
     generator = Seq2SeqGenerator(model, bos_id=1, run_eagerly=True)
     steps = 8
     tokens, lengths, scores = generator.generate(
@@ -278,8 +277,7 @@ def test_beam_length_penalty_gnmt_and_frozen_beams():
 
 
 def test_seq2seq_beam_width_one_equals_greedy():
-    keras.utils.set_random_seed(2)
-    model = seq2seq(preset="tiny")
+    model = tiny_seq2seq(seed=2)
     generator = Seq2SeqGenerator(model, bos_id=1, run_eagerly=True)
     greedy = generator.generate(SOURCES, 6, eos_id=2)
     sequences, _, _ = generator.beam_search(SOURCES, 6, num_beams=1, eos_id=2)
@@ -290,7 +288,7 @@ def test_seq2seq_beam_width_one_equals_greedy():
 
 def test_public_generate_and_beam_search(gpt_learned):
     assert isinstance(get_generator(gpt_learned), CausalLMGenerator)
-    assert isinstance(get_generator(seq2seq(preset="tiny")), Seq2SeqGenerator)
+    assert isinstance(get_generator(tiny_seq2seq()), Seq2SeqGenerator)
     assert get_generator(gpt_learned) is get_generator(gpt_learned)
     # A generator object is accepted in place of the model (eager here, for speed).
     eager = CausalLMGenerator(gpt_learned, run_eagerly=True)
@@ -381,7 +379,7 @@ def test_malformed_arguments(gpt_learned):
     with pytest.raises(ValueError, match="length_penalty"):
         g.beam_search(PROMPTS, 2, length_penalty=-1.0)
     assert g.generate(PROMPTS, 0).shape == (3, 0)
-    s2s = Seq2SeqGenerator(seq2seq(preset="tiny"), run_eagerly=True)
+    s2s = Seq2SeqGenerator(tiny_seq2seq(), run_eagerly=True)
     with pytest.raises(ValueError, match="bos_id"):
         s2s.generate(SOURCES, 2)
     with pytest.raises(ValueError, match="maximum length"):

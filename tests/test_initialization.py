@@ -14,6 +14,7 @@ import itertools
 import keras
 import numpy as np
 import pytest
+from model_harness import tiny_bert_encoder, tiny_gpt, tiny_seq2seq, tiny_vit
 
 from keras_tfm import layers as L
 from keras_tfm import models as M
@@ -53,16 +54,14 @@ def _seeded(seed=7):
 
 
 BUILDERS = {
-    "gpt": lambda **kw: M.gpt("tiny", **kw),
-    "gpt_untied": lambda **kw: M.gpt("tiny", tie_embeddings=False, **kw),
-    "bert_encoder": lambda **kw: M.bert_encoder("tiny", **kw),
-    "seq2seq": lambda **kw: M.seq2seq("tiny", **kw),
-    "seq2seq_unshared": lambda **kw: M.seq2seq(
-        "tiny", source_vocabulary_size=32, target_vocabulary_size=32, share_embeddings=False, **kw
+    "gpt": lambda **kw: tiny_gpt(seed=None, **kw),
+    "gpt_untied": lambda **kw: tiny_gpt(seed=None, tie_embeddings=False, **kw),
+    "bert_encoder": lambda **kw: tiny_bert_encoder(seed=None, **kw),
+    "seq2seq": lambda **kw: tiny_seq2seq(seed=None, **kw),
+    "seq2seq_unshared": lambda **kw: tiny_seq2seq(
+        seed=None, source_vocabulary_size=32, target_vocabulary_size=32, share_embeddings=False, **kw
     ),
-    "vit": lambda **kw: M.vit_classifier(
-        8, 4, 3, num_layers=2, num_heads=2, d_model=16, position="learned", **kw
-    ),
+    "vit": lambda **kw: tiny_vit(seed=None, position="learned", **kw),
 }
 
 
@@ -83,7 +82,7 @@ def test_builder_weights_are_independent_and_reproducible(name):
 
 def test_bert_heads_are_independent():
     keras.utils.set_random_seed(3)
-    encoder = M.bert_encoder("tiny")
+    encoder = tiny_bert_encoder(seed=None)
     for model in (
         M.bert_masked_lm(encoder),
         M.bert_classifier(encoder, num_classes=3),

@@ -201,3 +201,23 @@ def test_bad_attention_core_ranks():
     q = X.reshape(B, T, H, D // H)
     with pytest.raises(ValueError, match="mask"):
         L.dot_product_attention(q, q, q, mask=np.ones((T,), bool))
+
+
+def test_patch_embedding_errors():
+    with pytest.raises(ValueError, match="patch_size"):
+        L.PatchEmbedding(3, 8)(np.zeros((1, 8, 8, 1), "float32"))
+    with pytest.raises(ValueError, match="patch_size"):
+        L.PatchEmbedding((2, 2, 2), 8)
+    with pytest.raises(ValueError, match="d_model"):
+        L.PatchEmbedding(2, 0)
+
+
+def test_positional_encoding_2d_errors():
+    with pytest.raises(ValueError, match="even"):
+        L.PositionalEncoding2D(grid_size=(2, 2))(np.zeros((1, 4, 5), "float32"))
+    with pytest.raises(ValueError, match="grid_size"):
+        L.PositionalEncoding2D()(np.zeros((1, 4, 4), "float32"))
+    with pytest.raises(ValueError, match="length"):
+        L.PositionalEncoding2D(grid_size=(2, 2))(np.zeros((1, 5, 4), "float32"))
+    with pytest.raises(ValueError, match="grid_size"):
+        L.PositionalEncoding2D(grid_size=(2,))

@@ -168,11 +168,10 @@ def reference_pe(positions, d):
     return pe
 
 
-def test_sinusoidal_encoding_matches_formula_and_is_bounded():
+def test_sinusoidal_encoding_matches_formula():
     positions = np.arange(0, 4096)
     table = np.asarray(L.sinusoidal_table(positions, D))
     assert table.dtype == np.float32
-    assert table.min() >= -1.0 and table.max() <= 1.0
     np.testing.assert_allclose(table, reference_pe(positions, D), atol=1e-5, rtol=0)
     # The layer adds exactly this table, from `start_index` on.
     out = np.asarray(L.PositionalEncoding()(np.zeros((1, 6, D), "float32"), start_index=3000))

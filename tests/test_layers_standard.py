@@ -235,3 +235,58 @@ def test_output_head_probabilities_with_temperature():
     # A per-call temperature overrides the default; higher τ flattens.
     hot = np.asarray(layer(X, temperature=4.0))
     assert hot.max() < probs.max()
+
+
+# ------------------------------------------------------------------ vision tokens
+def test_patch_embedding_equals_dense_on_flattened_patches():
+    x = np.random.default_rng(1).random((2, 8, 12, 3)).astype("float32")
+    layer, (y,) = run_layer_test(
+        L.PatchEmbedding,
+        dict(patch_size=4, d_model=16),
+        x,
+        expected_output_shape=(2, 6, 16),
+        expected_num_trainable_weights=2,
+    )
+    kernel, bias = layer.get_weights()  # (4, 4, 3, 16), (16,)
+    # patch (row 1, col 2) is token 1·3 + 2 = 5
+    expected = np.einsum("bhwc,hwcd->bd", x[:, 4:8, 8:12, :], kernel) + bias
+    np.testing.assert_allclose(y[:, 5], expected, rtol=1e-5, atol=1e-5)
+    assert layer.compute_output_shape((None, 8, 12, 3)) == (None, 6, 16)
+    rectangular = L.PatchEmbedding((2, 4), 8)
+    assert L.PatchEmbedding.from_config(rectangular.get_config()).get_config() == rectangular.get_config()
+
+
+def test_class_token_prepends_a_learned_vector():
+    _, (y,) = run_layer_test(
+        L.ClassToken,
+        {},
+        np.ones((2, 5, 4), "float32"),
+        expected_output_shape=(2, 6, 4),
+        expected_num_trainable_weights=1,
+    )
+    np.testing.assert_array_equal(y[:, 0], 0.0)  # zeros-initialised [CLS] vector
+    np.testing.assert_array_equal(y[:, 1:], 1.0)
+
+
+def test_positional_encoding_2d_halves_encode_row_and_column():
+    rows, cols, d = 3, 4, 8
+    table = np.asarray(L.sinusoidal_table_2d(rows, cols, d))
+    row_table = np.asarray(L.sinusoidal_table(np.arange(rows, dtype="float32"), d // 2))
+    col_table = np.asarray(L.sinusoidal_table(np.arange(cols, dtype="float32"), d // 2))
+    for r in range(rows):
+        for c in range(cols):
+            np.testing.assert_allclose(table[r * cols + c, : d // 2], row_table[r], atol=1e-6)
+            np.testing.assert_allclose(table[r * cols + c, d // 2 :], col_table[c], atol=1e-6)
+    # with a [CLS] prefix: the prefix gets nothing
+    _, (y,) = run_layer_test(
+        L.PositionalEncoding2D,
+        dict(grid_size=(rows, cols), num_prefix_tokens=1),
+        np.zeros((1, 1 + rows * cols, d), "float32"),
+        expected_output_shape=(1, 1 + rows * cols, d),
+        expected_num_trainable_weights=0,
+    )
+    np.testing.assert_array_equal(y[0, 0], 0.0)
+    np.testing.assert_allclose(y[0, 1:], table, atol=1e-6)
+    # grid inputs
+    grid = np.asarray(L.PositionalEncoding2D()(np.zeros((1, rows, cols, d), "float32")))
+    np.testing.assert_allclose(grid.reshape(rows * cols, d), table, atol=1e-6)

@@ -18,12 +18,11 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from model_harness import tiny_gpt  # noqa: E402
 
 from keras_tfm.generation import CausalLMGenerator, beam_search, generate, sliding_window  # noqa: E402
-from keras_tfm.models import gpt  # noqa: E402
 
 W = 8
 STEPS = 21  # three window restarts of the longest prompt
@@ -31,10 +30,7 @@ PROMPTS = [[5, 6, 7, 8, 9], [3, 4], [10, 11, 12, 13, 14, 15, 16, 17]]
 
 
 def tiny(position, num_layers=2):
-    keras.utils.set_random_seed(0)
-    return gpt(
-        vocabulary_size=23, max_length=W, num_layers=num_layers, num_heads=2, d_model=16, position=position
-    )
+    return tiny_gpt(vocabulary_size=23, max_length=W, num_layers=num_layers, d_model=16, position=position)
 
 
 @pytest.fixture(scope="module")

@@ -11,35 +11,17 @@ import os
 import keras
 import numpy as np
 import pytest
+from model_harness import MODEL_CASES, tiny_gpt, token_ids
 
-from keras_tfm import models as M
 from keras_tfm.models import lora
 
-RNG = np.random.default_rng(0)
-BERT_INPUTS = {
-    "token_ids": RNG.integers(1, 64, size=(2, 10)).astype("int32"),
-    "segment_ids": np.zeros((2, 10), "int32"),
-    "padding_mask": np.ones((2, 10), "int32"),
-}
-GPT_IDS = RNG.integers(0, 64, size=(4, 16)).astype("int32")
+GPT_IDS = token_ids(4, 16, low=0)
 
 
 def _build(name):
-    keras.utils.set_random_seed(0)
-    if name == "gpt":
-        return M.gpt("tiny"), GPT_IDS
-    if name == "bert_encoder":
-        return M.bert_encoder("tiny"), BERT_INPUTS
-    if name == "bert_classifier":
-        return M.bert_classifier("tiny", num_classes=3), BERT_INPUTS
-    if name == "bert_masked_lm":
-        return M.bert_masked_lm("tiny"), BERT_INPUTS
-    if name == "seq2seq":
-        ids = RNG.integers(1, 32, size=(2, 8)).astype("int32")
-        return M.seq2seq("tiny"), {"encoder_token_ids": ids, "decoder_token_ids": ids}
-    return M.vit_classifier(8, 4, 3, num_layers=2, num_heads=2, d_model=16), RNG.normal(
-        size=(2, 8, 8, 3)
-    ).astype("float32")
+    """A fresh model of `MODEL_CASES[name]` (seeded) and its example inputs."""
+    case = MODEL_CASES[name]
+    return case.build(), case.inputs
 
 
 def _outputs(model, x):
@@ -54,19 +36,10 @@ def _perturb(model):
         layer.lora_kernel_b.assign(keras.random.normal(layer.lora_kernel_b.shape, seed=i))
 
 
-@pytest.mark.parametrize(
-    "name, attention_layers",
-    [
-        ("gpt", 2),
-        ("bert_encoder", 2),
-        ("bert_classifier", 2),
-        ("bert_masked_lm", 2),
-        ("seq2seq", 6),
-        ("vit", 2),
-    ],
-)
-def test_enable_lora_on_every_model(name, attention_layers):
+@pytest.mark.parametrize("name", sorted(MODEL_CASES))
+def test_enable_lora_on_every_model(name):
     model, x = _build(name)
+    attention_layers = 6 if name.startswith("seq2seq") else 2
     reference = _outputs(model, x)
     model.enable_lora(2)
     # Only A and B of query and value train: 2 targets x 2 matrices per attention layer
@@ -120,13 +93,13 @@ def test_lora_twice_or_merge_without_lora():
     with pytest.raises(ValueError, match="already enabled"):
         model.enable_lora(2)
     with pytest.raises(TypeError, match="positive int"):
-        M.gpt("tiny").enable_lora("2")
+        tiny_gpt().enable_lora("2")
 
 
 @pytest.fixture(scope="module")
 def finetuned_gpt():
     """A tiny GPT, LoRA on query/value, fitted 20 steps on one batch."""
-    model, ids = _build("gpt")
+    model, ids = tiny_gpt(), GPT_IDS
     frozen = {v.path: keras.ops.convert_to_numpy(v) for v in model.weights}
     model.enable_lora(4)
     model.compile(

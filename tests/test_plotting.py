@@ -7,9 +7,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_harness import tiny_gpt
 
 from keras_tfm.analysis import plotting
-from keras_tfm.models import gpt
 from keras_tfm.schedules import TransformerSchedule, WarmupStableDecay, nanogpt_schedule
 
 
@@ -23,7 +23,7 @@ def assert_png(path, min_kb=5):
 
 @pytest.fixture(scope="module")
 def model():
-    return gpt("tiny", num_layers=2)
+    return tiny_gpt()
 
 
 def test_plot_attention_heads(tmp_path, model):

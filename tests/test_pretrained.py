@@ -15,6 +15,7 @@ import warnings
 import keras
 import numpy as np
 import pytest
+from model_harness import tiny_bert_masked_lm, tiny_gpt
 
 from keras_tfm.checkpoints import from_pretrained, save_pretrained, sentence_encoder
 from keras_tfm.checkpoints.pretrained import pretrained_tokenizer
@@ -309,9 +310,7 @@ def test_save_is_atomic_and_never_overwrites_by_accident(tmp_path, tiny_gpt2):
     assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # no temporary directory left behind
     save_pretrained(tiny_gpt2, target, overwrite=True)
     with pytest.raises(ValueError, match="cannot be saved as a GPT-2 checkpoint.*rope"):
-        from keras_tfm.models import gpt
-
-        save_pretrained(gpt("tiny", vocabulary_size=50, max_length=16, position="rope"), tmp_path / "rope")
+        save_pretrained(tiny_gpt(vocabulary_size=50, max_length=16, position="rope"), tmp_path / "rope")
 
 
 def test_loaded_model_saves_to_keras_file(tmp_path, tiny_gpt2):
@@ -609,10 +608,9 @@ def test_bert_mapping_matches_a_numpy_bert_on_huggingface_names():
     same names: every name lands on the right variable in the right layout."""
     from keras_tfm.checkpoints import bert as bert_checkpoint
     from keras_tfm.checkpoints import weight_mapping as wm
-    from keras_tfm.models import bert_encoder, bert_masked_lm
 
-    encoder = bert_encoder("tiny")
-    mlm = bert_masked_lm(encoder)
+    mlm = tiny_bert_masked_lm(seed=None)
+    encoder = mlm.encoder
     entries = bert_checkpoint.entries(mlm)
     weights = _random_hf_weights(entries)
     pairs, missing = wm.collect(entries, weights, {}, {}, "config.json")

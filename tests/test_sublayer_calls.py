@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
+from model_harness import images, tiny_bert_classifier, tiny_bert_masked_lm, tiny_gpt, tiny_seq2seq, tiny_vit
 
 from keras_tfm import layers as L
-from keras_tfm import models as M
 from keras_tfm.layers.attention import decoding, projections
 from keras_tfm.layers.attention.core import dot_product_attention
 from keras_tfm.layers.feed_forward import get_activation
@@ -140,8 +140,7 @@ def test_layer_quantize_delegates_to_projections():
 # --------------------------------------------------------------- whole model
 @pytest.fixture(scope="module")
 def quantized_gpt():
-    keras.utils.set_random_seed(0)
-    model = M.gpt("tiny", tie_embeddings=False)
+    model = tiny_gpt(tie_embeddings=False)
     ids = np.random.default_rng(0).integers(0, 64, size=(16, 32)).astype("int32")
     reference = keras.ops.convert_to_numpy(model(ids))
     with warnings.catch_warnings():
@@ -201,18 +200,16 @@ def test_no_layer_bypasses_a_quantized_sublayer(quantized_gpt, monkeypatch):
 def test_quantize_whole_builder_models(name):
     """`model.quantize("int8")` on other builders: every projection (cross-attention
     included) is quantized and called, and the outputs stay close."""
-    keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     if name == "seq2seq":
-        model = M.seq2seq("tiny")
+        model = tiny_seq2seq()
         x = {
             "encoder_token_ids": rng.integers(1, 32, size=(4, 12)).astype("int32"),
             "decoder_token_ids": rng.integers(1, 32, size=(4, 12)).astype("int32"),
         }
         expected = 2 * 6 + 2 * 10  # encoder blocks: attention + FFN; decoder blocks: + cross-attention
     elif name.startswith("bert"):
-        builder = M.bert_classifier if name == "bert_classifier" else M.bert_masked_lm
-        model = builder("tiny", **({"num_classes": 3} if name == "bert_classifier" else {}))
+        model = tiny_bert_classifier() if name == "bert_classifier" else tiny_bert_masked_lm()
         x = {
             "token_ids": rng.integers(1, 64, size=(4, 12)).astype("int32"),
             "segment_ids": np.zeros((4, 12), "int32"),
@@ -222,8 +219,8 @@ def test_quantize_whole_builder_models(name):
         # (the tied MLM output reads the token table: `TokenEmbedding` stays float).
         expected = 1 + 2 * 6 + (2 if name == "bert_classifier" else 1)
     else:
-        model = M.vit_classifier(8, 4, 3, num_layers=2, num_heads=2, d_model=16)
-        x = rng.normal(size=(4, 8, 8, 3)).astype("float32")
+        model = tiny_vit()
+        x = images(4)
         expected = 2 * 6 + 1  # blocks + classifier (the patch Conv2D has no int8 form)
     reference = keras.ops.convert_to_numpy(model(x))
     with warnings.catch_warnings():
@@ -340,8 +337,7 @@ def test_bfloat16_cache_decoding():
     bits), logits within bfloat16 rounding of the float32 cache."""
     from keras_tfm.generation import CausalLMGenerator
 
-    keras.utils.set_random_seed(0)
-    model = M.gpt("tiny", kernel_initializer="glorot_uniform", embeddings_initializer="glorot_uniform")
+    model = tiny_gpt(kernel_initializer="glorot_uniform", embeddings_initializer="glorot_uniform")
     prompts = np.random.default_rng(1).integers(1, 64, size=(2, 8)).astype("int32")
     tokens, ref = CausalLMGenerator(model).generate(prompts, 8, output_scores=True)
     model.cache_dtype = "bfloat16"

@@ -17,9 +17,19 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_harness import (
+    bert_inputs,
+    tiny_bert_classifier,
+    tiny_bert_masked_lm,
+    tiny_gpt,
+    tiny_seq2seq,
+    to_numpy,
+    token_ids,
+)
 
-from keras_tfm import models, training
+from keras_tfm import training
 from keras_tfm.atomic_files import atomic_write_text
+from keras_tfm.losses import MaskedSparseCategoricalCrossentropy
 from keras_tfm.training.loop import _segments
 from keras_tfm.training.standard_callbacks import tensorboard_available
 
@@ -249,10 +259,8 @@ def _data(start):
 
 def _tiny_gpt(optimizer=None, **compile_kwargs):
     """The tiny GPT with one layer (what these tests check does not depend on the depth)."""
-    keras.utils.set_random_seed(0)
-    model = models.gpt("tiny", max_length=16, num_layers=1)
     return training.compile_for_lm(
-        model,
+        tiny_gpt(max_length=16, num_layers=1),
         optimizer or keras.optimizers.Adam(1e-2),
         ignore_index=None,
         jit_compile=False,
@@ -333,6 +341,70 @@ def test_segments_cover_resume_points():
 
 
 # --------------------------------------------------------------------------- #
+# compile_for_lm / compile_for_classification; the optimizer state in a .keras file
+# --------------------------------------------------------------------------- #
+
+
+def test_compile_helpers():
+    model = tiny_gpt()
+    training.compile_for_lm(model, optimizer="vaswani", warmup_steps=10, label_smoothing=0.1)
+    assert isinstance(model.loss, MaskedSparseCategoricalCrossentropy) and model.loss.label_smoothing == 0.1
+    assert model.optimizer.beta_2 == 0.98
+    lr0 = float(model.optimizer.learning_rate)
+    assert lr0 == pytest.approx(32**-0.5 * 1 * 10**-1.5, rel=1e-5)
+    assert model.jit_compile is True  # XLA by default (the fast path), outside tf.distribute
+    training.compile_for_lm(model, jit_compile=False, steps_per_execution=4)
+    assert not model.jit_compile and model.steps_per_execution == 4
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        mirrored = training.compile_for_lm(tiny_gpt())
+    assert mirrored.jit_compile is False
+    with pytest.raises(TypeError, match="jit_compile"):
+        training.compile_for_lm(model, jit_compile="yes")
+    with pytest.raises(ValueError, match="learning_rate"):
+        training.compile_for_lm(model, optimizer="vaswani", learning_rate=1e-3)
+    with pytest.raises(TypeError):
+        training.compile_for_lm(model, optimizer=3)
+
+
+def _optimizer_state(model):
+    return [keras.ops.convert_to_numpy(v) for v in model.optimizer.variables]
+
+
+def _train_steps(model, x, y, steps):
+    return [float(model.train_on_batch(x, y, return_dict=True)["loss"]) for _ in range(steps)]
+
+
+@pytest.mark.parametrize("kind", ["gpt", "bert_classifier"])
+def test_keras_file_keeps_the_optimizer_state(tmp_path, kind):
+    if kind == "gpt":
+        model = training.compile_for_lm(
+            tiny_gpt(seed=4, position="alibi"), optimizer="vaswani", warmup_steps=5, run_eagerly=True
+        )
+        ids = token_ids(4, 9, low=0)
+        x, y = ids[:, :-1], ids[:, 1:]
+    else:
+        model = training.compile_for_classification(
+            tiny_bert_classifier(seed=4, pooling="max"), optimizer="adamw", run_eagerly=True
+        )
+        x, y = bert_inputs(4, 8), np.array([0, 1, 2, 1])
+    _train_steps(model, x, y, 2)
+    model.save(tmp_path / f"{kind}.keras")
+    loaded = keras.saving.load_model(tmp_path / f"{kind}.keras")
+    assert int(loaded.optimizer.iterations) == 2
+    for a, b in zip(_optimizer_state(loaded), _optimizer_state(model)):
+        np.testing.assert_allclose(a, b, atol=1e-7)
+    # Identical state ⇒ identical next step.
+    assert _train_steps(model, x, y, 1) == pytest.approx(_train_steps(loaded, x, y, 1), rel=1e-5)
+    if kind == "gpt":
+        # The tie survives loading: the output projection *is* the embedding.
+        table = loaded.token_embedding.embeddings
+        before = to_numpy(loaded(x))
+        table.assign(table * 2.0)
+        assert not np.allclose(to_numpy(loaded(x)), before)
+        assert len(loaded.weights) == len({id(w) for w in loaded.weights})
+
+
+# --------------------------------------------------------------------------- #
 # Precision, XLA, label smoothing, clipping, gradient accumulation
 # --------------------------------------------------------------------------- #
 
@@ -342,15 +414,15 @@ def _tiny_model_and_batch(kind):
     precision and XLA checks do not depend on the depth), and its XLA train step compiles faster."""
     rng = np.random.RandomState(0)
     if kind == "gpt":
-        model = models.gpt("tiny", max_length=16, num_layers=1)
+        model = tiny_gpt(seed=None, max_length=16, num_layers=1)
         x = rng.randint(1, 64, size=(4, 16)).astype("int32")
         return model, x, np.roll(x, -1, axis=1), None
     if kind == "bert":
-        model = models.bert_masked_lm("tiny", num_layers=1)
+        model = tiny_bert_masked_lm(seed=None, num_layers=1)
         ids = rng.randint(7, 64, size=(4, 16)).astype("int32")
         x = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
         return model, x, ids, (rng.rand(4, 16) < 0.3).astype("float32")
-    model = models.seq2seq("tiny", num_layers=1)
+    model = tiny_seq2seq(seed=None, num_layers=1)
     src = rng.randint(3, 32, size=(4, 12)).astype("int32")
     tgt = rng.randint(3, 32, size=(4, 10)).astype("int32")
     return model, {"encoder_token_ids": src, "decoder_token_ids": tgt}, np.roll(tgt, -1, axis=1), None
