@@ -32,6 +32,7 @@ SLOWEST_FIRST = (
     "test_long_generation.py",  # 66
     "test_models.py",  # 63 (measured with 2 cores)
     "test_pretrained.py",  # 42
+    "test_docs.py",  # 40 (one export, a compiled generation loop)
     "test_backends.py",  # 35
     "test_sublayer_calls.py",  # 31
     "test_tokenizers_pretrained.py",  # 30
