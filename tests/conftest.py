@@ -11,10 +11,9 @@ collections walks all of them. After `test_cli_workflow.py`, the int8 tests of
 file the survivors of the earlier files are collected once and frozen (`gc.freeze`: later
 collections skip them); the same tests then took 2.5 s.
 
-Order. Even so the files that build the most (`LAST`) run last, one per worker; before them the
-slow files go first (`SLOWEST_FIRST`, longest processing time first), so the short files fill the
-gaps and the two workers finish at about the same time. xdist's default order (most tests first)
-had left the slowest file for the end with the other worker idle.
+Order. The slow files go first (`SLOWEST_FIRST`, longest processing time first), so the short
+files fill the gaps and the two workers finish at about the same time. xdist's default order (most
+tests first) had left the slowest file for the end with the other worker idle.
 
 Under xdist each worker (and the subprocesses its tests start) sizes TensorFlow's thread pools to
 one thread: the two workers already keep the two cores busy, and pools sized for the whole machine
@@ -31,15 +30,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # before TensorFlow starts its thread
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
-#: The slowest files, slowest first (seconds on one core, `-n 0`); the others follow in their
-#: usual (alphabetical) order, then `LAST`. Keep the heaviest files at the top when their cost changes.
+#: The slowest files, slowest first (seconds on two cores, `-n 0`); the others follow in their usual
+#: (alphabetical) order. Keep the heaviest files at the top when their cost changes.
 SLOWEST_FIRST = (
+    "test_export.py",  # 185 (four exports, each loaded by two loaders in a subprocess)
+    "test_cli_workflow.py",  # 100
     "test_examples_cli.py",  # 85
+    "test_docs.py",  # 80 (one export, a compiled generation loop)
     "test_training.py",  # 74
     "test_long_generation.py",  # 66
-    "test_models.py",  # 63 (measured with 2 cores)
+    "test_models.py",  # 63
     "test_pretrained.py",  # 42
-    "test_docs.py",  # 40 (one export, a compiled generation loop)
     "test_backends.py",  # 35
     "test_sublayer_calls.py",  # 31
     "test_tokenizers_pretrained.py",  # 30
@@ -50,19 +51,10 @@ SLOWEST_FIRST = (
 )
 
 
-#: The files that age a worker process most (SavedModel export and loading, many XLA loops), last:
-#: one per worker at the end of the run.
-LAST = (
-    "test_cli_workflow.py",  # 90
-    "test_export.py",  # 148
-)
-
-
 def pytest_collection_modifyitems(items):
-    """Orders the files: `SLOWEST_FIRST` in that order, the others, then `LAST` (a stable sort:
-    the order inside a file, and of the other files, is kept)."""
+    """Orders the files: `SLOWEST_FIRST` in that order, then the others (a stable sort: the order
+    inside a file, and of the other files, is kept)."""
     rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
-    rank.update({name: len(SLOWEST_FIRST) + 1 + index for index, name in enumerate(LAST)})
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOWEST_FIRST)))
 
 
