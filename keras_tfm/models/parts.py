@@ -9,7 +9,7 @@ the default initializers, and the key/value cache helpers of cached decoding.
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_int
+from keras_tfm.checks import check_choice, check_positive_float, check_positive_int
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.rms_norm import RMSNorm
@@ -41,10 +41,12 @@ def check_size(name, value, allow_none=False):
 
 
 def check_epsilon(value):
-    """`layer_norm_epsilon` as a positive float (a ValueError naming it otherwise)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"`layer_norm_epsilon` must be a positive float; received {value!r}.")
-    return float(value)
+    """`layer_norm_epsilon` as a finite positive float (a ValueError naming it otherwise: NaN
+    would make every output NaN, inf every normalised vector the norm's β)."""
+    try:
+        return check_positive_float("layer_norm_epsilon", value)
+    except TypeError as error:
+        raise ValueError(str(error)) from None
 
 
 def split_position(position):
