@@ -469,7 +469,9 @@ simple(
 )
 
 
-@case("config-one-label-classifier", ValueError, r"`num_classes` must be >= 2.*received 1")
+@case(
+    "config-one-label-classifier", ValueError, r"config\.json: field 'id2label' gives 1 label.*num_classes=2"
+)
 def _(env):
     folder = env.edit_config("tiny_bert", "one_label", id2label={"0": "POSITIVE"})
     from_pretrained(folder, task="classifier")

@@ -127,12 +127,22 @@ def _num_classes(head, config, config_path):
         return head["num_classes"]
     labels = config.get("id2label") or {}
     if isinstance(labels, dict) and labels:
-        return len(labels)
+        return _at_least_two(len(labels), config_path, "id2label")
     if isinstance(config.get("num_labels"), int):
-        return config["num_labels"]
+        return _at_least_two(config["num_labels"], config_path, "num_labels")
     raise ValueError(
         f"`num_classes` is required for this task ({config_path} has no 'id2label' / 'num_labels')."
     )
+
+
+def _at_least_two(num_classes, config_path, field):
+    if num_classes < 2:
+        raise ValueError(
+            f"{config_path}: field {field!r} gives {num_classes} label(s); a classifier needs "
+            "`num_classes` >= 2 (a softmax over one class is always 1); pass num_classes=2 for a "
+            "binary task."
+        )
+    return num_classes
 
 
 def _build(family, task, options, head, directory, config, config_path):

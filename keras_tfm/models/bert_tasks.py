@@ -64,6 +64,19 @@ class BertTask(TransformerModel):
         return self.blocks
 
 
+def check_num_classes(num_classes):
+    """`num_classes` as an int >= 2: the softmax over one class is always 1, so its loss is 0
+    and nothing trains."""
+    num_classes = check_positive_int("num_classes", num_classes)
+    if num_classes < 2:
+        raise ValueError(
+            f"`num_classes` must be >= 2 (a softmax over one class is always 1: the loss is 0 and "
+            f"nothing trains); received {num_classes}. For a binary task use num_classes=2 "
+            "(labels 0 and 1)."
+        )
+    return num_classes
+
+
 def as_encoder(encoder):
     """A `BertEncoder` from an instance or its serialized config (from_config)."""
     if isinstance(encoder, dict):
@@ -149,7 +162,7 @@ class BertClassifier(BertTask):
 
     Args:
         encoder: a `BertEncoder`.
-        num_classes: number of classes (>= 1).
+        num_classes: number of classes (>= 2; a binary task has 2).
         pooling: "cls", "mean" or "max".
         dropout: classifier dropout (defaults to the encoder's dropout).
         name: model name.
@@ -172,7 +185,7 @@ class BertClassifier(BertTask):
     ):
         encoder = as_encoder(encoder)
         pooling = check_choice("pooling", pooling, POOLINGS)
-        num_classes = check_positive_int("num_classes", num_classes)
+        num_classes = check_num_classes(num_classes)
         dropout = _head_dropout(encoder, dropout)
         dtype = encoder.blocks[0].dtype_policy
         pooling_layer = None
@@ -222,7 +235,7 @@ class BertTokenClassifier(BertTask):
         **kwargs,
     ):
         encoder = as_encoder(encoder)
-        num_classes = check_positive_int("num_classes", num_classes)
+        num_classes = check_num_classes(num_classes)
         dropout = _head_dropout(encoder, dropout)
         dtype = encoder.blocks[0].dtype_policy
         classifier_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
@@ -337,7 +350,7 @@ def bert_classifier(
 
     Args:
         encoder: a `BertEncoder`, a preset name or None (+ kwargs).
-        num_classes: number of classes (>= 1).
+        num_classes: number of classes (>= 2; a binary task has 2).
         pooling: "cls", "mean" or "max".
         dropout: classifier dropout (defaults to the encoder's dropout).
         tokenizer / vocabulary_size: encoder options when the encoder is
@@ -349,7 +362,7 @@ def bert_classifier(
         A `BertClassifier`: encoder inputs → float32 `logits` (B, num_classes).
     """
     check_choice("pooling", pooling, POOLINGS)
-    check_positive_int("num_classes", num_classes)
+    check_num_classes(num_classes)
     encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
     return BertClassifier(encoder, num_classes, pooling=pooling, dropout=dropout, name=name)
 
@@ -368,7 +381,7 @@ def bert_token_classifier(
 
     Args:
         encoder: a `BertEncoder`, a preset name or None (+ kwargs).
-        num_classes: number of classes (>= 1).
+        num_classes: number of classes (>= 2; a binary task has 2).
         dropout: classifier dropout (defaults to the encoder's dropout).
         tokenizer / vocabulary_size: encoder options when the encoder is
             built here; else they must match the encoder's vocabulary.
@@ -379,6 +392,6 @@ def bert_token_classifier(
         A `BertTokenClassifier`: encoder inputs → float32 `logits`
         (B, T, num_classes).
     """
-    check_positive_int("num_classes", num_classes)
+    check_num_classes(num_classes)
     encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
     return BertTokenClassifier(encoder, num_classes, dropout=dropout, name=name)
