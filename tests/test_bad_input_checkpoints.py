@@ -107,7 +107,7 @@ def simple(case_id, exc, match, fn):
 @case(
     "quantized-save_pretrained-refused",
     ValueError,
-    r"quantized \('int8'\).*save_pretrained.*before `quantize",
+    r"quantized \('int8': 6 layers.*save_pretrained writes float weights.*before `quantize",
 )
 def _(env):
     save_pretrained(env.quantized_gpt(), os.path.join(env.root, "quantized_checkpoint"))

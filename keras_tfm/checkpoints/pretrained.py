@@ -300,6 +300,20 @@ def _identify(model):
     )
 
 
+def _refuse_quantized(model):
+    """A ValueError naming the quantized layers: a checkpoint holds float weights only (integer
+    codes written without their scales would load as garbage)."""
+    quantized = model.quantized_layers()
+    if quantized:
+        modes = sorted(set(quantized.values()))
+        raise ValueError(
+            f"This model is quantized ({', '.join(repr(m) for m in modes)}: {len(quantized)} layers, e.g. "
+            f"{next(iter(quantized))!r}); save_pretrained writes float weights only. Call "
+            "save_pretrained before `quantize()` (and quantize the model from_pretrained returns), or "
+            "save the quantized model with `model.save(path.keras)`."
+        )
+
+
 def _saved_options(model, task):
     options = {"task": task}
     if task == "classifier":
@@ -381,8 +395,13 @@ def save_pretrained(
 
     Returns:
         `path`.
+
+    Raises:
+        ValueError: a quantized model (save it before `quantize()`, or as
+            `.keras`), or options the family's layout lacks.
     """
     family, task = _identify(model)
+    _refuse_quantized(model)
     config = family.hf_config(model, task)
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"

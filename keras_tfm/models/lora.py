@@ -145,7 +145,19 @@ def merge_lora(model, target):
     off there (the layer's call is then the plain `x·W + b`); every weight is
     trainable again. `A` and `B` stay as unused zero variables of the layers
     (Keras cannot drop a variable), so a saved merged model holds no LoRA.
+    A ValueError (nothing changed) when a LoRA layer is quantized.
     """
+    quantized = [
+        f"{layer.path} ({layer.quantization_mode})"
+        for layer in target_layers(model, target)
+        if layer.lora_enabled and layer.quantization_mode is not None
+    ]
+    if quantized:
+        raise ValueError(
+            f"merge_lora() cannot fold LoRA into quantized kernels; quantized LoRA layers: {quantized}. "
+            "Merge before `quantize()`: `merge_lora()`, then `quantize(mode)` (the quantized model with "
+            "LoRA unmerged computes correctly as it is)."
+        )
     for layer in target_layers(model, target):
         if not layer.lora_enabled:
             continue
