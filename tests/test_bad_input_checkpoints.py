@@ -404,7 +404,8 @@ def _(env):
     model = tiny_seq2seq()
     model.quantize("int8")
     source = np.ones((1, 4), "int32")
-    assert np.isfinite(np.asarray(model([source, source]))).all()
+    logits = model({"encoder_token_ids": source, "decoder_token_ids": source})
+    assert np.isfinite(np.asarray(logits)).all()
 
 
 @case("gpt-sinusoidal-quantize-before-first-call", RECOVERS)
@@ -412,6 +413,18 @@ def _(env):
     model = tiny_gpt(position="sinusoidal", num_layers=1)
     model.quantize("int8")
     assert np.isfinite(np.asarray(model(np.ones((1, 4), "int32")))).all()
+
+
+def _quantize_first_case(case_id, build):
+    @case(case_id, RECOVERS)
+    def _(env):
+        model = build()
+        model.quantize("int8")
+        assert np.isfinite(np.asarray(model(np.ones((1, 4), "int32")))).all()
+
+
+_quantize_first_case("gpt-rope-quantize-before-first-call", lambda: tiny_gpt(position="rope", num_layers=1))
+_quantize_first_case("gpt-alibi-quantize-before-first-call", lambda: tiny_gpt(position="alibi", num_layers=1))
 
 
 @case(
