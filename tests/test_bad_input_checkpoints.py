@@ -380,7 +380,7 @@ def _(env):
 simple(
     "gpt-vocabulary_size-huge",
     ValueError,
-    r"`vocabulary_size`=1000000000000.*needs [\d.]+ [TPG]B",
+    r"`vocabulary_size`=1000000000000 × `d_model`=32 .*needs [\d.]+ [TPG]B",
     lambda: models.gpt("tiny", vocabulary_size=10**12),
 )
 

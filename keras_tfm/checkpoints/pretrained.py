@@ -40,6 +40,7 @@ from keras_tfm.checkpoints.files import (
     write_json,
     write_weights,
 )
+from keras_tfm.checks import check_allocation
 
 FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, gpt2_checkpoint, llama_checkpoint)}
 #: Decoder-only families: built with `gpt`, task "causal_lm".
@@ -133,6 +134,18 @@ def _num_classes(head, config, config_path):
     raise ValueError(
         f"`num_classes` is required for this task ({config_path} has no 'id2label' / 'num_labels')."
     )
+
+
+def _check_embedding_size(config, config_path, options):
+    """Refuses, before anything is allocated or read, a config whose token embedding alone would
+    not fit in memory (naming the file and field)."""
+    vocabulary_size, d_model = options.get("vocabulary_size"), options.get("d_model")
+    if isinstance(vocabulary_size, int) and isinstance(d_model, int):
+        check_allocation(
+            f"{config_path}: field 'vocab_size' = {config.get('vocab_size')!r} (the {vocabulary_size} × "
+            f"{d_model} token embedding)",
+            vocabulary_size * d_model * 4,
+        )
 
 
 def _at_least_two(num_classes, config_path, field):
@@ -233,6 +246,7 @@ def from_pretrained(path: str | os.PathLike, task: str | None = None, **override
     head = {k: overrides.pop(k) for k in HEAD_OPTIONS.get(task, ()) if k in overrides}
     options = family.builder_options(config, ConfigReader(config, config_path))
     options.update(overrides)
+    _check_embedding_size(config, config_path, options)
     tensors, sources = read_weights(directory)
     tensors, sources = _normalise_names(tensors, sources)
     sources = {n: os.path.join(directory, f) for n, f in sources.items()}
