@@ -322,7 +322,7 @@ simple(
 @case(
     "modules-json-pooling-path-missing",
     ValueError,
-    r"modules\.json: the Pooling module's path '2_Pool' .*does not exist",
+    r"modules\.json: the Pooling module's path '2_Pool' has no config\.json.*does not exist",
 )
 def _(env):
     folder = env.copy("tiny_bert", "pooling_path")
@@ -464,6 +464,7 @@ def _(env):
 def _(env):
     folder = env.copy("tiny_bert", "gpt2_named")
     shutil.copy(os.path.join(FIXTURES, "tiny_gpt2", "config.json"), folder)
+    os.remove(os.path.join(folder, "tokenizer_config.json"))  # config.json alone declares the kind
     pretrained_tokenizer(folder)
 
 

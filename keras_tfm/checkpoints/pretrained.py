@@ -33,6 +33,7 @@ from keras_tfm.checkpoints.files import (
     CONFIG_FILE,
     CheckpointError,
     ConfigReader,
+    MissingCheckpointFile,
     atomic_directory,
     check_directory,
     read_json,
@@ -102,10 +103,21 @@ def _pooling_options(directory):
         if not isinstance(modules, list):
             raise CheckpointError(f"{path}: expected a JSON list of modules.")
     types = [str(m.get("type", "")) for m in modules or [] if isinstance(m, dict)]
-    pooling_dir = next(
+    declared = next(
         (m.get("path") for m in modules or [] if isinstance(m, dict) and "Pooling" in str(m.get("type", ""))),
-        os.path.dirname(POOLING_CONFIG),
+        None,
     )
+    if declared is not None and (
+        not isinstance(declared, str)
+        or not declared
+        or not os.path.isfile(os.path.join(directory, declared, "config.json"))
+    ):
+        raise CheckpointError(
+            f"{path}: the Pooling module's path {declared!r} has no config.json ("
+            f"{os.path.join(directory, str(declared), 'config.json')} does not exist); expected the folder "
+            "of the pooling config, e.g. '1_Pooling'."
+        )
+    pooling_dir = declared or os.path.dirname(POOLING_CONFIG)
     normalize = True if modules is None else any(t.endswith("Normalize") for t in types)
     config = read_json(directory, os.path.join(pooling_dir, "config.json"), required=False)
     if config is None:
@@ -335,22 +347,81 @@ def _saved_options(model, task):
     return options
 
 
+#: tokenizer_config.json `tokenizer_class` → kind ("bpe" | "wordpiece").
+TOKENIZER_CLASSES = {
+    "GPT2Tokenizer": "bpe",
+    "GPT2TokenizerFast": "bpe",
+    "BertTokenizer": "wordpiece",
+    "BertTokenizerFast": "wordpiece",
+}
+TOKENIZER_FILES = {"bpe": "vocab.json + merges.txt", "wordpiece": "vocab.txt"}
+
+
+def _tokenizer_json_kind(directory):
+    path = os.path.join(directory, "tokenizer.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            model = (json.load(f) or {}).get("model") or {}
+    except (OSError, ValueError, AttributeError):
+        return None  # the reader chosen below names the problem
+    return {"BPE": "bpe", "WordPiece": "wordpiece"}.get(model.get("type"))
+
+
+def _tokenizer_kind(directory, config):
+    """("bpe" | "wordpiece") from what the files declare, else from which files are complete."""
+    present = lambda name: os.path.isfile(os.path.join(directory, name))  # noqa: E731
+    json_kind = _tokenizer_json_kind(directory)
+    complete = {
+        "bpe": (present("vocab.json") and present("merges.txt")) or json_kind == "bpe",
+        "wordpiece": present("vocab.txt") or json_kind == "wordpiece",
+    }
+    found = [
+        n
+        for n in ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+        if present(n)
+    ]
+    tokenizer_config = read_json(directory, "tokenizer_config.json", required=False) or {}
+    declared, source = None, None
+    if tokenizer_config.get("tokenizer_class") in TOKENIZER_CLASSES:
+        declared = TOKENIZER_CLASSES[tokenizer_config["tokenizer_class"]]
+        source = f"tokenizer_config.json's tokenizer_class {tokenizer_config['tokenizer_class']!r}"
+    elif config.get("model_type") in (gpt2_checkpoint.MODEL_TYPE, bert_checkpoint.MODEL_TYPE):
+        declared = "bpe" if config["model_type"] == gpt2_checkpoint.MODEL_TYPE else "wordpiece"
+        source = f"config.json's model_type {config['model_type']!r}"
+    if declared is not None:
+        if not complete[declared]:
+            raise MissingCheckpointFile(
+                f"{directory}: {source} needs {TOKENIZER_FILES[declared]} (or a tokenizer.json); found "
+                f"{found or 'no tokenizer files'}."
+            )
+        return declared
+    kinds = [kind for kind, ok in complete.items() if ok]
+    if not kinds:
+        raise MissingCheckpointFile(
+            f"{directory}: no complete tokenizer: expected vocab.txt (WordPiece), vocab.json + merges.txt "
+            f"(byte-level BPE) or tokenizer.json; found {found or 'no tokenizer files'}."
+        )
+    return kinds[0]
+
+
 def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     """The tokenizer of a checkpoint directory.
 
-    GPT-2 (`model_type` "gpt2", or `merges.txt` present): byte-level BPE from
-    `vocab.json` + `merges.txt` (`BytePairTokenizer.from_pretrained`); else
-    BERT WordPiece from `vocab.txt` / `tokenizer.json`
-    (`WordPieceTokenizer.from_pretrained`). `kwargs` override what the files
-    say (e.g. `sequence_length=128`).
+    The kind is what `tokenizer_config.json`'s `tokenizer_class` or
+    `config.json`'s `model_type` ("gpt2", "bert") declares, else the one whose
+    files are complete: byte-level BPE from `vocab.json` + `merges.txt`
+    (`BytePairTokenizer.from_pretrained`), BERT WordPiece from `vocab.txt` /
+    `tokenizer.json` (`WordPieceTokenizer.from_pretrained`). A declared kind
+    whose files are missing is a FileNotFoundError listing the files found.
+    `kwargs` override what the files say (e.g. `sequence_length=128`).
     """
     from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
 
     directory = check_directory(path)
     config = read_json(directory, CONFIG_FILE, required=False) or {}
-    if config.get("model_type") == gpt2_checkpoint.MODEL_TYPE or os.path.isfile(
-        os.path.join(directory, "merges.txt")
-    ):
+    if _tokenizer_kind(directory, config) == "bpe":
         return BytePairTokenizer.from_pretrained(directory, **kwargs)
     return WordPieceTokenizer.from_pretrained(directory, **kwargs)
 
