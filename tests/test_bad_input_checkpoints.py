@@ -481,6 +481,12 @@ simple(
     r"`num_classes` must be >= 2.*received 1",
     lambda: models.bert_token_classifier(tiny_bert_encoder(), num_classes=1),
 )
+simple(
+    "vit-num_classes-1",
+    ValueError,
+    r"`num_classes` must be >= 2.*received 1",
+    lambda: tiny_vit(num_classes=1),
+)
 
 
 @case(

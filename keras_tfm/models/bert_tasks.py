@@ -15,12 +15,12 @@ round-trip. The builders `bert_masked_lm`, `bert_classifier` and
 
 import keras
 
-from keras_tfm.checks import check_choice, check_positive_int, check_rate
+from keras_tfm.checks import check_choice, check_rate
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
-from keras_tfm.models.parts import make_norm, truncated_normal
+from keras_tfm.models.parts import check_num_classes, make_norm, truncated_normal
 
 #: Encoder parts every head model exposes as its own attributes.
 ENCODER_PARTS = (
@@ -62,19 +62,6 @@ class BertTask(TransformerModel):
     def encoder_blocks(self) -> list:
         """The encoder's `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
-
-
-def check_num_classes(num_classes):
-    """`num_classes` as an int >= 2: the softmax over one class is always 1, so its loss is 0
-    and nothing trains."""
-    num_classes = check_positive_int("num_classes", num_classes)
-    if num_classes < 2:
-        raise ValueError(
-            f"`num_classes` must be >= 2 (a softmax over one class is always 1: the loss is 0 and "
-            f"nothing trains); received {num_classes}. For a binary task use num_classes=2 "
-            "(labels 0 and 1)."
-        )
-    return num_classes
 
 
 def as_encoder(encoder):

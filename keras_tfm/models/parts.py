@@ -49,6 +49,19 @@ def check_epsilon(value):
         raise ValueError(str(error)) from None
 
 
+def check_num_classes(num_classes):
+    """`num_classes` as an int >= 2: the softmax over one class is always 1, so its loss is 0
+    and nothing trains."""
+    num_classes = check_positive_int("num_classes", num_classes)
+    if num_classes < 2:
+        raise ValueError(
+            f"`num_classes` must be >= 2 (a softmax over one class is always 1: the loss is 0 and "
+            f"nothing trains); received {num_classes}. For a binary task use num_classes=2 "
+            "(labels 0 and 1)."
+        )
+    return num_classes
+
+
 def split_position(position):
     """`position` → (embedding position, attention position): "learned" and
     "sinusoidal" act on the embedding, "rope", "alibi" and "relative" inside
