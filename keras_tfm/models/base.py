@@ -17,7 +17,9 @@ without `name`/`trainable`); `from_config(config)` calls the constructor, so a
 `.keras` file stores the hyperparameters and the weights.
 
 `enable_lora(rank)` / `merge_lora()` (see `keras_tfm.models.lora`) work on
-every model class; the LoRA options are saved with the config.
+every model class; the LoRA options are saved with the config, and so are the
+quantized layers and their modes (`quantized_layers()`), which `from_config`
+quantizes again so that a `.keras` file's codes and scales load.
 """
 
 import keras
