@@ -181,6 +181,35 @@ def check_int(name, value, minimum=None, maximum=None, allow_none=False, maximum
     return int(value)
 
 
+def memory_bytes():
+    """The machine's physical memory in bytes (None where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def format_bytes(nbytes):
+    """`nbytes` as "1.2 GB" (decimal units)."""
+    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def check_allocation(what, nbytes, memory=None):
+    """A ValueError when `nbytes` (an estimate made before allocating) exceeds the machine's
+    physical memory, so a huge size fails with the bytes it needs instead of an out-of-memory
+    error from the backend. `what` names the argument(s), e.g. "`vocabulary_size`=10**12".
+    """
+    memory = memory_bytes() if memory is None else memory
+    if memory and nbytes > memory:
+        raise ValueError(
+            f"{what} needs {format_bytes(nbytes)}, more than this machine's {format_bytes(memory)} of "
+            "memory; check the size."
+        )
+
+
 def check_float(name, value, low=None, high=None, low_open=False, high_open=False, allow_none=False):
     """A finite Python/NumPy float (or int) inside [low, high] (ends open on request).
 

@@ -16,6 +16,7 @@ is wrong with it; a missing file is also a `FileNotFoundError`.
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -69,14 +70,29 @@ def read_json(directory, name, required=True):
 _MISSING = object()
 
 
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class ConfigReader:
     """Typed access to config.json fields; errors name the file and the field."""
 
-    def __init__(self, config, path):
-        self.config, self.path = config, path
+    def __init__(self, config, path, prefix=""):
+        self.config, self.path, self.prefix = config, path, prefix
 
     def error(self, field, expected):
-        return CheckpointError(f"{self.path}: field {field!r} = {self.config.get(field)!r}: {expected}.")
+        return CheckpointError(
+            f"{self.path}: field {self.prefix + field!r} = {self.config.get(field)!r}: {expected}."
+        )
+
+    def nested(self, field):
+        """A reader of the JSON object `field` (fields named `field.name` in errors; {} when absent)."""
+        value = self.config.get(field)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.error(field, "expected a JSON object")
+        return ConfigReader(value, self.path, f"{self.prefix}{field}.")
 
     def get(self, field, default=None):
         return self.config.get(field, default)
@@ -95,14 +111,14 @@ class ConfigReader:
 
     def positive_float(self, field, default=_MISSING):
         value = self._value(field, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise self.error(field, "expected a positive number")
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            raise self.error(field, "expected a finite positive number")
         return float(value)
 
     def rate(self, field, default=_MISSING):
         value = self._value(field, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise self.error(field, "expected a number in [0, 1)")
+        if not _is_number(value) or not 0 <= value < 1:  # NaN fails the range test too
+            raise self.error(field, "expected a finite number in [0, 1)")
         return float(value)
 
     def boolean(self, field, default=_MISSING):

@@ -51,12 +51,13 @@ TIED = ("lm_head.weight",)
 
 def rope_theta(config, read):
     """`rope_theta`, top level (transformers 4) or in `rope_parameters` (5)."""
-    parameters = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    field = "rope_parameters" if config.get("rope_parameters") is not None else "rope_scaling"
+    parameters = read.nested(field)
     if parameters.get("rope_type", parameters.get("type", "default")) != "default":
-        raise read.error("rope_parameters", "only the default rotary embedding (no scaling) is supported")
+        raise read.error(field, "only the default rotary embedding (no scaling) is supported")
     if "rope_theta" in config:
         return read.positive_float("rope_theta")
-    return float(parameters.get("rope_theta", 10000.0))
+    return parameters.positive_float("rope_theta", default=10000.0)
 
 
 def builder_options(config, read):

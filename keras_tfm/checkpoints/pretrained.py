@@ -33,6 +33,7 @@ from keras_tfm.checkpoints.files import (
     CONFIG_FILE,
     CheckpointError,
     ConfigReader,
+    MissingCheckpointFile,
     atomic_directory,
     check_directory,
     read_json,
@@ -40,6 +41,7 @@ from keras_tfm.checkpoints.files import (
     write_json,
     write_weights,
 )
+from keras_tfm.checks import check_allocation
 
 FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, gpt2_checkpoint, llama_checkpoint)}
 #: Decoder-only families: built with `gpt`, task "causal_lm".
@@ -101,10 +103,21 @@ def _pooling_options(directory):
         if not isinstance(modules, list):
             raise CheckpointError(f"{path}: expected a JSON list of modules.")
     types = [str(m.get("type", "")) for m in modules or [] if isinstance(m, dict)]
-    pooling_dir = next(
+    declared = next(
         (m.get("path") for m in modules or [] if isinstance(m, dict) and "Pooling" in str(m.get("type", ""))),
-        os.path.dirname(POOLING_CONFIG),
+        None,
     )
+    if declared is not None and (
+        not isinstance(declared, str)
+        or not declared
+        or not os.path.isfile(os.path.join(directory, declared, "config.json"))
+    ):
+        raise CheckpointError(
+            f"{path}: the Pooling module's path {declared!r} has no config.json ("
+            f"{os.path.join(directory, str(declared), 'config.json')} does not exist); expected the folder "
+            "of the pooling config, e.g. '1_Pooling'."
+        )
+    pooling_dir = declared or os.path.dirname(POOLING_CONFIG)
     normalize = True if modules is None else any(t.endswith("Normalize") for t in types)
     config = read_json(directory, os.path.join(pooling_dir, "config.json"), required=False)
     if config is None:
@@ -127,12 +140,34 @@ def _num_classes(head, config, config_path):
         return head["num_classes"]
     labels = config.get("id2label") or {}
     if isinstance(labels, dict) and labels:
-        return len(labels)
+        return _at_least_two(len(labels), config_path, "id2label")
     if isinstance(config.get("num_labels"), int):
-        return config["num_labels"]
+        return _at_least_two(config["num_labels"], config_path, "num_labels")
     raise ValueError(
         f"`num_classes` is required for this task ({config_path} has no 'id2label' / 'num_labels')."
     )
+
+
+def _check_embedding_size(config, config_path, options):
+    """Refuses, before anything is allocated or read, a config whose token embedding alone would
+    not fit in memory (naming the file and field)."""
+    vocabulary_size, d_model = options.get("vocabulary_size"), options.get("d_model")
+    if isinstance(vocabulary_size, int) and isinstance(d_model, int):
+        check_allocation(
+            f"{config_path}: field 'vocab_size' = {config.get('vocab_size')!r} (the {vocabulary_size} × "
+            f"{d_model} token embedding)",
+            vocabulary_size * d_model * 4,
+        )
+
+
+def _at_least_two(num_classes, config_path, field):
+    if num_classes < 2:
+        raise ValueError(
+            f"{config_path}: field {field!r} gives {num_classes} label(s); a classifier needs "
+            "`num_classes` >= 2 (a softmax over one class is always 1); pass num_classes=2 for a "
+            "binary task."
+        )
+    return num_classes
 
 
 def _build(family, task, options, head, directory, config, config_path):
@@ -223,6 +258,7 @@ def from_pretrained(path: str | os.PathLike, task: str | None = None, **override
     head = {k: overrides.pop(k) for k in HEAD_OPTIONS.get(task, ()) if k in overrides}
     options = family.builder_options(config, ConfigReader(config, config_path))
     options.update(overrides)
+    _check_embedding_size(config, config_path, options)
     tensors, sources = read_weights(directory)
     tensors, sources = _normalise_names(tensors, sources)
     sources = {n: os.path.join(directory, f) for n, f in sources.items()}
@@ -290,6 +326,20 @@ def _identify(model):
     )
 
 
+def _refuse_quantized(model):
+    """A ValueError naming the quantized layers: a checkpoint holds float weights only (integer
+    codes written without their scales would load as garbage)."""
+    quantized = model.quantized_layers()
+    if quantized:
+        modes = sorted(set(quantized.values()))
+        raise ValueError(
+            f"This model is quantized ({', '.join(repr(m) for m in modes)}: {len(quantized)} layers, e.g. "
+            f"{next(iter(quantized))!r}); save_pretrained writes float weights only. Call "
+            "save_pretrained before `quantize()` (and quantize the model from_pretrained returns), or "
+            "save the quantized model with `model.save(path.keras)`."
+        )
+
+
 def _saved_options(model, task):
     options = {"task": task}
     if task == "classifier":
@@ -297,22 +347,81 @@ def _saved_options(model, task):
     return options
 
 
+#: tokenizer_config.json `tokenizer_class` → kind ("bpe" | "wordpiece").
+TOKENIZER_CLASSES = {
+    "GPT2Tokenizer": "bpe",
+    "GPT2TokenizerFast": "bpe",
+    "BertTokenizer": "wordpiece",
+    "BertTokenizerFast": "wordpiece",
+}
+TOKENIZER_FILES = {"bpe": "vocab.json + merges.txt", "wordpiece": "vocab.txt"}
+
+
+def _tokenizer_json_kind(directory):
+    path = os.path.join(directory, "tokenizer.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            model = (json.load(f) or {}).get("model") or {}
+    except (OSError, ValueError, AttributeError):
+        return None  # the reader chosen below names the problem
+    return {"BPE": "bpe", "WordPiece": "wordpiece"}.get(model.get("type"))
+
+
+def _tokenizer_kind(directory, config):
+    """("bpe" | "wordpiece") from what the files declare, else from which files are complete."""
+    present = lambda name: os.path.isfile(os.path.join(directory, name))  # noqa: E731
+    json_kind = _tokenizer_json_kind(directory)
+    complete = {
+        "bpe": (present("vocab.json") and present("merges.txt")) or json_kind == "bpe",
+        "wordpiece": present("vocab.txt") or json_kind == "wordpiece",
+    }
+    found = [
+        n
+        for n in ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+        if present(n)
+    ]
+    tokenizer_config = read_json(directory, "tokenizer_config.json", required=False) or {}
+    declared, source = None, None
+    if tokenizer_config.get("tokenizer_class") in TOKENIZER_CLASSES:
+        declared = TOKENIZER_CLASSES[tokenizer_config["tokenizer_class"]]
+        source = f"tokenizer_config.json's tokenizer_class {tokenizer_config['tokenizer_class']!r}"
+    elif config.get("model_type") in (gpt2_checkpoint.MODEL_TYPE, bert_checkpoint.MODEL_TYPE):
+        declared = "bpe" if config["model_type"] == gpt2_checkpoint.MODEL_TYPE else "wordpiece"
+        source = f"config.json's model_type {config['model_type']!r}"
+    if declared is not None:
+        if not complete[declared]:
+            raise MissingCheckpointFile(
+                f"{directory}: {source} needs {TOKENIZER_FILES[declared]} (or a tokenizer.json); found "
+                f"{found or 'no tokenizer files'}."
+            )
+        return declared
+    kinds = [kind for kind, ok in complete.items() if ok]
+    if not kinds:
+        raise MissingCheckpointFile(
+            f"{directory}: no complete tokenizer: expected vocab.txt (WordPiece), vocab.json + merges.txt "
+            f"(byte-level BPE) or tokenizer.json; found {found or 'no tokenizer files'}."
+        )
+    return kinds[0]
+
+
 def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     """The tokenizer of a checkpoint directory.
 
-    GPT-2 (`model_type` "gpt2", or `merges.txt` present): byte-level BPE from
-    `vocab.json` + `merges.txt` (`BytePairTokenizer.from_pretrained`); else
-    BERT WordPiece from `vocab.txt` / `tokenizer.json`
-    (`WordPieceTokenizer.from_pretrained`). `kwargs` override what the files
-    say (e.g. `sequence_length=128`).
+    The kind is what `tokenizer_config.json`'s `tokenizer_class` or
+    `config.json`'s `model_type` ("gpt2", "bert") declares, else the one whose
+    files are complete: byte-level BPE from `vocab.json` + `merges.txt`
+    (`BytePairTokenizer.from_pretrained`), BERT WordPiece from `vocab.txt` /
+    `tokenizer.json` (`WordPieceTokenizer.from_pretrained`). A declared kind
+    whose files are missing is a FileNotFoundError listing the files found.
+    `kwargs` override what the files say (e.g. `sequence_length=128`).
     """
     from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
 
     directory = check_directory(path)
     config = read_json(directory, CONFIG_FILE, required=False) or {}
-    if config.get("model_type") == gpt2_checkpoint.MODEL_TYPE or os.path.isfile(
-        os.path.join(directory, "merges.txt")
-    ):
+    if _tokenizer_kind(directory, config) == "bpe":
         return BytePairTokenizer.from_pretrained(directory, **kwargs)
     return WordPieceTokenizer.from_pretrained(directory, **kwargs)
 
@@ -371,8 +480,13 @@ def save_pretrained(
 
     Returns:
         `path`.
+
+    Raises:
+        ValueError: a quantized model (save it before `quantize()`, or as
+            `.keras`), or options the family's layout lacks.
     """
     family, task = _identify(model)
+    _refuse_quantized(model)
     config = family.hf_config(model, task)
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"

@@ -132,6 +132,25 @@ def _mismatch_fields(entry, got, config):
     return described or "the sizes"
 
 
+def check_values(name, array, source):
+    """Raises a ValueError naming the tensor and its file unless `array` is a float tensor
+    whose values are all finite (one pass over it)."""
+    dtype = np.dtype(array.dtype)
+    if dtype.kind != "f" and "float" not in dtype.name:
+        raise ValueError(
+            f"{source}: tensor {name!r} has dtype {dtype.name}; expected a float tensor (the weight is "
+            "a float variable: integer codes without their quantization scales cannot be loaded; "
+            "dequantize the checkpoint to float first)."
+        )
+    finite = np.isfinite(array)
+    if not finite.all():
+        bad = np.argwhere(~finite)
+        raise ValueError(
+            f"{source}: tensor {name!r} has {len(bad)} non-finite value(s) (NaN or ±inf), the first at "
+            f"index {tuple(int(i) for i in bad[0])}; the checkpoint is damaged."
+        )
+
+
 def collect(entries, tensors, sources, config, config_file):
     """Matches checkpoint tensors to `entries` and checks every shape.
 
@@ -142,9 +161,9 @@ def collect(entries, tensors, sources, config, config_file):
         of optional entries the checkpoint lacks.
 
     Raises:
-        ValueError: a required tensor is missing, or a shape disagrees with
+        ValueError: a required tensor is missing, a shape disagrees with
             the config (naming the tensor, its file, both shapes and the
-            config field to check).
+            config field to check), or a tensor is not float or holds NaN / ±inf.
     """
     pairs, missing_optional, missing = [], [], []
     for entry in entries:
@@ -158,6 +177,7 @@ def collect(entries, tensors, sources, config, config_file):
                 f"{tuple(array.shape)}, but the model built from {config_file} expects {entry.shape}; check "
                 f"{config_file} field(s) {_mismatch_fields(entry, tuple(array.shape), config)}."
             )
+        check_values(entry.name, array, sources.get(entry.name, "checkpoint"))
         pairs.append((entry, array))
     if missing:
         files = sorted(set(sources.values())) or ["checkpoint"]

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_tfm.checks import (
+    check_allocation,
     check_bool,
     check_choice,
     check_positive_int,
@@ -26,6 +27,10 @@ def _store_token_options(layer, vocabulary_size, d_model, scale, mask_zero, embe
     """Checks and stores the token-embedding options (TokenEmbedding and the composite that builds one)."""
     layer.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
     layer.d_model = check_positive_int("d_model", d_model)
+    check_allocation(
+        f"`vocabulary_size`={layer.vocabulary_size} × `d_model`={layer.d_model} (the token embedding table)",
+        layer.vocabulary_size * layer.d_model * 4,
+    )
     layer.scale = check_bool("scale", scale)
     layer.mask_zero = check_bool("mask_zero", mask_zero)
     layer.embeddings_initializer = keras.initializers.get(embeddings_initializer)

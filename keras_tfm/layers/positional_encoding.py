@@ -51,6 +51,9 @@ class GeometricWavelengths(keras.layers.Layer):
         super().__init__(**kwargs)
         self.max_wavelength = check_positive_float("max_wavelength", max_wavelength)
         self.supports_masking = True
+        # No weights, and a symbolic call may not reach them: built now (`model.quantize`
+        # refuses unbuilt layers).
+        self.built = True
 
     def compute_output_shape(self, input_shape):
         return input_shape

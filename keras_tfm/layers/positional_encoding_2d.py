@@ -5,7 +5,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_positive_int
+from keras_tfm.checks import check_positive_float, check_positive_int
 from keras_tfm.layers.positional_encoding import sinusoidal_table
 
 
@@ -72,13 +72,7 @@ class PositionalEncoding2D(keras.layers.Layer):
         ):
             raise ValueError(f"`num_prefix_tokens` must be an int >= 0; received {num_prefix_tokens!r}.")
         self.num_prefix_tokens = num_prefix_tokens
-        if (
-            isinstance(max_wavelength, bool)
-            or not isinstance(max_wavelength, (int, float))
-            or max_wavelength <= 0
-        ):
-            raise ValueError(f"`max_wavelength` must be a positive number; received {max_wavelength!r}.")
-        self.max_wavelength = float(max_wavelength)
+        self.max_wavelength = check_positive_float("max_wavelength", max_wavelength)
         self.supports_masking = True
 
     def build(self, input_shape):

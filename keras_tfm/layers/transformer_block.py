@@ -128,11 +128,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         if activation not in ACTIVATIONS:
             raise ValueError(f"Unknown `activation` {activation!r}; expected one of {list(ACTIVATIONS)}.")
         self.activation = activation
-        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
-            raise ValueError(
-                f"`layer_norm_epsilon` must be a positive float; received {layer_norm_epsilon!r}."
-            )
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
         if position not in ATTENTION_POSITIONS:
             raise ValueError(f"Unknown `position` {position!r}; expected one of {list(ATTENTION_POSITIONS)}.")
         self.position = position

@@ -17,7 +17,9 @@ without `name`/`trainable`); `from_config(config)` calls the constructor, so a
 `.keras` file stores the hyperparameters and the weights.
 
 `enable_lora(rank)` / `merge_lora()` (see `keras_tfm.models.lora`) work on
-every model class; the LoRA options are saved with the config.
+every model class; the LoRA options are saved with the config, and so are the
+quantized layers and their modes (`quantized_layers()`), which `from_config`
+quantizes again so that a `.keras` file's codes and scales load.
 """
 
 import keras
@@ -60,16 +62,41 @@ class TransformerModel(keras.Model):
         config = {"name": self.name, "trainable": self.trainable, **self.config}
         if getattr(self, "_lora", None):
             config["lora"] = dict(self._lora)
+        quantized = self.quantized_layers()
+        if quantized:
+            config["quantized"] = quantized
         return config
 
     @classmethod
     def from_config(cls, config: dict, custom_objects=None) -> "TransformerModel":
         config = dict(config)
         lora = config.pop("lora", None)
+        quantized = config.pop("quantized", None)
         model = cls(**config)
         if lora:
             model.enable_lora(**lora)
+        if quantized:
+            model._quantize_layers(quantized)
         return model
+
+    # ---------------------------------------------------------- quantization
+    def quantized_layers(self) -> dict:
+        """{layer path: quantization mode} of the quantized sublayers ({} for a float model)."""
+        return {
+            layer.path: layer.quantization_mode
+            for layer in self._flatten_layers(include_self=False)
+            if getattr(layer, "quantization_mode", None) is not None
+        }
+
+    def _quantize_layers(self, modes):
+        """Quantizes the layers named in `modes` ({path: mode}, from `quantized_layers`), so a
+        `.keras` file's quantized weights (codes and scales) load into quantized variables."""
+        layers = {layer.path: layer for layer in self._flatten_layers(include_self=False)}
+        unknown = sorted(set(modes) - set(layers))
+        if unknown:
+            raise ValueError(f"The config names quantized layers this model does not have: {unknown}.")
+        for path, mode in modes.items():
+            layers[path].quantize(mode)
 
     # ------------------------------------------------------------------ LoRA
     def enable_lora(self, rank: int, target=lora.DEFAULT_TARGET, alpha: float | None = None) -> None:

@@ -15,12 +15,12 @@ round-trip. The builders `bert_masked_lm`, `bert_classifier` and
 
 import keras
 
-from keras_tfm.checks import check_choice, check_positive_int, check_rate
+from keras_tfm.checks import check_choice, check_rate
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
-from keras_tfm.models.parts import make_norm, truncated_normal
+from keras_tfm.models.parts import check_num_classes, make_norm, truncated_normal
 
 #: Encoder parts every head model exposes as its own attributes.
 ENCODER_PARTS = (
@@ -149,7 +149,7 @@ class BertClassifier(BertTask):
 
     Args:
         encoder: a `BertEncoder`.
-        num_classes: number of classes (>= 1).
+        num_classes: number of classes (>= 2; a binary task has 2).
         pooling: "cls", "mean" or "max".
         dropout: classifier dropout (defaults to the encoder's dropout).
         name: model name.
@@ -172,7 +172,7 @@ class BertClassifier(BertTask):
     ):
         encoder = as_encoder(encoder)
         pooling = check_choice("pooling", pooling, POOLINGS)
-        num_classes = check_positive_int("num_classes", num_classes)
+        num_classes = check_num_classes(num_classes)
         dropout = _head_dropout(encoder, dropout)
         dtype = encoder.blocks[0].dtype_policy
         pooling_layer = None
@@ -222,7 +222,7 @@ class BertTokenClassifier(BertTask):
         **kwargs,
     ):
         encoder = as_encoder(encoder)
-        num_classes = check_positive_int("num_classes", num_classes)
+        num_classes = check_num_classes(num_classes)
         dropout = _head_dropout(encoder, dropout)
         dtype = encoder.blocks[0].dtype_policy
         classifier_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
@@ -337,7 +337,7 @@ def bert_classifier(
 
     Args:
         encoder: a `BertEncoder`, a preset name or None (+ kwargs).
-        num_classes: number of classes (>= 1).
+        num_classes: number of classes (>= 2; a binary task has 2).
         pooling: "cls", "mean" or "max".
         dropout: classifier dropout (defaults to the encoder's dropout).
         tokenizer / vocabulary_size: encoder options when the encoder is
@@ -349,7 +349,7 @@ def bert_classifier(
         A `BertClassifier`: encoder inputs → float32 `logits` (B, num_classes).
     """
     check_choice("pooling", pooling, POOLINGS)
-    check_positive_int("num_classes", num_classes)
+    check_num_classes(num_classes)
     encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
     return BertClassifier(encoder, num_classes, pooling=pooling, dropout=dropout, name=name)
 
@@ -368,7 +368,7 @@ def bert_token_classifier(
 
     Args:
         encoder: a `BertEncoder`, a preset name or None (+ kwargs).
-        num_classes: number of classes (>= 1).
+        num_classes: number of classes (>= 2; a binary task has 2).
         dropout: classifier dropout (defaults to the encoder's dropout).
         tokenizer / vocabulary_size: encoder options when the encoder is
             built here; else they must match the encoder's vocabulary.
@@ -379,6 +379,6 @@ def bert_token_classifier(
         A `BertTokenClassifier`: encoder inputs → float32 `logits`
         (B, T, num_classes).
     """
-    check_positive_int("num_classes", num_classes)
+    check_num_classes(num_classes)
     encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
     return BertTokenClassifier(encoder, num_classes, dropout=dropout, name=name)

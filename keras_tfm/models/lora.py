@@ -23,7 +23,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_float, check_positive_int
+from keras_tfm.checks import check_allocation, check_choice, check_positive_float, check_positive_int
 
 #: Names of the projections LoRA can adapt, and where they live in a block.
 ATTENTION_TARGETS = {
@@ -125,6 +125,12 @@ def enable_lora(model, rank, target=DEFAULT_TARGET, alpha=None):
     quantized = [layer.path for layer in layers if layer.quantization_mode is not None]
     if quantized:
         raise ValueError(f"LoRA on quantized layers is not supported; quantized targets: {quantized}.")
+    # A: kernel.shape[:-1] + (r,), B: (r, kernel.shape[-1]), float32.
+    sizes = [int(np.prod(layer.kernel.shape[:-1])) + int(layer.kernel.shape[-1]) for layer in layers]
+    check_allocation(
+        f"`rank`={options['rank']} on {len(layers)} layers (the LoRA matrices A and B)",
+        options["rank"] * sum(sizes) * 4,
+    )
     for layer in model.layers:
         layer.trainable = False  # recursive: every variable of the model
     for layer in layers:
@@ -145,7 +151,19 @@ def merge_lora(model, target):
     off there (the layer's call is then the plain `x·W + b`); every weight is
     trainable again. `A` and `B` stay as unused zero variables of the layers
     (Keras cannot drop a variable), so a saved merged model holds no LoRA.
+    A ValueError (nothing changed) when a LoRA layer is quantized.
     """
+    quantized = [
+        f"{layer.path} ({layer.quantization_mode})"
+        for layer in target_layers(model, target)
+        if layer.lora_enabled and layer.quantization_mode is not None
+    ]
+    if quantized:
+        raise ValueError(
+            f"merge_lora() cannot fold LoRA into quantized kernels; quantized LoRA layers: {quantized}. "
+            "Merge before `quantize()`: `merge_lora()`, then `quantize(mode)` (the quantized model with "
+            "LoRA unmerged computes correctly as it is)."
+        )
     for layer in target_layers(model, target):
         if not layer.lora_enabled:
             continue

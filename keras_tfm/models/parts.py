@@ -9,7 +9,7 @@ the default initializers, and the key/value cache helpers of cached decoding.
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_int
+from keras_tfm.checks import check_choice, check_positive_float, check_positive_int
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.rms_norm import RMSNorm
@@ -41,10 +41,25 @@ def check_size(name, value, allow_none=False):
 
 
 def check_epsilon(value):
-    """`layer_norm_epsilon` as a positive float (a ValueError naming it otherwise)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"`layer_norm_epsilon` must be a positive float; received {value!r}.")
-    return float(value)
+    """`layer_norm_epsilon` as a finite positive float (a ValueError naming it otherwise: NaN
+    would make every output NaN, inf every normalised vector the norm's β)."""
+    try:
+        return check_positive_float("layer_norm_epsilon", value)
+    except TypeError as error:
+        raise ValueError(str(error)) from None
+
+
+def check_num_classes(num_classes):
+    """`num_classes` as an int >= 2: the softmax over one class is always 1, so its loss is 0
+    and nothing trains."""
+    num_classes = check_positive_int("num_classes", num_classes)
+    if num_classes < 2:
+        raise ValueError(
+            f"`num_classes` must be >= 2 (a softmax over one class is always 1: the loss is 0 and "
+            f"nothing trains); received {num_classes}. For a binary task use num_classes=2 "
+            "(labels 0 and 1)."
+        )
+    return num_classes
 
 
 def split_position(position):

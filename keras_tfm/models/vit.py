@@ -24,6 +24,7 @@ from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
+from keras_tfm.models.parts import check_num_classes
 from keras_tfm.models.presets import check_known_options
 
 VIT_POSITIONS = ("sinusoidal2d", "learned")
@@ -77,7 +78,7 @@ class ViT(TransformerModel):
             raise ValueError(
                 f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
             )
-        num_classes = check_positive_int("num_classes", num_classes)
+        num_classes = check_num_classes(num_classes)
         num_layers = check_positive_int("num_layers", num_layers)
         num_heads = check_positive_int("num_heads", num_heads)
         d_model = check_positive_int("d_model", d_model)
@@ -195,7 +196,7 @@ def vit_classifier(
     Args:
         image_size: int or (height, width); multiples of `patch_size`.
         patch_size: int or (height, width) of the patches.
-        num_classes: number of classes (logits width).
+        num_classes: number of classes (logits width, >= 2).
         num_layers, num_heads, d_model: encoder sizes (4, 4, 64).
         d_ff: FFN width (default 4·d_model).
         num_channels: image channels (3; 1 for grayscale).

@@ -53,11 +53,13 @@ class BytePairTokenizer(VocabularyTokenizer):
         if isinstance(merges, (str, bytes)) or not hasattr(merges, "__iter__"):
             raise TypeError(f"`merges` must be a list of 'left right' str; received {type(merges).__name__}.")
         merges = [m if isinstance(m, str) else " ".join(m) for m in merges]
-        known = set(self._vocabulary)
+        known, ranks = set(self._vocabulary), {}
         for rank, merge in enumerate(merges):
             parts = merge.split(" ")
             if len(parts) != 2 or not all(parts):
                 raise ValueError(f"`merges[{rank}]` must be 'left right'; received {merge!r}.")
+            if ranks.setdefault(merge, rank) != rank:
+                raise ValueError(f"`merges[{rank}]` {merge!r} repeats `merges[{ranks[merge]}]`.")
             if parts[0] + parts[1] not in known:
                 raise ValueError(
                     f"`merges[{rank}]` {merge!r} makes {parts[0] + parts[1]!r}, which is not in the vocabulary."

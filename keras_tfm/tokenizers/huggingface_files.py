@@ -27,8 +27,10 @@ def checkpoint_file(path, name, required=True):
 
 
 def read_text(file):
+    """The text of `file` (UTF-8; a byte-order mark at the start is dropped, as editors on Windows
+    write one)."""
     try:
-        with open(file, encoding="utf-8") as handle:
+        with open(file, encoding="utf-8-sig") as handle:
             return handle.read()
     except UnicodeDecodeError as error:
         raise ValueError(f"{file!r} is not UTF-8 text ({error}).") from error
@@ -62,14 +64,38 @@ def token_content(value):
     return value if isinstance(value, str) and value else None
 
 
-def read_tokenizer_options(path):
-    """Merged options of `tokenizer_config.json` and `special_tokens_map.json` (absent files: {})."""
+#: Options that must be JSON true / false (a string "false" would read as True); None allowed
+#: where HuggingFace gives None a meaning.
+BOOLEAN_OPTIONS = {
+    "do_lower_case": False,
+    "tokenize_chinese_chars": False,
+    "strip_accents": True,
+    "clean_up_tokenization_spaces": False,
+    "add_prefix_space": False,
+}
+
+
+def check_boolean_option(file, key, value):
+    """`value` unless `key` is a boolean option and `value` is not a bool (TypeError naming both)."""
+    if key in BOOLEAN_OPTIONS and not isinstance(value, bool):
+        if value is None and BOOLEAN_OPTIONS[key]:
+            return value
+        raise TypeError(f"{file}: `{key}` must be true or false; found {value!r} ({type(value).__name__}).")
+    return value
+
+
+def read_tokenizer_options(path, sources=None):
+    """Merged options of `tokenizer_config.json` and `special_tokens_map.json` (absent files: {});
+    `sources`, when given, is filled with {option: file it came from}."""
     options = {}
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         file = checkpoint_file(path, name, required=False)
         if file is not None:
             for key, value in read_json(file).items():
-                options.setdefault(key, value)
+                if key not in options:
+                    options[key] = check_boolean_option(file, key, value)
+                    if sources is not None:
+                        sources[key] = file
     return options
 
 
@@ -107,9 +133,16 @@ def read_wordpiece_json(file):
         options["decoder_cleanup"] = cleanup
     normalizer = data.get("normalizer") or {}
     if normalizer.get("type") == "BertNormalizer":
-        options["do_lower_case"] = normalizer.get("lowercase", True)
-        options["strip_accents"] = normalizer.get("strip_accents")
-        options["tokenize_chinese_chars"] = normalizer.get("handle_chinese_chars", True)
+        where = f"{file} (normalizer)"
+        options["do_lower_case"] = check_boolean_option(
+            where, "do_lower_case", normalizer.get("lowercase", True)
+        )
+        options["strip_accents"] = check_boolean_option(
+            where, "strip_accents", normalizer.get("strip_accents")
+        )
+        options["tokenize_chinese_chars"] = check_boolean_option(
+            where, "tokenize_chinese_chars", normalizer.get("handle_chinese_chars", True)
+        )
     return vocabulary, options
 
 
@@ -131,7 +164,7 @@ def read_bpe_files(path):
     merges_file = checkpoint_file(path, "merges.txt", required=False)
     if vocab_file and merges_file:
         vocabulary = _ordered_vocabulary(read_json(vocab_file), vocab_file, "vocab")
-        merges = []
+        merges, seen = [], {}
         for number, line in enumerate(read_text(merges_file).split("\n"), start=1):
             line = line.rstrip("\r")
             if not line or (number == 1 and line.startswith("#version")):
@@ -141,6 +174,12 @@ def read_bpe_files(path):
                 raise ValueError(
                     f"{merges_file!r}, line {number}: expected two tokens separated by a space; found {line!r}."
                 )
+            if line in seen:
+                raise ValueError(
+                    f"{merges_file}, line {number}: duplicate merge {line!r} (also on line {seen[line]}); "
+                    "each pair may be merged once (its line is its rank)."
+                )
+            seen[line] = number
             merges.append(line)
         return vocabulary, merges
     json_file = checkpoint_file(path, "tokenizer.json", required=False)

@@ -8,6 +8,7 @@ special-token ids), it gives the ids HuggingFace `tokenizers` gives.
 
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from typing import Self
 
@@ -200,7 +201,8 @@ class WordPieceTokenizer(VocabularyTokenizer):
             ValueError: a file is malformed, or a special token is not in
                 the vocabulary (naming the file and the field).
         """
-        options = F.read_tokenizer_options(path)
+        option_files = {}
+        options = F.read_tokenizer_options(path, option_files)
         vocab_file = F.checkpoint_file(path, "vocab.txt", required=False)
         if vocab_file is not None:
             vocabulary = F.read_vocab_txt(vocab_file)
@@ -216,7 +218,9 @@ class WordPieceTokenizer(VocabularyTokenizer):
                 raise FileNotFoundError(f"`path` {path!r} has neither vocab.txt nor tokenizer.json.")
             vocabulary, json_options = F.read_wordpiece_json(source)
         for key, value in json_options.items():
-            options.setdefault(key, value)
+            if key not in options:
+                options[key] = value
+                option_files[key] = source
         # BERT's defaults when a config leaves a token out.
         for role in _BERT_ROLES:
             options.setdefault(f"{role}_token", f"[{role.upper()}]")
@@ -236,6 +240,8 @@ class WordPieceTokenizer(VocabularyTokenizer):
             "clean_up_tokenization_spaces": bool(options.get("decoder_cleanup", True)),
         }
         config.update(kwargs)
+        if config["lowercase"]:
+            _warn_cased_vocabulary(vocabulary, special, source, option_files.get("do_lower_case"))
         return cls(_deduplicate(vocabulary, source), **config)
 
     def _split_words(self, strings):
@@ -374,6 +380,32 @@ class WordPieceTokenizer(VocabularyTokenizer):
             }
         )
         return config
+
+
+def _warn_cased_vocabulary(vocabulary, special, source, option_file):
+    """Warns when lower-casing makes a real part of the vocabulary unreachable (a cased vocabulary
+    read with `do_lower_case` true: "Hello World" would become `[UNK] [UNK]`)."""
+    specials = set(special.values())
+    tokens = set(vocabulary)
+    cased = [
+        token
+        for token in vocabulary
+        if token not in specials
+        and not (token.startswith("[") and token.endswith("]"))
+        and token != token.lower()
+        and token.lower() not in tokens
+    ]
+    if len(cased) > max(1, len(vocabulary) // 100):
+        where = f"`do_lower_case` true in {option_file}" if option_file else "no `do_lower_case` in "
+        if not option_file:
+            where += "tokenizer_config.json (BERT's default: true)"
+        warnings.warn(
+            f"{source}: {len(cased)} of the {len(vocabulary)} tokens have upper-case letters (e.g. "
+            f"{cased[:3]}) and no lower-case twin, but the text is lower-cased ({where}): those tokens "
+            "are never produced and cased words become [UNK]. For a cased vocabulary pass "
+            "`lowercase=False` (or set do_lower_case to false).",
+            stacklevel=3,
+        )
 
 
 def _deduplicate(vocabulary, source):

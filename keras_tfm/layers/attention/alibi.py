@@ -39,6 +39,10 @@ class AlibiBias(OffsetBias):
     Call arguments and return value: those of `OffsetBias`.
     """
 
+    def __init__(self, num_heads: int, **kwargs):
+        super().__init__(num_heads, **kwargs)
+        self.built = True  # no weights (`model.quantize` refuses unbuilt layers)
+
     def offset_bias(self, offsets: Any) -> Any:
         slopes = ops.convert_to_tensor(alibi_slopes(self.num_heads), dtype="float32")
         distance = ops.abs(ops.cast(offsets, "float32"))

@@ -16,7 +16,14 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_choice, check_known_keys, check_positive_int, check_rate
+from keras_tfm.checks import (
+    check_bool,
+    check_choice,
+    check_known_keys,
+    check_positive_float,
+    check_positive_int,
+    check_rate,
+)
 from keras_tfm.layers.attention import decoding, projections
 from keras_tfm.layers.attention.alibi import AlibiBias
 from keras_tfm.layers.attention.core import (
@@ -106,7 +113,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         valid = implementation_options(attention_impl)
         if valid is not None:  # unknown keys would fail deep inside the core, or be ignored
             check_known_keys("attention_options", attention_options, valid)
-        self.rope_max_wavelength = float(rope_max_wavelength)
+        self.rope_max_wavelength = check_positive_float("rope_max_wavelength", rope_max_wavelength)
         self.relative_num_buckets = check_positive_int("relative_num_buckets", relative_num_buckets)
         self.relative_max_distance = check_positive_int("relative_max_distance", relative_max_distance)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
