@@ -6,12 +6,26 @@ would wait for the whole loop. `call(fn, *args)` runs `fn` in a worker thread
 (under the caller's device scope) while the calling thread waits in short
 slices: Ctrl-C raises `KeyboardInterrupt` in the caller within
 `POLL_SECONDS`. The abandoned call cannot be cancelled inside TensorFlow; it
-runs to its end in the background (a daemon thread: it does not delay the
-exit of the process) and its result is dropped. Generation calls are bounded
-(`base.MAX_NEW_TOKENS`), so such a call ends.
+runs to its end in the background and its result is dropped (generation
+calls are bounded, `base.MAX_NEW_TOKENS`, so it ends).
+
+Exit. A process must not finalize Python while a worker is inside
+TensorFlow: the worker, returning, would be torn down through TensorFlow's
+C++ frames and abort the process. So when the interpreter exits while an
+abandoned call still runs, an `atexit` hook flushes the standard streams
+and logging and ends the process at once, with the status Python would
+give: killed by SIGINT after an unhandled `KeyboardInterrupt` (as Python
+itself does), 1 after another unhandled exception, else 0 (a `sys.exit`
+code is not visible to the hook). The `atexit` callbacks registered before
+this module's import do not run in that case.
 """
 
+import atexit
+import logging
+import os
 import queue
+import signal
+import sys
 import threading
 
 import tensorflow as tf
@@ -43,6 +57,7 @@ class _Worker(threading.Thread):
 
 
 _IDLE = []  # idle workers (a list: append / pop are atomic)
+_ABANDONED = set()  # events of the calls whose caller was interrupted, while they run
 
 
 def call(fn, *args):
@@ -71,11 +86,35 @@ def call(fn, *args):
             box["error"] = error
         finally:
             done.set()
+            _ABANDONED.discard(done)
             _IDLE.append(worker)
 
     worker.jobs.put(job)
-    while not done.wait(POLL_SECONDS):
-        pass
+    try:
+        while not done.wait(POLL_SECONDS):
+            pass
+    except KeyboardInterrupt:
+        if not done.is_set():
+            _ABANDONED.add(done)
+        raise
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+@atexit.register
+def _exit_while_abandoned():
+    """Ends the process now if an abandoned call still runs (see the module docstring)."""
+    if not any(not event.is_set() for event in list(_ABANDONED)):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream: nothing more to save
+            pass
+    logging.shutdown()
+    last = getattr(sys, "last_value", None)  # set for an unhandled exception
+    if isinstance(last, KeyboardInterrupt):
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(0 if last is None else 1)
