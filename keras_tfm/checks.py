@@ -89,6 +89,24 @@ def check_float_dtype(name, tensor):
         )
 
 
+#: The dtypes a key/value decoding cache may have (None: the compute dtype).
+CACHE_DTYPES = (None, "float32", "float16", "bfloat16")
+
+
+def check_cache_dtype(name, value):
+    """A float dtype for key/value caches: None, "float32", "float16" or
+    "bfloat16" (or the same NumPy / TensorFlow dtype object); returns the name.
+
+    Integer and bool caches would silently round every key and value.
+    """
+    if value is None:
+        return None
+    dtype = _dtype_name(value) if not isinstance(value, bool) else repr(value)
+    if dtype not in CACHE_DTYPES:
+        raise ValueError(f"`{name}` must be one of {list(CACHE_DTYPES)} (a float dtype); received {value!r}.")
+    return dtype
+
+
 def check_file(name, path):
     """Returns `path` as a str, raising FileNotFoundError when it is missing."""
     import tensorflow as tf  # lazily: the rest of this module is backend-agnostic

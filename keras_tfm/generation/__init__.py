@@ -15,7 +15,7 @@ Modules: `api` (generate, beam_search), `samplers`, `causal_lm` / `seq2seq_gener
 (the generators), `base` (their shared checks and compiled-function cache),
 `decoding` (the cached decoding loop and the adapters between a model and it),
 `beam` (the beam-search loop), `cache` (key/value cache layout), `sliding_window`
-(generation past the context length).
+(generation past the context length), `interruptible` (compiled calls that Ctrl-C interrupts).
 """
 
 from keras_tfm.backend import require_tensorflow as _require_tensorflow

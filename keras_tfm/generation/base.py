@@ -9,10 +9,32 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import check_choice, check_int
+from keras_tfm.checks import check_bool, check_cache_dtype, check_choice, check_int
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import decoding, samplers, sliding_window
+from keras_tfm.generation import decoding, interruptible, samplers, sliding_window
+
+#: Most new tokens of one generation call. Past the model's context the caches
+#: slide and stay bounded, but the returned token buffer grows with
+#: `max_new_tokens`; larger requests raise a ValueError (generate in pieces).
+MAX_NEW_TOKENS = 1 << 20
+
+#: Most bytes of the logits `output_scores=True` returns (batch × tokens × V float32).
+MAX_SCORES_BYTES = 1 << 32
+
+#: Range of the integers of a `seed` (int32).
+SEED_RANGE = (-(1 << 31), (1 << 31) - 1)
+
+
+def check_token_id(name, value, vocabulary_size, minimum=0):
+    """An int id of the vocabulary, in [minimum, vocabulary_size)."""
+    value = check_int(name, value, minimum=minimum)
+    if value >= vocabulary_size:
+        raise ValueError(
+            f"`{name}`={value} is outside the model's vocabulary [{minimum}, {vocabulary_size}) "
+            f"(vocabulary size {vocabulary_size})."
+        )
+    return value
 
 
 def to_id_array(name, x):
@@ -69,7 +91,12 @@ def pad_prompts(
         if prompt_lengths is None:
             lengths = np.full((arr.shape[0],), arr.shape[1], np.int32)
         else:
-            lengths = to_id_array("prompt_lengths", prompt_lengths).astype(np.int32).reshape(-1)
+            lengths = to_id_array("prompt_lengths", prompt_lengths)
+            if lengths.ndim != 1:
+                raise ValueError(
+                    f"`prompt_lengths` must be 1-D (one length per row); received shape {lengths.shape}."
+                )
+            lengths = lengths.astype(np.int32)
             if lengths.shape[0] != arr.shape[0]:
                 raise ValueError(
                     f"`prompt_lengths` has {lengths.shape[0]} entries for a batch of {arr.shape[0]}."
@@ -96,15 +123,22 @@ def pad_prompts(
     return out, lengths
 
 
-def check_max_new_tokens(max_new_tokens, longest_prompt, max_length, sliding=False):
-    """Checks `max_new_tokens` against the model's maximum length.
+def check_max_new_tokens(max_new_tokens, longest_prompt, max_length, sliding=False, minimum=0):
+    """Checks `max_new_tokens`: in [minimum, MAX_NEW_TOKENS] and against the
+    model's maximum length.
 
     Returns:
         `(max_new_tokens, slide)`: `slide` is True when prompt + new tokens
         pass `max_length` and `sliding` allows a sliding window there (a
         prompt must still fit the model).
     """
-    max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+    max_new_tokens = check_int(
+        "max_new_tokens",
+        max_new_tokens,
+        minimum=minimum,
+        maximum=MAX_NEW_TOKENS,
+        maximum_name="the limit of one generation call (base.MAX_NEW_TOKENS)",
+    )
     if max_length is None or longest_prompt + max_new_tokens <= max_length:
         return max_new_tokens, False
     if sliding and longest_prompt <= max_length:
@@ -125,12 +159,18 @@ def make_seed(seed):
     fresh seed in Python (outside every compiled function)."""
     if seed is None:
         return np.array([secrets.randbits(31), secrets.randbits(31)], np.int32)
+    low, high = SEED_RANGE
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-        return np.array([0, int(seed)], np.int32)
-    arr = to_id_array("seed", seed).astype(np.int32)
+        seed = check_int("seed", seed)
+        if not low <= seed <= high:
+            raise ValueError(f"`seed` must be an int32, in [{low}, {high}]; received {seed}.")
+        return np.array([0, seed], np.int32)
+    arr = to_id_array("seed", seed)
     if arr.shape != (2,):
         raise ValueError(f"`seed` must be an int or an int array of shape (2,); received shape {arr.shape}.")
-    return arr
+    if arr.min() < low or arr.max() > high:  # astype(int32) would wrap them silently
+        raise ValueError(f"`seed` entries must be int32, in [{low}, {high}]; received {arr.tolist()}.")
+    return arr.astype(np.int32)
 
 
 def check_sampler(sampler, temperature, top_k, top_p, vocabulary_size=None):
@@ -156,13 +196,23 @@ class BaseGenerator(tf.Module):
     shapes, ...); `trace_count` counts Python traces (a new bucket or batch
     size traces once, later calls in the same bucket do not retrace).
     `jit_compile=False` uses a plain graph `tf.function`; `run_eagerly=True`
-    runs the same code eagerly (debugging, fast tests).
+    runs the same code eagerly (debugging, fast tests). A compiled call runs
+    in a worker thread (`generation.interruptible`), so Ctrl-C interrupts a
+    long generation at once.
+
+    `pad_id` (and the seq2seq `bos_id`) must be ids of the model's
+    vocabulary, in [0, V); the model's `cache_dtype` a float dtype.
 
     A subclass sets `self.adapter` (a `decoding.DecoderAdapter`) and
     implements `_prepare` (eager: request → padded numpy inputs, checked
     `max_new_tokens`, cache length) and `decoder_inputs` (traceable: those
-    inputs → decoder prompts, their lengths and the adapter context).
+    inputs → decoder prompts, their lengths and the adapter context), names
+    the keyword arguments `_prepare` takes in `REQUEST_KEYS` and checks
+    `pad_id` against the vocabulary (`check_token_id`).
     """
+
+    #: The model-specific keyword arguments of `generate` / `beam_search`.
+    REQUEST_KEYS = ()
 
     def __init__(
         self,
@@ -206,6 +256,33 @@ class BaseGenerator(tf.Module):
                 "never stop on it."
             )
         return eos
+
+    def _check_request(self, method, request):
+        """Refuses keyword arguments `_prepare` does not take (naming them) and
+        re-checks the model's `cache_dtype`, which the caches are built with."""
+        unknown = sorted(set(request) - set(self.REQUEST_KEYS))
+        if unknown:
+            raise TypeError(
+                f"`{method}` got unexpected keyword argument(s) {unknown}; besides its documented "
+                f"arguments a {type(self).__name__} takes {list(self.REQUEST_KEYS)}."
+            )
+        check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
+
+    def _call(self, fn, *args):
+        """Runs a compiled function so that Ctrl-C interrupts it (eager: directly)."""
+        if self.run_eagerly:
+            return fn(*args)
+        return interruptible.call(fn, *args)
+
+    def _check_scores_size(self, inputs, cache_length):
+        """`output_scores` returns batch × (cache_length − P) × V float32 logits: at most `MAX_SCORES_BYTES`."""
+        prompts = inputs[-2] if len(inputs) > 2 else inputs[0]  # the decoder prompts (P columns)
+        size = prompts.shape[0] * (cache_length - prompts.shape[1]) * self.adapter.vocabulary_size * 4
+        if size > MAX_SCORES_BYTES:
+            raise ValueError(
+                f"`output_scores`=True would return {size / 2**30:.1f} GiB of logits (batch × max_new_tokens × "
+                f"vocabulary); at most {MAX_SCORES_BYTES / 2**30:.0f} GiB: ask for fewer tokens or no scores."
+            )
 
     # ----------------------------------------------------------- subclass hooks
     def _prepare(self, inputs, max_new_tokens, sliding=False, **request):
@@ -301,22 +378,29 @@ class BaseGenerator(tf.Module):
             seed: int or int32 `(2,)`; same seed → same output. None: random.
             eos_id: rows stop after this id (then emit `pad_id`).
             return_lengths: also return the number of new tokens per row.
-            output_scores: also return the step logits `(batch, max_new, V)`.
+            output_scores: also return the step logits `(batch, max_new, V)`
+                (at most `MAX_SCORES_BYTES` of them).
             **request: GPT: `prompt_lengths` (rows of a right-padded 2-D
                 array); seq2seq: `bos_id`, `source_lengths`,
-                `decoder_prompt_ids` (forced decoder prefixes, BOS included).
+                `decoder_prompt_ids` (forced decoder prefixes, BOS included;
+                not together with `bos_id`). Other names raise a TypeError.
 
         Returns:
             int32 numpy `(batch, max_new_tokens)` (`pad_id` after EOS); or a
             tuple with lengths (and scores) when requested.
         """
+        self._check_request("generate", request)
         temperature, top_k, top_p = check_sampler(
             sampler, temperature, top_k, top_p, self.adapter.vocabulary_size
         )
         eos = self._eos(eos_id)
+        return_lengths = check_bool("return_lengths", return_lengths)
+        output_scores = check_bool("output_scores", output_scores)
         inputs, max_new_tokens, cache_length, slide = self._prepare(
             inputs, max_new_tokens, sliding=True, **request
         )
+        if output_scores:
+            self._check_scores_size(inputs, cache_length)
         seed = make_seed(seed)
         key = ("generate", sampler, cache_length, bool(output_scores), slide)
         fn = self._compiled(
@@ -325,7 +409,8 @@ class BaseGenerator(tf.Module):
                 *a, cache_length=cache_length, sampler=sampler, output_scores=output_scores, sliding=slide
             ),
         )
-        out = fn(
+        out = self._call(
+            fn,
             *(tf.constant(x) for x in inputs),
             tf.constant(max_new_tokens, tf.int32),
             tf.constant(seed),
@@ -353,20 +438,25 @@ class BaseGenerator(tf.Module):
         """Beam search with GNMT length penalty; see `keras_tfm.generation.beam_search`.
 
         Args:
-            inputs, max_new_tokens, eos_id, **request: as in `generate`
-                (GPT: past the model's maximum length every beam slides
-                its window as `generate` does).
+            inputs, eos_id, **request: as in `generate` (GPT: past the
+                model's maximum length every beam slides its window as
+                `generate` does).
+            max_new_tokens: int >= 1 (0 new tokens leave nothing to rank: a
+                ValueError; `generate` accepts 0).
             num_beams: beams per input, in [1, vocabulary size].
-            length_penalty: α >= 0 of ((5 + len) / 6)^α.
+            length_penalty: α in [0, `beam.MAX_LENGTH_PENALTY`] of
+                ((5 + len) / 6)^α.
 
         Returns:
             `(sequences, scores, lengths)`: int32 `(batch, num_beams,
             max_new_tokens)` best first, float32 length-normalised log-probs
             `(batch, num_beams)`, int32 `(batch, num_beams)`.
         """
+        self._check_request("beam_search", request)
         num_beams = beam_lib.check_num_beams(num_beams, self.adapter.vocabulary_size)
         length_penalty = beam_lib.check_length_penalty(length_penalty)
         eos = self._eos(eos_id)
+        check_int("max_new_tokens", max_new_tokens, minimum=1)
         inputs, max_new_tokens, cache_length, slide = self._prepare(
             inputs, max_new_tokens, sliding=True, **request
         )
@@ -375,7 +465,8 @@ class BaseGenerator(tf.Module):
             key,
             lambda *a: self.beam_search_fn(*a, num_beams=num_beams, cache_length=cache_length, sliding=slide),
         )
-        out = fn(
+        out = self._call(
+            fn,
             *(tf.constant(x) for x in inputs),
             tf.constant(max_new_tokens, tf.int32),
             tf.constant(length_penalty, tf.float32),

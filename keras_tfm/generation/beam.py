@@ -31,8 +31,13 @@ from keras_tfm.generation.decoding import mark_slot
 NEG = decoding.NEG_INF
 
 
+#: Largest length penalty α: ((5 + n) / 6)^α stays finite in float32 for every
+#: n <= `base.MAX_NEW_TOKENS` (a larger α overflows it and every score becomes 0).
+MAX_LENGTH_PENALTY = 5.0
+
+
 def check_length_penalty(alpha):
-    return check_float("length_penalty", alpha, low=0.0)
+    return check_float("length_penalty", alpha, low=0.0, high=MAX_LENGTH_PENALTY)
 
 
 def check_num_beams(num_beams, vocabulary_size):

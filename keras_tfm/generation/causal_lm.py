@@ -45,7 +45,8 @@ class CausalLMGenerator(base.BaseGenerator):
 
     Args:
         model: a `keras_tfm.models.GPT`.
-        pad_id: id used to left-pad prompts and emitted by finished rows.
+        pad_id: id used to left-pad prompts and emitted by finished rows, in
+            [0, vocabulary size).
         jit_compile: compile with XLA.
         run_eagerly: no `tf.function` at all (debugging, tests).
 
@@ -53,6 +54,8 @@ class CausalLMGenerator(base.BaseGenerator):
         gen = CausalLMGenerator(model)
         tokens = gen.generate([[5, 6, 7], [8]], max_new_tokens=20, eos_id=2)
     """
+
+    REQUEST_KEYS = ("prompt_lengths",)
 
     def __init__(
         self,
@@ -64,6 +67,7 @@ class CausalLMGenerator(base.BaseGenerator):
     ):
         super().__init__(model, pad_id=pad_id, jit_compile=jit_compile, run_eagerly=run_eagerly, name=name)
         self.adapter = CausalLMAdapter(model)
+        self.pad_id = base.check_token_id("pad_id", pad_id, self.adapter.vocabulary_size)
 
     def decoder_inputs(
         self, prompt_ids: tf.Tensor, prompt_lengths: tf.Tensor

@@ -11,7 +11,6 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_tfm.checks import check_int
 from keras_tfm.generation import base, decoding
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.models.seq2seq import Seq2Seq
@@ -73,15 +72,21 @@ class Seq2SeqGenerator(base.BaseGenerator):
 
     Args:
         model: a `keras_tfm.models.Seq2Seq`.
-        bos_id: default first decoder token (non-zero: 0 is padding).
-        pad_id: padding id (0 for keras_tfm seq2seq models).
+        bos_id: default first decoder token, in [1, target vocabulary size)
+            (0 is padding).
+        pad_id: padding id (0 for keras_tfm seq2seq models), in [0, target
+            vocabulary size).
         jit_compile: compile with XLA.
         run_eagerly: no `tf.function` at all (debugging, tests).
 
     `generate(source_ids, max_new_tokens, ..., bos_id=None,
     source_lengths=None, decoder_prompt_ids=None)` and `beam_search` are
-    `BaseGenerator`'s; `bos_id` defaults to the generator's.
+    `BaseGenerator`'s; `bos_id` defaults to the generator's; `bos_id` and
+    `decoder_prompt_ids` together raise a ValueError (the prompts hold their
+    own first token).
     """
+
+    REQUEST_KEYS = ("bos_id", "source_lengths", "decoder_prompt_ids")
 
     def __init__(
         self,
@@ -94,7 +99,12 @@ class Seq2SeqGenerator(base.BaseGenerator):
     ):
         super().__init__(model, pad_id=pad_id, jit_compile=jit_compile, run_eagerly=run_eagerly, name=name)
         self.adapter = Seq2SeqAdapter(model)
-        self.bos_id = check_int("bos_id", bos_id, minimum=1, allow_none=True)
+        self.pad_id = base.check_token_id("pad_id", pad_id, self.adapter.vocabulary_size)
+        self.bos_id = None if bos_id is None else self._bos(bos_id)
+
+    def _bos(self, bos_id):
+        """A first decoder token: an id of the target vocabulary other than 0 (padding)."""
+        return base.check_token_id("bos_id", bos_id, self.adapter.vocabulary_size, minimum=1)
 
     def decoder_inputs(
         self,
@@ -128,8 +138,13 @@ class Seq2SeqGenerator(base.BaseGenerator):
             )
         if a.source_max_length is not None:
             src = src[:, : max(a.source_max_length, int(src_len.max()))]
+        if decoder_prompt_ids is not None and bos_id is not None:
+            raise ValueError(
+                "Pass `bos_id` or `decoder_prompt_ids`, not both: the decoder prompts start with their own first "
+                f"token (received bos_id={bos_id!r})."
+            )
         if decoder_prompt_ids is None:
-            bos_id = self.bos_id if bos_id is None else check_int("bos_id", bos_id, minimum=1)
+            bos_id = self.bos_id if bos_id is None else self._bos(bos_id)
             if bos_id is None:
                 raise ValueError(
                     "`bos_id` is required (the first decoder token), or pass `decoder_prompt_ids`."

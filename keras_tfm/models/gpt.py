@@ -16,7 +16,7 @@ checkpoint converters and `.keras` files rely on these names.
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_choice, check_rate
+from keras_tfm.checks import check_bool, check_cache_dtype, check_choice, check_rate
 from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.output_head import OutputHead
@@ -264,9 +264,18 @@ class GPT(TransformerModel):
         self.num_key_value_heads = num_key_value_heads or num_heads
         self.d_model = d_model
         self.head_dim = key_dim or d_model // num_heads
-        # Key/value cache dtype of `init_caches` (None: the compute dtype); set
-        # `model.cache_dtype = "bfloat16"` to decode with a half-size cache.
         self.cache_dtype = None
+
+    @property
+    def cache_dtype(self) -> str | None:
+        """Key/value cache dtype of `init_caches`: None (the compute dtype),
+        "float32", "float16" or "bfloat16" (`model.cache_dtype = "bfloat16"`
+        decodes with a half-size cache); any other value raises a ValueError."""
+        return self._cache_dtype
+
+    @cache_dtype.setter
+    def cache_dtype(self, value):
+        self._cache_dtype = check_cache_dtype("cache_dtype", value)
 
     @property
     def decoder_blocks(self) -> list:
@@ -305,7 +314,8 @@ class GPT(TransformerModel):
         dtype): e.g. "bfloat16" halves the bytes a decoding step reads; keys
         and values are rounded when written, attention runs in the compute dtype.
         """
-        return zero_caches(self.blocks, batch_size, length, dtype or self.cache_dtype)
+        dtype = check_cache_dtype("dtype", dtype) or self.cache_dtype
+        return zero_caches(self.blocks, batch_size, length, dtype)
 
     def call_with_cache(
         self, token_ids, caches, cache_index, positions=None, padding_mask=None, last_only=False

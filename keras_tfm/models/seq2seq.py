@@ -30,7 +30,7 @@ import functools
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_choice, check_rate
+from keras_tfm.checks import check_bool, check_cache_dtype, check_choice, check_rate
 from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.output_head import OutputHead
@@ -351,7 +351,19 @@ class Seq2Seq(TransformerModel):
         self.num_key_value_heads = num_key_value_heads or num_heads
         self.d_model = d_model
         self.head_dim = key_dim or d_model // num_heads
+        self.cache_dtype = None
         object.__setattr__(self, "encoder_output", x)
+
+    @property
+    def cache_dtype(self) -> str | None:
+        """Self-attention cache dtype of `init_caches`: None (the compute
+        dtype), "float32", "float16" or "bfloat16"; any other value raises a
+        ValueError."""
+        return self._cache_dtype
+
+    @cache_dtype.setter
+    def cache_dtype(self, value):
+        self._cache_dtype = check_cache_dtype("cache_dtype", value)
 
     # ------------------------------------------------------------ operations
     def encode(self, source_ids, padding_mask=None):
@@ -388,10 +400,13 @@ class Seq2Seq(TransformerModel):
         logits = self.decoder_token_embedding(h, reverse=True) if self.head is None else self.head(h)
         return ops.cast(logits, "float32")
 
-    def init_caches(self, batch_size: int, length: int) -> list:
+    def init_caches(self, batch_size: int, length: int, dtype: str | None = None) -> list:
         """Zero self-attention caches of the decoder blocks: keys and values of
-        every block, in the layout of `MultiHeadSelfAttention.init_cache`."""
-        return zero_caches(self.decoder_blocks, batch_size, length)
+        every block, in the layout of `MultiHeadSelfAttention.init_cache`.
+        `dtype` (default: the `cache_dtype` attribute, else the compute dtype):
+        as in `GPT.init_caches`."""
+        dtype = check_cache_dtype("dtype", dtype) or self.cache_dtype
+        return zero_caches(self.decoder_blocks, batch_size, length, dtype)
 
     def call_with_cache(
         self,
