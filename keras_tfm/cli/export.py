@@ -31,9 +31,16 @@ def _tokenizers(args, trained):
 
 def run_export(args):
     """Exports `--model` with every signature it supports; prints the version folder."""
+    from keras_tfm.atomic_files import write_guard
     from keras_tfm.export import detect_kind, export_for_serving
     from keras_tfm.recipes import load_trained
+    from keras_tfm.recipes.output import check_export_target, model_bytes
 
+    if args.name in ("", ".", "..") or "/" in args.name or "\\" in args.name:
+        raise usage.UsageError(
+            "--name", f"must be a plain folder name (the model's name); received {args.name!r}"
+        )
+    check_export_target("export_dir", args.export_dir, args.name)  # before the (slow) load
     trained = load_trained(args.model)
     tokenizer = _tokenizers(args, trained)
     kind = args.kind
@@ -48,24 +55,27 @@ def run_export(args):
             f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
             + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
         )
+    target = os.path.join(args.export_dir, args.name)
     try:
-        path = export_for_serving(
-            trained.model,
-            os.path.join(args.export_dir, args.name),
-            tokenizer=None if args.ids_only else tokenizer,
-            version=args.version,
-            kind=kind,
-            label_names=args.label_names or trained.labels,
-            max_new_tokens_limit=args.max_new_tokens_limit,
-            warmup=args.warmup,
-            max_beams=args.max_beams,
-            eos_id=args.eos_id,
-            jit_compile=args.jit_compile,
-        )
+        with write_guard(target, model_bytes(trained.model)):
+            path = export_for_serving(
+                trained.model,
+                target,
+                tokenizer=None if args.ids_only else tokenizer,
+                version=args.version,
+                kind=kind,
+                label_names=args.label_names or trained.labels,
+                max_new_tokens_limit=args.max_new_tokens_limit,
+                warmup=args.warmup,
+                max_beams=args.max_beams,
+                eos_id=args.eos_id,
+                jit_compile=args.jit_compile,
+            )
     except FileExistsError as error:
         raise usage.UsageError("--version", str(error)) from None
     except ValueError as error:
-        raise usage.UsageError("--model", str(error).splitlines()[0]) from None
+        named = usage.from_error(error, {k: v for k, v in args._flags.items() if k != "model"})
+        raise (named or usage.UsageError("--model", str(error).splitlines()[0])) from None
     print(path)
     return 0
 
