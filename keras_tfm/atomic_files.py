@@ -40,6 +40,11 @@ def _fsync_dir(path):
         os.close(fd)
 
 
+def _fsync_file(path):
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
 def atomic_write_text(path, text):
     """Writes `text` to `path` atomically: temporary file in the same folder, fsync, `os.replace`."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -205,6 +210,9 @@ class NoSpaceError(OSError):
     """A write failed for lack of room (`NO_SPACE`); the message names the file, the space it needed
     and the space free. Nothing half-written is left (the writes go to temporaries)."""
 
+    def __str__(self):
+        return self.strerror
+
 
 def _size(n):
     for unit in ("bytes", "KB", "MB", "GB", "TB"):
@@ -249,6 +257,4 @@ def write_guard(target, needed=None):
     except OSError as error:
         if error.errno not in NO_SPACE:
             raise
-        clear = NoSpaceError(no_space_message(error, target, needed))
-        clear.errno, clear.filename = error.errno, os.fspath(target)
-        raise clear from error
+        raise NoSpaceError(error.errno, no_space_message(error, target, needed), os.fspath(target)) from error

@@ -193,7 +193,7 @@ def check_seed(name, value, allow_none=False):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"`{name}` must be an int; received {value!r} of type {type(value).__name__}.")
     if not 0 <= value <= SEED_MAX:
-        raise ValueError(f"`{name}` must be a seed in [0, {SEED_MAX}] (2**31 - 1); received {value}.")
+        raise ValueError(f"`{name}` must be a seed in [0, {SEED_MAX}]; received {value}.")
     return int(value)
 
 
