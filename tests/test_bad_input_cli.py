@@ -410,6 +410,36 @@ def _(env):
         assert output.load_trained(target).model.count_params() == env.gpt.count_params()
 
 
+@case(
+    "train-results-a-folder",
+    ValueError,
+    r"keras-tfm train gpt: error: --results: .* is a folder; expected a file",
+)
+def _(env):
+    _line("train", "gpt", "--data", env.shakespeare, "--results", env.root, *TINY_GPT_RUN)
+
+
+@case("train-results-parent-missing", ValueError, r"error: --results: the folder .*nowhere' does not exist")
+def _(env):
+    _line(
+        "train", "gpt", "--data", env.shakespeare, "--results", env.path("nowhere", "r.json"), *TINY_GPT_RUN
+    )
+
+
+@case(
+    "train-log-dir-a-file",
+    ValueError,
+    r"keras-tfm train gpt: error: --log-dir: .*a_file' is a file, not a folder",
+)
+def _(env):
+    _line("train", "gpt", "--data", env.shakespeare, "--log-dir", env.a_file, *TINY_GPT_RUN)
+
+
+@case("train-backup-dir-a-file", ValueError, r"keras-tfm train gpt: error: --backup-dir: .*a_file' is a file")
+def _(env):
+    _line("train", "gpt", "--data", env.shakespeare, "--backup-dir", env.a_file, *TINY_GPT_RUN)
+
+
 # --------------------------------------------------------------------------- #
 # 3. --max-length beyond the checkpoint's positions.
 # --------------------------------------------------------------------------- #
@@ -546,8 +576,6 @@ for _id, _argv, _match in [
         r"argument --learning-rate: must be a finite",
     ),
     ("lr-min-ratio-2", ["lr", "--min-ratio", "2"], r"argument --min-ratio: must be a number in \[0, 1\]"),
-    ("lr-warmup-negative", ["lr", "--warmup-steps=-5"], r"argument --warmup-steps: must be an int >= 0"),
-    ("pe-length-text", ["pe", "--length", "many"], r"argument --length: must be a positive int"),
 ]:
     CASES.append(pytest.param(lambda env, a=_argv: _line("plot", *a), ValueError, _match, id="plot-" + _id))
 

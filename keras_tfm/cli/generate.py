@@ -4,7 +4,7 @@ import json
 import os
 
 from keras_tfm.cli import usage
-from keras_tfm.cli.options import seed
+from keras_tfm.cli.options import positive_int, seed
 
 #: The number of new tokens when --max-new-tokens is not given (capped by the export).
 DEFAULT_MAX_NEW_TOKENS = 64
@@ -148,11 +148,11 @@ def register(subparsers):
         "generate", help="run an exported SavedModel (generate / translate / classify / fill_mask)"
     )
     p.add_argument("--model", required=True, help="saved_models/NAME (latest version) or a version folder")
-    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--version", type=positive_int, default=None, help="version number (default: the latest)")
     p.add_argument("--prompt", action="append", required=True, help="input text (repeat for a batch)")
     p.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=positive_int,
         default=None,
         help="tokens to generate (default: 64, or fewer when the export's limits or a GPT's context "
         "after the prompt leave less room)",

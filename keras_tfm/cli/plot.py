@@ -162,21 +162,15 @@ def register(subparsers):
         ("similarity", "position similarity PE·PEᵀ (normalised)"),
     ):
         p = kinds.add_parser(name, help=help_text)
-        p.add_argument(
-            "--length", type=positive_int, default=128, help="number of positions (default: %(default)s)"
-        )
-        p.add_argument(
-            "--d-model", type=positive_int, default=128, help="encoding width (default: %(default)s)"
-        )
+        p.add_argument("--length", type=int, default=128, help="number of positions (default: %(default)s)")
+        p.add_argument("--d-model", type=int, default=128, help="encoding width (default: %(default)s)")
         p.add_argument("--output", default=f"{name}.png", help="output PNG (default: %(default)s)")
         parsers.append(p)
 
     p = kinds.add_parser("lr", help="learning-rate schedule curve")
     p.add_argument("--schedule", choices=["transformer", "nanogpt", "wsd"], default="transformer")
     p.add_argument("--steps", type=positive_int, default=20000, help="steps to draw (default: %(default)s)")
-    p.add_argument(
-        "--d-model", type=positive_int, default=512, help="transformer: d_model (default: %(default)s)"
-    )
+    p.add_argument("--d-model", type=int, default=512, help="transformer: d_model (default: %(default)s)")
     p.add_argument(
         "--warmup-steps", type=non_negative_int, default=4000, help="warmup steps (default: %(default)s)"
     )

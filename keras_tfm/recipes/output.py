@@ -81,6 +81,14 @@ def check_output_options(options):
                     raise ValueError(
                         f"`output`: {output!r} is not empty; choose a new folder, or replace it with `overwrite`."
                     )
+    for argument in ("log_dir", "backup_dir"):
+        if getattr(options, argument, None):
+            check_folder_target(argument, getattr(options, argument))
+    results = getattr(options, "results", None)
+    if results:
+        if os.path.isdir(results):
+            raise ValueError(f"`results`: {results!r} is a folder; expected a file name.")
+        _check_writable_folder("results", os.path.dirname(os.path.abspath(results)))
     if options.export:
         export_dir = options.export_dir
         if export_dir is None and not output:
@@ -96,18 +104,29 @@ def check_export_target(argument, export_dir, name):
     Raises:
         ValueError: naming `argument` (or `export` when `export_dir/name` is a file).
     """
-    base = os.path.abspath(export_dir)
-    if os.path.exists(base) and not os.path.isdir(base):
-        raise ValueError(f"`{argument}`: {export_dir!r} is a file, not a folder.")
+    base = check_folder_target(argument, export_dir)
     model_dir = os.path.join(base, name)
     if os.path.exists(model_dir) and not os.path.isdir(model_dir):
         raise ValueError(f"`export`: {os.path.join(export_dir, name)!r} is a file, not a folder.")
+
+
+def check_folder_target(argument, folder):
+    """Checks that `folder` is, or can be created as, a writable folder: not a file, below no file, its
+    nearest existing part writable. Returns its absolute path.
+
+    Raises:
+        ValueError: naming `argument`.
+    """
+    base = os.path.abspath(folder)
+    if os.path.exists(base) and not os.path.isdir(base):
+        raise ValueError(f"`{argument}`: {folder!r} is a file, not a folder.")
     existing = base
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise ValueError(f"`{argument}`: cannot create {export_dir!r}: {existing!r} is a file, not a folder.")
+        raise ValueError(f"`{argument}`: cannot create {folder!r}: {existing!r} is a file, not a folder.")
     _check_writable_folder(argument, existing)
+    return base
 
 
 # --------------------------------------------------------------------------- #
