@@ -117,7 +117,7 @@ class Env:
 
     @functools.cached_property
     def gpt_export(self):
-        return self.export("gpt", self.gpt, self.char_tokenizer, max_prompt_length=4, max_new_tokens_limit=2)
+        return self.export("gpt", self.gpt, self.char_tokenizer, max_prompt_length=8, max_new_tokens_limit=2)
 
     @functools.cached_property
     def translate_export(self):
@@ -650,6 +650,16 @@ def _(env):
 
     model = tiny_seq2seq(vocabulary_size=32, num_layers=1)
     export_for_serving(model, env.path("e2"), tokenizer=None, kind="seq2seq", eos_id=32, warmup=False)
+
+
+@case(
+    "export-label-names-for-a-gpt",
+    ValueError,
+    r"keras-tfm export: error: --label-names: a gpt model has no use",
+)
+def _(env):
+    _line("export", "--model", env.gpt_folder, "--name", "lab", "--export-dir", env.path("e"), "--label-names", "a,b",
+          "--no-warmup", "--no-jit-compile")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- #

@@ -5,6 +5,9 @@ import os
 from keras_tfm.cli import usage
 from keras_tfm.cli.options import comma_list, positive_int
 
+#: --max-beams when not given.
+DEFAULT_MAX_BEAMS = 4
+
 
 def _tokenizers(args, trained):
     """The export's tokenizer argument: explicit files first, else those found beside the model."""
@@ -29,6 +32,25 @@ def _tokenizers(args, trained):
     return found.get("tokenizer") or found.get("source_tokenizer")
 
 
+#: The export flags that only some kinds of model use (a flag given for another kind is refused).
+KIND_FLAGS = {
+    "label_names": ("bert_classifier",),
+    "eos_id": ("gpt", "seq2seq"),
+    "max_beams": ("gpt", "seq2seq"),
+    "max_new_tokens_limit": ("gpt", "seq2seq"),
+    "ids_only": ("gpt",),
+    "target_tokenizer": ("seq2seq",),
+}
+
+
+def _refuse_unused(args, kind):
+    for name, kinds in KIND_FLAGS.items():
+        if getattr(args, name) not in (None, False) and kind not in kinds:
+            raise usage.UsageError(
+                usage.flag(name), f"a {kind} model has no use for it (only {' or '.join(kinds)} models)"
+            )
+
+
 def run_export(args):
     """Exports `--model` with every signature it supports; prints the version folder."""
     from keras_tfm.atomic_files import write_guard
@@ -49,6 +71,7 @@ def run_export(args):
             kind = detect_kind(trained.model)
         except ValueError as error:
             raise usage.UsageError("--kind", str(error)) from None
+    _refuse_unused(args, kind)
     if tokenizer is None and not (kind == "gpt" and args.ids_only):
         raise usage.UsageError(
             "--model",
@@ -67,7 +90,7 @@ def run_export(args):
                 label_names=args.label_names or trained.labels,
                 max_new_tokens_limit=args.max_new_tokens_limit,
                 warmup=args.warmup,
-                max_beams=args.max_beams,
+                max_beams=DEFAULT_MAX_BEAMS if args.max_beams is None else args.max_beams,
                 eos_id=args.eos_id,
                 jit_compile=args.jit_compile,
             )
@@ -111,9 +134,9 @@ def register(subparsers):
     p.add_argument(
         "--max-beams",
         type=positive_int,
-        default=4,
+        default=None,
         help="widest beam search a request may ask for (seq2seq translate, GPT beam_search: num_beams "
-        "1..max; default: %(default)s)",
+        f"1..max; default: {DEFAULT_MAX_BEAMS})",
     )
     p.add_argument("--eos-id", type=int, default=None, help="stop id (GPT default: none)")
     p.add_argument(
