@@ -710,6 +710,12 @@ for _id, _export, _flags, _match in [
         r"--top-p: .*'beam_search'",
     ),
     (
+        "gpt-max-new-tokens-0",
+        "gpt_export",
+        ["--max-new-tokens", "0"],
+        r"--max-new-tokens: must be at least 1",
+    ),
+    (
         "gpt-greedy-length-penalty",
         "gpt_export",
         ["--length-penalty", "1.0"],

@@ -109,6 +109,10 @@ def _run_generate(args):
     loaded = load_served(directory)
     signature = _choose_signature(set(loaded.signatures), args)
     _refuse_unused(signature, args)
+    if args.max_new_tokens == 0:  # a negative count is refused by the signature itself
+        raise usage.UsageError(
+            "--max-new-tokens", "must be at least 1; received 0 (nothing would be generated)"
+        )
     request = {
         name: REQUEST_DEFAULTS[name] if value is None else value
         for name, value in ((name, getattr(args, name)) for name in REQUEST_DEFAULTS)
@@ -152,7 +156,7 @@ def register(subparsers):
     p.add_argument("--prompt", action="append", required=True, help="input text (repeat for a batch)")
     p.add_argument(
         "--max-new-tokens",
-        type=positive_int,
+        type=int,
         default=None,
         help="tokens to generate (default: 64, or fewer when the export's limits or a GPT's context "
         "after the prompt leave less room)",
