@@ -143,7 +143,7 @@ def finetune_classifier(
         `median_step_seconds`, `step_seconds`, `total_seconds`).
     """
     check_max_length(model, max_length)
-    keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(check_seed("seed", seed))
     rows = encode_texts(tokenizer, texts, max_length)
     data = LengthBucketedBatches(rows, labels, batch_size, pad_id=tokenizer.pad_id, seed=seed)
     total = epochs * len(data)
