@@ -228,6 +228,22 @@ def check_allocation(what, nbytes, memory=None):
         )
 
 
+#: The largest random seed: one range, [0, SEED_MAX], for every seed of the recipes, the command line
+#: and the serving signatures (an int32 there; NumPy's `set_random_seed` takes up to 2**32 - 1).
+SEED_MAX = 2**31 - 1
+
+
+def check_seed(name, value, allow_none=False):
+    """A random seed: an int in [0, `SEED_MAX`]; returns a Python int."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an int; received {value!r} of type {type(value).__name__}.")
+    if not 0 <= value <= SEED_MAX:
+        raise ValueError(f"`{name}` must be a seed in [0, {SEED_MAX}]; received {value}.")
+    return int(value)
+
+
 def check_float(name, value, low=None, high=None, low_open=False, high_open=False, allow_none=False):
     """A finite Python/NumPy float (or int) inside [low, high] (ends open on request).
 

@@ -10,18 +10,17 @@ is wrong with it; a missing file is also a `FileNotFoundError`.
     ConfigReader(config, path)              typed config.json fields (errors name the field)
     read_weights(directory)                 {name: np.ndarray}, {name: file}
     write_weights(directory, tensors, ...)  model.safetensors (+ shards, index)
-    atomic_directory(path, overwrite)       write a directory under a temporary
-                                            name, then rename it into place
+    checkpoint_directory(path, overwrite)   write a directory under a temporary name, then
+                                            rename it into place (`keras_tfm.atomic_files`)
 """
 
-import contextlib
 import json
 import math
 import os
-import shutil
-import tempfile
 
 import numpy as np
+
+from keras_tfm.atomic_files import atomic_directory
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -289,43 +288,22 @@ def write_json(directory, name, value):
         f.write("\n")
 
 
-@contextlib.contextmanager
-def atomic_directory(path, overwrite=False):
-    """Yields a temporary directory beside `path`; renames it to `path` when
-    the block succeeds and removes it when the block raises.
-
-    An existing non-empty `path` is refused unless `overwrite`; then it is
-    replaced (moved aside, the new directory renamed in, the old one deleted),
-    so a reader sees the old or the new checkpoint, never a mixture.
-    """
+def checkpoint_directory(path, overwrite=False):
+    """`keras_tfm.atomic_files.atomic_directory(path, overwrite)` with the checkpoint's errors: a
+    `MissingCheckpointFile` for a missing parent, a `CheckpointError` for a file at `path` or a
+    non-empty `path` without `overwrite`. The context manager yields the temporary directory to fill."""
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise MissingCheckpointFile(f"Cannot write {path!r}: the parent directory {parent!r} does not exist.")
-    exists = os.path.exists(path)
-    if exists and not os.path.isdir(path):
+    if os.path.exists(path) and not os.path.isdir(path):
         raise CheckpointError(f"Cannot write a checkpoint directory at {path!r}: it is a file.")
-    if exists and os.listdir(path) and not overwrite:
-        raise CheckpointError(f"{path!r} already exists and is not empty; pass overwrite=True to replace it.")
-    temp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
-    try:
-        yield temp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o777 & ~umask)  # mkdtemp makes it 0700
-        if os.path.exists(path):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
-            moved = os.path.join(old, "checkpoint")
-            os.rename(path, moved)
-            try:
-                os.rename(temp, path)
-            except BaseException:
-                os.rename(moved, path)  # put the old checkpoint back
-                shutil.rmtree(old, ignore_errors=True)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(temp, path)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+
+    def refuse(path):
+        if overwrite or not os.listdir(path):
+            return None
+        return CheckpointError(
+            f"{path!r} already exists and is not empty; pass overwrite=True to replace it."
+        )
+
+    return atomic_directory(path, overwrite=overwrite, refuse=refuse)

@@ -34,8 +34,8 @@ from keras_tfm.checkpoints.files import (
     CheckpointError,
     ConfigReader,
     MissingCheckpointFile,
-    atomic_directory,
     check_directory,
+    checkpoint_directory,
     read_json,
     read_weights,
     write_json,
@@ -491,7 +491,7 @@ def save_pretrained(
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"
     tensors = wm.to_tensors(family.save_entries(model, task))
-    with atomic_directory(path, overwrite=overwrite) as temp:
+    with checkpoint_directory(path, overwrite=overwrite) as temp:
         write_json(temp, CONFIG_FILE, config)
         write_weights(temp, tensors, max_shard_size=max_shard_size)
         if task == "sentence_embedding":

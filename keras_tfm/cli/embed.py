@@ -10,6 +10,9 @@ import sys
 from keras_tfm.cli import usage
 from keras_tfm.cli.options import non_negative_int, positive_int
 
+#: Tokens per text when --max-length is not given (capped by the checkpoint's positions).
+DEFAULT_MAX_LENGTH = 256
+
 
 def run_embed(args):
     """Prints {"text": ..., "embedding": [...]} for each text (the arguments, else the lines of stdin)."""
@@ -18,6 +21,8 @@ def run_embed(args):
     texts = list(args.texts) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
         raise usage.UsageError("TEXTS", "give at least one text (arguments or lines on stdin)")
+    import numpy as np
+
     from keras_tfm.checkpoints import sentence_encoder
     from keras_tfm.data.text_batches import embed_texts
     from keras_tfm.tokenizers import WordPieceTokenizer
@@ -30,10 +35,26 @@ def run_embed(args):
         model = sentence_encoder(args.checkpoint)
     except ValueError as error:
         raise usage.UsageError("--checkpoint", str(error)) from None
-    vectors = embed_texts(model, tokenizer, texts, args.max_length)
+    max_length = args.max_length
+    if max_length is None:
+        max_length = min(DEFAULT_MAX_LENGTH, model.max_length)
+    elif max_length > model.max_length:
+        raise usage.UsageError(
+            "--max-length",
+            f"must be at most the checkpoint's {model.max_length} positions (max_position_embeddings); "
+            f"received {max_length}",
+        )
+    vectors = embed_texts(model, tokenizer, texts, max_length)
+    bad = [i for i, vector in enumerate(vectors) if not np.isfinite(vector).all()]
+    if bad:  # JSON has no NaN: refuse before printing anything
+        raise usage.UsageError(
+            "--checkpoint",
+            f"the model gave non-finite values (NaN or inf) for {len(bad)} of {len(texts)} text(s), the first "
+            f"{texts[bad[0]]!r}; its weights may be damaged",
+        )
     for text, vector in zip(texts, vectors):
         values = [round(float(v), args.precision) for v in vector]
-        print(json.dumps({"text": text, "embedding": values}, ensure_ascii=False))
+        print(json.dumps({"text": text, "embedding": values}, ensure_ascii=False, allow_nan=False))
     return 0
 
 
@@ -48,7 +69,11 @@ def register(subparsers):
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (e.g. all-MiniLM-L6-v2)")
     p.add_argument("texts", nargs="*", help="texts to embed (default: one per line on stdin)")
     p.add_argument(
-        "--max-length", type=positive_int, default=256, help="tokens per text (default: %(default)s)"
+        "--max-length",
+        type=positive_int,
+        default=None,
+        help=f"tokens per text (default: {DEFAULT_MAX_LENGTH}, or the checkpoint's positions when fewer; at "
+        "most the checkpoint's positions)",
     )
     p.add_argument(
         "--precision", type=non_negative_int, default=6, help="decimals printed (default: %(default)s)"

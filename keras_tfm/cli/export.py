@@ -5,6 +5,9 @@ import os
 from keras_tfm.cli import usage
 from keras_tfm.cli.options import comma_list, positive_int
 
+#: --max-beams when not given.
+DEFAULT_MAX_BEAMS = 4
+
 
 def _tokenizers(args, trained):
     """The export's tokenizer argument: explicit files first, else those found beside the model."""
@@ -29,11 +32,37 @@ def _tokenizers(args, trained):
     return found.get("tokenizer") or found.get("source_tokenizer")
 
 
+#: The export flags that only some kinds of model use (a flag given for another kind is refused).
+KIND_FLAGS = {
+    "label_names": ("bert_classifier",),
+    "eos_id": ("gpt", "seq2seq"),
+    "max_beams": ("gpt", "seq2seq"),
+    "max_new_tokens_limit": ("gpt", "seq2seq"),
+    "ids_only": ("gpt",),
+    "target_tokenizer": ("seq2seq",),
+}
+
+
+def _refuse_unused(args, kind):
+    for name, kinds in KIND_FLAGS.items():
+        if getattr(args, name) not in (None, False) and kind not in kinds:
+            raise usage.UsageError(
+                usage.flag(name), f"a {kind} model has no use for it (only {' or '.join(kinds)} models)"
+            )
+
+
 def run_export(args):
     """Exports `--model` with every signature it supports; prints the version folder."""
+    from keras_tfm.atomic_files import write_guard
     from keras_tfm.export import detect_kind, export_for_serving
     from keras_tfm.recipes import load_trained
+    from keras_tfm.recipes.output import check_export_target, model_bytes
 
+    if args.name in ("", ".", "..") or "/" in args.name or "\\" in args.name:
+        raise usage.UsageError(
+            "--name", f"must be a plain folder name (the model's name); received {args.name!r}"
+        )
+    check_export_target("export_dir", args.export_dir, args.name)  # before the (slow) load
     trained = load_trained(args.model)
     tokenizer = _tokenizers(args, trained)
     kind = args.kind
@@ -42,30 +71,34 @@ def run_export(args):
             kind = detect_kind(trained.model)
         except ValueError as error:
             raise usage.UsageError("--kind", str(error)) from None
+    _refuse_unused(args, kind)
     if tokenizer is None and not (kind == "gpt" and args.ids_only):
         raise usage.UsageError(
             "--model",
             f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
             + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
         )
+    target = os.path.join(args.export_dir, args.name)
     try:
-        path = export_for_serving(
-            trained.model,
-            os.path.join(args.export_dir, args.name),
-            tokenizer=None if args.ids_only else tokenizer,
-            version=args.version,
-            kind=kind,
-            label_names=args.label_names or trained.labels,
-            max_new_tokens_limit=args.max_new_tokens_limit,
-            warmup=args.warmup,
-            max_beams=args.max_beams,
-            eos_id=args.eos_id,
-            jit_compile=args.jit_compile,
-        )
+        with write_guard(target, model_bytes(trained.model)):
+            path = export_for_serving(
+                trained.model,
+                target,
+                tokenizer=None if args.ids_only else tokenizer,
+                version=args.version,
+                kind=kind,
+                label_names=args.label_names or trained.labels,
+                max_new_tokens_limit=args.max_new_tokens_limit,
+                warmup=args.warmup,
+                max_beams=DEFAULT_MAX_BEAMS if args.max_beams is None else args.max_beams,
+                eos_id=args.eos_id,
+                jit_compile=args.jit_compile,
+            )
     except FileExistsError as error:
         raise usage.UsageError("--version", str(error)) from None
     except ValueError as error:
-        raise usage.UsageError("--model", str(error).splitlines()[0]) from None
+        named = usage.from_error(error, {k: v for k, v in args._flags.items() if k != "model"})
+        raise (named or usage.UsageError("--model", str(error).splitlines()[0])) from None
     print(path)
     return 0
 
@@ -101,9 +134,9 @@ def register(subparsers):
     p.add_argument(
         "--max-beams",
         type=positive_int,
-        default=4,
+        default=None,
         help="widest beam search a request may ask for (seq2seq translate, GPT beam_search: num_beams "
-        "1..max; default: %(default)s)",
+        f"1..max; default: {DEFAULT_MAX_BEAMS})",
     )
     p.add_argument("--eos-id", type=int, default=None, help="stop id (GPT default: none)")
     p.add_argument(

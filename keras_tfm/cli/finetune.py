@@ -14,6 +14,7 @@ from keras_tfm.cli.options import (
     positive_float,
     positive_int,
     rate,
+    seed,
 )
 from keras_tfm.recipes.finetune import POOLINGS, TASKS
 
@@ -33,7 +34,13 @@ FINETUNE_FLAGS = {
     ),
     "epochs": Flag("training", "", positive_int),
     "batch_size": Flag("training", "", positive_int),
-    "max_length": Flag("training", "tokens per sentence (longer ones are truncated)", positive_int),
+    "max_length": Flag(
+        "training",
+        "tokens per sentence, longer ones are truncated (default: 64, or the checkpoint's positions when "
+        "fewer; at most the checkpoint's positions)",
+        positive_int,
+        show_default=False,
+    ),
     "learning_rate": Flag("training", "peak learning rate", positive_float),
     "warmup_fraction": Flag("training", "share of the steps warming up", rate),
     "steps": Flag(
@@ -42,7 +49,7 @@ FINETUNE_FLAGS = {
         positive_int,
         show_default=False,
     ),
-    "seed": Flag("training", "shuffling and dropout seed", int),
+    "seed": Flag("training", "shuffling and dropout seed, 0 to 2**31 - 1", seed),
     "verbose": Flag(
         "training",
         "Keras fit verbosity (default: 1 on a terminal, else 2)",

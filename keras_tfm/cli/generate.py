@@ -4,6 +4,7 @@ import json
 import os
 
 from keras_tfm.cli import usage
+from keras_tfm.cli.options import positive_int, seed
 
 #: The number of new tokens when --max-new-tokens is not given (capped by the export).
 DEFAULT_MAX_NEW_TOKENS = 64
@@ -50,39 +51,93 @@ def run_generate(args):
         ) from None
 
 
+#: The request flags with their defaults; a flag left out is None on the command line (so that a flag
+#: given for a signature that cannot use it is refused, not ignored).
+REQUEST_DEFAULTS = {
+    "temperature": 0.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "seed": 0,
+    "num_beams": 1,
+    "length_penalty": 0.6,
+    "max_new_tokens": None,
+}
+SAMPLING = ("temperature", "top_k", "top_p", "seed")
+BEAM = ("num_beams", "length_penalty", "max_new_tokens")
+#: The request flags each text signature uses.
+USES = {
+    "beam_search": BEAM,
+    "generate": (*SAMPLING, "max_new_tokens"),
+    "translate": BEAM,
+    "classify": (),
+    "fill_mask": (),
+}
+
+
+def _choose_signature(names, args):
+    """The text signature `args` asks of an export with the signatures `names`."""
+    if "beam_search" in names and args.num_beams not in (None, 1):
+        return "beam_search"
+    for name in ("generate", "translate", "classify", "fill_mask"):
+        if name in names:
+            return name
+    raise usage.UsageError("--model", f"no text signature in {sorted(names)}")
+
+
+def _refuse_unused(signature, args):
+    """A UsageError for the first request flag given that `signature` cannot use."""
+    for name in REQUEST_DEFAULTS:
+        if name == "num_beams" and signature == "generate" and args.num_beams == 1:
+            continue  # one beam is greedy decoding, what `generate` does without sampling flags
+        if getattr(args, name) is not None and name not in USES[signature]:
+            used = ", ".join(usage.flag(n) for n in USES[signature]) or "none of the request flags"
+            hint = (
+                " (GPT: --num-beams above 1 runs beam_search, which does not sample)"
+                if (signature == "beam_search" and name in SAMPLING)
+                else ""
+            )
+            raise usage.UsageError(
+                usage.flag(name),
+                f"the export's {signature!r} signature cannot use it; it takes {used}{hint}",
+            )
+
+
 def _run_generate(args):
     from keras_tfm.export.client import call_signature, load_served, resolve_version_dir
 
     directory = resolve_version_dir(args.model, args.version)
     loaded = load_served(directory)
-    names = set(loaded.signatures)
-    max_new_tokens = args.max_new_tokens
+    signature = _choose_signature(set(loaded.signatures), args)
+    _refuse_unused(signature, args)
+    if args.max_new_tokens == 0:  # a negative count is refused by the signature itself
+        raise usage.UsageError(
+            "--max-new-tokens", "must be at least 1; received 0 (nothing would be generated)"
+        )
+    request = {
+        name: REQUEST_DEFAULTS[name] if value is None else value
+        for name, value in ((name, getattr(args, name)) for name in REQUEST_DEFAULTS)
+    }
+    max_new_tokens = request["max_new_tokens"]
     if max_new_tokens is None:
         max_new_tokens = default_max_new_tokens(export_info(directory), args.prompt)
     prompts = [s.encode("utf-8") for s in args.prompt]
-    beam = dict(max_new_tokens=max_new_tokens, num_beams=args.num_beams, length_penalty=args.length_penalty)
-    if "beam_search" in names and args.num_beams != 1:
+    beam = dict(
+        max_new_tokens=max_new_tokens,
+        num_beams=request["num_beams"],
+        length_penalty=request["length_penalty"],
+    )
+    if signature == "beam_search":
         out, main = call_signature(loaded, "beam_search", prompts=prompts, **beam), "completions"
-    elif "generate" in names:
-        out = call_signature(
-            loaded,
-            "generate",
-            prompts=prompts,
-            max_new_tokens=max_new_tokens,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            seed=args.seed,
-        )
+    elif signature == "generate":
+        sampling = {name: request[name] for name in SAMPLING}
+        out = call_signature(loaded, "generate", prompts=prompts, max_new_tokens=max_new_tokens, **sampling)
         main = "completions"
-    elif "translate" in names:
+    elif signature == "translate":
         out, main = call_signature(loaded, "translate", inputs=prompts, **beam), "translations"
-    elif "classify" in names:
+    elif signature == "classify":
         out, main = call_signature(loaded, "classify", inputs=prompts), "labels"
-    elif "fill_mask" in names:
-        out, main = call_signature(loaded, "fill_mask", inputs=prompts), "filled"
     else:
-        raise usage.UsageError("--model", f"no text signature in {sorted(names)}")
+        out, main = call_signature(loaded, "fill_mask", inputs=prompts), "filled"
     if args.json:
         print(json.dumps({k: v.tolist() for k, v in out.items()}, ensure_ascii=False))
     else:
@@ -97,7 +152,7 @@ def register(subparsers):
         "generate", help="run an exported SavedModel (generate / translate / classify / fill_mask)"
     )
     p.add_argument("--model", required=True, help="saved_models/NAME (latest version) or a version folder")
-    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--version", type=positive_int, default=None, help="version number (default: the latest)")
     p.add_argument("--prompt", action="append", required=True, help="input text (repeat for a batch)")
     p.add_argument(
         "--max-new-tokens",
@@ -106,16 +161,22 @@ def register(subparsers):
         help="tokens to generate (default: 64, or fewer when the export's limits or a GPT's context "
         "after the prompt leave less room)",
     )
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    sampling = "; generate signature only (GPT)"
+    p.add_argument("--temperature", type=float, default=None, help="0 = greedy (default)" + sampling)
+    p.add_argument("--top-k", type=int, default=None, help="0 = all (default)" + sampling)
+    p.add_argument("--top-p", type=float, default=None, help="default: 1.0" + sampling)
+    p.add_argument(
+        "--seed", type=seed, default=None, help="sampling seed, 0 to 2**31 - 1 (default: 0)" + sampling
+    )
     p.add_argument(
         "--num-beams",
         type=int,
-        default=1,
-        help="beam width (1 = greedy; GPT: above 1 runs the beam_search signature, sampling options unused)",
+        default=None,
+        help="beam width (default: 1 = greedy; GPT: above 1 runs the beam_search signature, which takes no "
+        "sampling flag; seq2seq: translate). A flag the export's signature cannot use is refused",
     )
-    p.add_argument("--length-penalty", type=float, default=0.6)
+    p.add_argument(
+        "--length-penalty", type=float, default=None, help="beam search: GNMT alpha (default: 0.6)"
+    )
     p.add_argument("--json", action="store_true", help="print all outputs as JSON")
     return usage.set_handler(p, run_generate)

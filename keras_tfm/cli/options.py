@@ -61,6 +61,16 @@ def rate(text):
     return value
 
 
+def seed(text):
+    """A random seed: an int in [0, `keras_tfm.checks.SEED_MAX`]."""
+    from keras_tfm.checks import SEED_MAX
+
+    value = _convert(int, text, f"a seed in [0, {SEED_MAX}]")
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be a seed in [0, {SEED_MAX}]; received {text!r}")
+    return value
+
+
 def comma_list(text):
     """ "neg,pos" → ["neg", "pos"]."""
     items = [item.strip() for item in text.split(",")]
@@ -124,7 +134,7 @@ TRAINING_FLAGS = {
     "batch_size": Flag("training", "global batch size", positive_int),
     "eval_interval": Flag("training", "steps between evaluations = Keras epoch length", positive_int),
     "learning_rate": Flag("optimizer", "peak learning rate", positive_float),
-    "seed": Flag("training", "random seed", int),
+    "seed": Flag("training", "random seed, 0 to 2**31 - 1", seed),
     "strategy": Flag(
         "training",
         "tf.distribute strategy; multi_worker reads TF_CONFIG",

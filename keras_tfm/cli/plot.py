@@ -4,7 +4,23 @@ import os
 
 from keras_tfm.checks import parse_int_list
 from keras_tfm.cli import usage
-from keras_tfm.cli.options import positive_int
+from keras_tfm.cli.options import non_negative_int, positive_float, positive_int
+
+#: Argument names of the plotting and schedule functions that a plot flag sets under another name.
+ALIASES = {"scale": "--lr-scale", "total_steps": "--steps", "initial_learning_rate": "--learning-rate"}
+
+
+def unit_interval(text):
+    """A number in [0, 1] (the floor of a schedule, as a share of the peak)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1]; received {text!r}")
+    return value
 
 
 def _load_schedule(args):
@@ -38,10 +54,17 @@ def _attention(args):
 
     import keras_tfm.models  # noqa: F401  (registers the builders' layers)
     from keras_tfm.analysis.plotting import plot_attention_heads
+    from keras_tfm.recipes.output import check_keras_file
 
     if not os.path.isfile(args.model):
         raise usage.UsageError("--model", f"{args.model!r} does not exist")
-    model = keras.saving.load_model(args.model, compile=False)
+    check_keras_file("model", args.model)
+    try:
+        model = keras.saving.load_model(args.model, compile=False)
+    except (OSError, ValueError, EOFError) as error:
+        check_keras_file("model", args.model, deep=True)
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise usage.UsageError("--model", f"cannot load {args.model!r}: {message}") from None
     tokens = None
     if args.ids is not None:
         ids = parse_int_list("ids", args.ids)
@@ -50,13 +73,25 @@ def _attention(args):
             raise usage.UsageError("--text", "needs --tokenizer (a tokenizer vocabulary file); or give --ids")
         from keras_tfm.tokenizers import load_tokenizer
 
-        tokenizer = load_tokenizer(args.tokenizer)
+        try:
+            tokenizer = load_tokenizer(args.tokenizer)
+        except (OSError, ValueError) as error:
+            raise usage.UsageError("--tokenizer", str(error).strip().splitlines()[0]) from None
         ids = [int(i) for i in np.asarray(tokenizer.tokenize(args.text)).reshape(-1)]
         tokens = [tokenizer.id_to_token(i) for i in ids]
     else:
         raise usage.UsageError(None, "`keras-tfm plot attention` needs --ids or --text")
     if not ids:
         raise usage.UsageError("--ids", "gave no token")
+    flag = "--ids" if args.ids is not None else "--text"
+    vocabulary_size = getattr(model, "vocabulary_size", None)
+    if vocabulary_size is not None and not all(0 <= i < vocabulary_size for i in ids):
+        raise usage.UsageError(
+            flag, f"token ids must be in [0, {vocabulary_size}) (the model's vocabulary); received {ids}"
+        )
+    max_length = getattr(model, "max_length", None)
+    if max_length is not None and len(ids) > max_length:
+        raise usage.UsageError(flag, f"{len(ids)} tokens; the model takes at most {max_length}")
     x = np.asarray([ids], dtype="int32")
     inputs = x
     if isinstance(model.input, dict):  # e.g. BERT: token ids, zero segments, full padding mask
@@ -69,7 +104,25 @@ def _attention(args):
 
 
 def run_plot(args):
-    """Draws the requested picture and prints its path. Returns 0."""
+    """Draws the requested picture and prints its path. Returns 0.
+
+    A bad value is one line naming the flag (exit status 2): the checks of the plotting functions and of
+    the schedules name their arguments, spelled here as the flags (`ALIASES`)."""
+    if os.path.isdir(args.output):
+        raise usage.UsageError("--output", f"{args.output!r} is a folder; expected a .png file name")
+    try:
+        return _draw(args)
+    except usage.UsageError:
+        raise
+    except (ValueError, TypeError, OSError) as error:
+        named = usage.from_error(error, {**args._flags, **ALIASES})
+        if named is None and isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
+            raise
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise (named or usage.UsageError(None, message)) from None
+
+
+def _draw(args):
     from keras_tfm.analysis import plotting
 
     what = args.picture
@@ -118,17 +171,26 @@ def register(subparsers):
     p.add_argument("--schedule", choices=["transformer", "nanogpt", "wsd"], default="transformer")
     p.add_argument("--steps", type=positive_int, default=20000, help="steps to draw (default: %(default)s)")
     p.add_argument("--d-model", type=int, default=512, help="transformer: d_model (default: %(default)s)")
-    p.add_argument("--warmup-steps", type=int, default=4000, help="warmup steps (default: %(default)s)")
-    p.add_argument("--lr-scale", type=float, default=1.0, help="transformer: scale (default: %(default)s)")
-    p.add_argument("--learning-rate", type=float, default=6e-4, help="nanogpt/wsd: peak learning rate")
+    p.add_argument(
+        "--warmup-steps", type=non_negative_int, default=4000, help="warmup steps (default: %(default)s)"
+    )
+    p.add_argument(
+        "--lr-scale", type=positive_float, default=1.0, help="transformer: scale (default: %(default)s)"
+    )
+    p.add_argument(
+        "--learning-rate", type=positive_float, default=6e-4, help="nanogpt/wsd: peak learning rate"
+    )
     p.add_argument(
         "--decay-steps",
-        type=int,
+        type=positive_int,
         default=None,
         help="nanogpt: step of the floor (--steps); wsd: length of the final decay (20%% of --steps)",
     )
     p.add_argument(
-        "--min-ratio", type=float, default=0.1, help="nanogpt/wsd: floor ratio (default: %(default)s)"
+        "--min-ratio",
+        type=unit_interval,
+        default=0.1,
+        help="nanogpt/wsd: floor as a share of the peak, in [0, 1] (default: %(default)s)",
     )
     p.add_argument("--output", default="lr.png", help="output PNG (default: %(default)s)")
     parsers.append(p)

@@ -5,11 +5,15 @@ A handler raises `UsageError(flag, message)`, or lets through the ValueError / T
 FileNotFoundError of a recipe or library function whose message names an argument in backquotes
 (`` `max_length` must be a positive int ``): `call` reports those whose names are arguments of the
 command, spelled as on the command line (`--max-length must be a positive int`). Any other exception
-is a bug and propagates with its traceback.
+is a bug and propagates with its traceback. A write that found no room (a full disk, a file-size limit:
+`keras_tfm.atomic_files.NoSpaceError`, or any OSError of `NO_SPACE`) is one line too, exit status 2:
+the file, the room it needed and the room free (nothing half-written is left: writes go to temporaries).
 """
 
 import re
 import sys
+
+from keras_tfm.atomic_files import NO_SPACE, NoSpaceError, no_space_message
 
 _NAME = re.compile(r"`(\w+)`")
 
@@ -62,13 +66,17 @@ def call(prog, function, flags):
     exception naming one of the command's arguments (`flags`, see `flags_of`)."""
     try:
         return int(function() or 0)
-    except UsageError as error:
+    except (UsageError, NoSpaceError) as error:
         return report(prog, error)
     except (ValueError, TypeError, FileNotFoundError) as error:
         usage = from_error(error, flags)
         if usage is None:
             raise
         return report(prog, usage)
+    except OSError as error:
+        if error.errno not in NO_SPACE:
+            raise
+        return report(prog, no_space_message(error, error.filename or "a file"))
 
 
 def set_handler(parser, handler, start_devices=True):

@@ -3,14 +3,13 @@
 import errno
 import json
 import os
-import re
 import shutil
-import socket
-import tempfile
 from collections.abc import Sequence
 
 import keras
 
+from keras_tfm.atomic_files import publish, remove_stale_temporaries, temporary_directory
+from keras_tfm.checks import check_int
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.export.client import list_versions
@@ -39,43 +38,6 @@ def detect_kind(model: keras.Model) -> str:
         f"Cannot export a {type(model).__name__} ({model.name!r}); expected a keras_tfm GPT, Seq2Seq, "
         "BertClassifier, BertMaskedLM or SentenceEncoder (built with keras_tfm.models)."
     )
-
-
-_TEMP = re.compile(r"^\.tmp-\d+-(\d+)@(.+)-[a-z0-9_]+$")
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
-
-
-def remove_stale_temporaries(base):
-    """Removes `.tmp-VERSION-PID@HOST-*` folders of exports killed before their rename.
-
-    A folder is stale when its process (on this host) no longer runs.
-    Folders of live exports (and of other hosts) are left alone.
-
-    Returns:
-        The removed paths.
-    """
-    removed = []
-    if not os.path.isdir(base):
-        return removed
-    host = socket.gethostname()
-    for name in os.listdir(base):
-        path = os.path.join(base, name)
-        match = _TEMP.match(name)
-        if not match or not os.path.isdir(path):
-            continue
-        if match.group(2) == host and not _pid_alive(int(match.group(1))):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
 
 
 def _split_tokenizers(tokenizer):
@@ -115,6 +77,8 @@ def build_serving(
             f"`kind`={kind!r} does not match the model {model.name!r}, which is a {detected!r} model; "
             f"pass kind={detected!r} or 'auto'."
         )
+    if eos_id is not None and kind in ("gpt", "seq2seq"):
+        check_eos_id(eos_id, model.vocabulary_size)
     if kind == "gpt":
         return sig.GPTServing(
             model,
@@ -141,6 +105,17 @@ def build_serving(
     if kind == "bert_classifier":
         return sig.BertClassifierServing(model, tokenizer, label_names=label_names)
     return sig.BertMaskedLMServing(model, tokenizer)
+
+
+def check_eos_id(eos_id, vocabulary_size):
+    """`eos_id` as an int in [0, vocabulary_size): an id the model can emit (else generation never stops)."""
+    check_int("eos_id", eos_id)
+    if not 0 <= eos_id < vocabulary_size:
+        raise ValueError(
+            f"`eos_id` must be an id of the model's vocabulary, in [0, {int(vocabulary_size)}) (the vocabulary "
+            f"size is {int(vocabulary_size)}); received {eos_id}: generation would never stop."
+        )
+    return int(eos_id)
 
 
 def _tokenizers_of(serving):
@@ -189,11 +164,11 @@ def export_for_serving(
     """Exports a keras_tfm model as a TF Serving model version, atomically.
 
     Writes `path/VERSION/` (`saved_model.pb`, `variables/`, `assets.extra/`):
-    the SavedModel is written into a temporary directory `path/.tmp-VERSION-PID@HOST-*`
+    the SavedModel is written into a temporary directory `path/.VERSION.tmp-PID@HOST-*`
     and renamed into place, so a reader (TF Serving polls `path`) never sees a
     partial version, and a failed export leaves nothing behind (the folder of
     a killed export is removed by the next export to `path`, see
-    `remove_stale_temporaries`). An existing
+    `keras_tfm.atomic_files.remove_stale_temporaries`). An existing
     version is never overwritten.
 
     Signatures (tokenization and request validation inside the graph; see
@@ -245,7 +220,8 @@ def export_for_serving(
             `translate`, GPT `beam_search` / `beam_search_ids`: `num_beams`
             in [1, max_beams]; the loops are compiled for it, a narrower
             request keeps the spare beams dead).
-        eos_id: GPT: stop id (default none); seq2seq: default EOS.
+        eos_id: GPT: stop id (default none); seq2seq: default EOS. An id in
+            [0, vocabulary size) (a ValueError names `eos_id` and the size).
         jit_compile: compile the decoding loops with XLA.
         max_prompt_length: GPT: longest prompt accepted (default the model's
             max_length); one decoding loop is compiled per power-of-two prompt
@@ -295,7 +271,7 @@ def export_for_serving(
         archive.add_endpoint(name, fn, signature)
 
     remove_stale_temporaries(base)
-    temp = tempfile.mkdtemp(prefix=f".tmp-{version}-{os.getpid()}@{socket.gethostname()}-", dir=base)
+    temp = temporary_directory(final)
     try:
         archive.write_out(temp, verbose=verbose)
         if warmup:
@@ -305,9 +281,7 @@ def export_for_serving(
             raise FileExistsError(
                 errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
             )
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o777 & ~umask)  # mkdtemp makes it 0700; the server may run as another user
+        publish(temp)  # mkdtemp makes it 0700; the server may run as another user
         try:
             os.rename(temp, final)
         except OSError as error:  # a concurrent export created it (non-empty target)

@@ -110,7 +110,7 @@ def train(options, model_fn, data, validation_data, strategy, steps=None, eval_i
 def write_results(options, results):
     """`results` as JSON into `options.results` (when set): a temporary name, then a rename."""
     if options.results:
-        temp = f"{options.results}.tmp{os.getpid()}"
-        with open(temp, "w") as f:
-            json.dump(results, f, indent=2)
-        os.replace(temp, options.results)
+        from keras_tfm.atomic_files import atomic_write_text, write_guard
+
+        with write_guard(options.results):
+            atomic_write_text(options.results, json.dumps(results, indent=2))

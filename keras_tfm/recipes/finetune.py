@@ -36,20 +36,24 @@ from typing import Any
 import keras
 import numpy as np
 
+from keras_tfm.atomic_files import write_guard
 from keras_tfm.checks import (
     check_bool,
     check_choice,
-    check_int,
     check_positive_float,
     check_positive_int,
     check_rate,
+    check_seed,
 )
 from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts
 from keras_tfm.recipes import _runtime as runtime
+from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes.bert import read_label_sentences
-from keras_tfm.recipes.options import VERBOSITIES, check_export_name
+from keras_tfm.recipes.options import VERBOSITIES, check_export_name, first_line
 
 TASKS = ("classifier",)
+#: `max_length` when not given (capped by the checkpoint's positions).
+DEFAULT_MAX_LENGTH = 64
 POOLINGS = ("cls", "mean", "max")
 
 
@@ -138,7 +142,8 @@ def finetune_classifier(
         `(history, timer)`: the Keras history and a `StepTimer` (`seen` steps,
         `median_step_seconds`, `step_seconds`, `total_seconds`).
     """
-    keras.utils.set_random_seed(seed)
+    check_max_length(model, max_length)
+    keras.utils.set_random_seed(check_seed("seed", seed))
     rows = encode_texts(tokenizer, texts, max_length)
     data = LengthBucketedBatches(rows, labels, batch_size, pad_id=tokenizer.pad_id, seed=seed)
     total = epochs * len(data)
@@ -156,6 +161,18 @@ def finetune_classifier(
     history = model.fit(data, epochs=epochs, verbose=verbose, callbacks=[*callbacks, timer])
     timer.total_seconds = time.perf_counter() - start
     return history, timer
+
+
+def check_max_length(model, max_length, argument="max_length"):
+    """`max_length`, refused (ValueError naming `argument`) when longer than the model's positions."""
+    check_positive_int(argument, max_length)
+    limit = getattr(model, "max_length", None)
+    if limit is not None and max_length > limit:
+        raise ValueError(
+            f"`{argument}` must be at most the checkpoint's {limit} positions (max_position_embeddings); "
+            f"received {max_length}."
+        )
+    return max_length
 
 
 def predict_classes(
@@ -198,7 +215,8 @@ class FinetuneOptions:
         num_classes: None = the largest label + 1.
         pooling: the sentence vector the classifier reads: "cls", "mean" (how MiniLM was trained) or "max".
         epochs, batch_size, max_length, learning_rate, warmup_fraction: the recipe (3, 32, 64, 2e-5, 0.1;
-            `max_length` truncates the sentences).
+            `max_length` truncates the sentences; None = 64, or the checkpoint's positions when fewer;
+            more than the checkpoint's positions is refused).
         steps: stop after this many optimizer steps (a quick run); None = the whole `epochs`.
         seed: shuffling and dropout seed.
         verbose: Keras fit verbosity (0, 1 or 2); None = 1 on a terminal, else 2.
@@ -217,7 +235,7 @@ class FinetuneOptions:
     pooling: str = "mean"
     epochs: int = 3
     batch_size: int = 32
-    max_length: int = 64
+    max_length: int | None = None
     learning_rate: float = 2e-5
     warmup_fraction: float = 0.1
     steps: int | None = None
@@ -233,12 +251,13 @@ class FinetuneOptions:
         check_choice("task", self.task, TASKS)
         check_positive_int("num_classes", self.num_classes, allow_none=True)
         check_choice("pooling", self.pooling, POOLINGS)
-        for name in ("epochs", "batch_size", "max_length"):
+        for name in ("epochs", "batch_size"):
             check_positive_int(name, getattr(self, name))
+        check_positive_int("max_length", self.max_length, allow_none=True)
         check_positive_int("steps", self.steps, allow_none=True)
         check_positive_float("learning_rate", self.learning_rate)
         check_rate("warmup_fraction", self.warmup_fraction)
-        check_int("seed", self.seed)
+        check_seed("seed", self.seed)
         check_bool("overwrite", self.overwrite)
         check_export_name(self.export)
         if self.verbose is not None and self.verbose not in VERBOSITIES:
@@ -287,6 +306,7 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
         )
     if o.output and not os.path.isdir(os.path.dirname(os.path.abspath(o.output))):
         raise ValueError(f"`output`: the parent folder of {o.output!r} does not exist.")
+    output_lib.check_output_options(o)
     (texts, labels), dev = read_splits(o.data, o.dev)
     num_classes = o.num_classes or max(labels) + 1
     if min(labels) < 0 or max(labels) >= num_classes:
@@ -305,6 +325,9 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
         model = from_pretrained(o.checkpoint, task=o.task, num_classes=num_classes, pooling=o.pooling)
     except ValueError as error:
         raise ValueError(f"`checkpoint`: {error}") from None
+    if o.max_length is None:
+        o.max_length = min(DEFAULT_MAX_LENGTH, model.max_length)
+    check_max_length(model, o.max_length)
     recipe = {
         name: getattr(o, name)
         for name in (
@@ -329,15 +352,26 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
         results["dev_accuracy"] = evaluate_classifier(model, tokenizer, dev[0], dev[1], o.max_length)
         runtime.log(f"dev accuracy: {results['dev_accuracy']:.4f}")
     if o.output:
-        save_pretrained(model, o.output, tokenizer=tokenizer, overwrite=o.overwrite)
+        with write_guard(o.output, output_lib.model_bytes(model)):
+            save_pretrained(model, o.output, tokenizer=tokenizer, overwrite=o.overwrite)
         results["output_path"] = o.output
         runtime.log(f"checkpoint: {o.output}")
     if o.export:
         from keras_tfm.export import export_for_serving
 
-        results["export_path"] = export_for_serving(
-            model, os.path.join(o.export_dir, o.export), tokenizer=tokenizer, label_names=o.label_names
-        )
+        target = os.path.join(o.export_dir, o.export)
+        try:
+            with write_guard(target, output_lib.model_bytes(model)):
+                results["export_path"] = export_for_serving(
+                    model, target, tokenizer=tokenizer, label_names=o.label_names
+                )
+        except Exception as error:
+            if not o.output:
+                raise
+            raise ValueError(
+                f"`export`: the fine-tuned checkpoint is saved in {o.output!r}, but exporting it failed "
+                f"({first_line(error)})."
+            ) from error
         runtime.log(f"exported: {results['export_path']}")
     results["model"] = model
     results["tokenizer"] = tokenizer

@@ -12,10 +12,10 @@ from keras_tfm.checks import (
     check_bool,
     check_choice,
     check_float,
-    check_int,
     check_non_negative_int,
     check_positive_int,
     check_rate,
+    check_seed,
 )
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -94,7 +94,7 @@ class TrainingOptions:
         check_rate("dropout", self.dropout)
         check_float("time_budget", self.time_budget, low=0.0, low_open=True, allow_none=True)
         check_choice("budget_clock", self.budget_clock, BUDGET_CLOCKS)
-        check_int("seed", self.seed)
+        check_seed("seed", self.seed)
         check_choice("strategy", self.strategy, STRATEGIES)
         check_non_negative_int("cpu_devices", self.cpu_devices)
         check_choice("precision", self.precision, PRECISIONS)

@@ -19,8 +19,10 @@ import datetime
 import json
 import math
 import os
-import shutil
 import tempfile
+
+from keras_tfm.atomic_files import atomic_directory, write_guard
+from keras_tfm.recipes.options import first_line
 
 MODEL_FILE = "model.keras"
 INFO_FILE = "training.json"
@@ -79,9 +81,52 @@ def check_output_options(options):
                     raise ValueError(
                         f"`output`: {output!r} is not empty; choose a new folder, or replace it with `overwrite`."
                     )
-    if options.export_dir and options.export:
-        base = os.path.abspath(options.export_dir)
-        _check_writable_folder("export_dir", base if os.path.isdir(base) else os.path.dirname(base))
+    for argument in ("log_dir", "backup_dir"):
+        if getattr(options, argument, None):
+            check_folder_target(argument, getattr(options, argument))
+    results = getattr(options, "results", None)
+    if results:
+        if os.path.isdir(results):
+            raise ValueError(f"`results`: {results!r} is a folder; expected a file name.")
+        _check_writable_folder("results", os.path.dirname(os.path.abspath(results)))
+    if options.export:
+        export_dir = options.export_dir
+        if export_dir is None and not output:
+            export_dir = EXPORT_SUBDIR
+        if export_dir is not None:
+            check_export_target("export_dir", export_dir, options.export)
+
+
+def check_export_target(argument, export_dir, name):
+    """Checks that the export `export_dir/name/VERSION` can be written (before any training or loading):
+    every existing part of the path is a folder and the nearest existing one is writable.
+
+    Raises:
+        ValueError: naming `argument` (or `export` when `export_dir/name` is a file).
+    """
+    base = check_folder_target(argument, export_dir)
+    model_dir = os.path.join(base, name)
+    if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+        raise ValueError(f"`export`: {os.path.join(export_dir, name)!r} is a file, not a folder.")
+
+
+def check_folder_target(argument, folder):
+    """Checks that `folder` is, or can be created as, a writable folder: not a file, below no file, its
+    nearest existing part writable. Returns its absolute path.
+
+    Raises:
+        ValueError: naming `argument`.
+    """
+    base = os.path.abspath(folder)
+    if os.path.exists(base) and not os.path.isdir(base):
+        raise ValueError(f"`{argument}`: {folder!r} is a file, not a folder.")
+    existing = base
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"`{argument}`: cannot create {folder!r}: {existing!r} is a file, not a folder.")
+    _check_writable_folder(argument, existing)
+    return base
 
 
 # --------------------------------------------------------------------------- #
@@ -155,22 +200,18 @@ def export(model, base_dir, name, tokenizers, labels=None):
     return export_for_serving(model, os.path.join(base_dir, name), **export_arguments(tokenizers, labels))
 
 
-def _replace_folder(temp, path, overwrite):
-    """Moves the finished folder `temp` to `path` (an old `path` is removed only with `overwrite`)."""
-    if os.path.exists(path):
-        if not overwrite and (holds_model(path) or os.listdir(path)):
-            raise ValueError(f"`output`: {path!r} appeared during training; replacing it needs `overwrite`.")
-        old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=os.path.dirname(path))
-        os.rmdir(old)
-        os.rename(path, old)
-        try:
-            os.rename(temp, path)
-        except BaseException:
-            os.rename(old, path)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(temp, path)
+def model_bytes(model):
+    """The bytes of `model`'s weights (about the size of its saved file, without the optimizer)."""
+    return sum(math.prod(w.shape) * _itemsize(w.dtype) for w in model.weights)
+
+
+def _itemsize(dtype):
+    import numpy as np
+
+    try:
+        return np.dtype(str(dtype)).itemsize
+    except TypeError:
+        return 4
 
 
 def save_trained(options, task, model, tokenizers, results, labels=None, log=print):
@@ -186,37 +227,40 @@ def save_trained(options, task, model, tokenizers, results, labels=None, log=pri
     """
     written = {}
     name, output, export_dir = options.export, options.output, options.export_dir
+    path = os.path.abspath(output) if output else None
     if output:
-        path = os.path.abspath(output)
-        temp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=os.path.dirname(path))
-        try:
-            model.save(os.path.join(temp, MODEL_FILE))
-            for role, tokenizer in tokenizers.items():
-                tokenizer.save_vocabulary(os.path.join(temp, TOKENIZER_FILES[role]))
-            if name and not export_dir:
-                written["export"] = os.path.join(
-                    path,
-                    os.path.relpath(
-                        export(model, os.path.join(temp, EXPORT_SUBDIR), name, tokenizers, labels), temp
-                    ),
+
+        def refuse(path):
+            if not options.overwrite and (holds_model(path) or os.listdir(path)):
+                return ValueError(
+                    f"`output`: {path!r} appeared during training; replacing it needs `overwrite`."
                 )
-            elif name:
-                written["export"] = export(model, export_dir, name, tokenizers, labels)
+            return None
+
+        with write_guard(path), atomic_directory(path, options.overwrite, refuse) as temp:
+            with write_guard(os.path.join(path, MODEL_FILE), model_bytes(model)):
+                model.save(os.path.join(temp, MODEL_FILE))
+            for role, tokenizer in tokenizers.items():
+                with write_guard(os.path.join(path, TOKENIZER_FILES[role])):
+                    tokenizer.save_vocabulary(os.path.join(temp, TOKENIZER_FILES[role]))
             info = training_info(task, options, results, tokenizers, labels)
-            with open(os.path.join(temp, INFO_FILE), "w", encoding="utf-8") as f:
-                json.dump(info, f, indent=2, ensure_ascii=False)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(temp, 0o777 & ~umask)  # mkdtemp makes it 0700
-            _replace_folder(temp, path, options.overwrite)
-        except BaseException:
-            shutil.rmtree(temp, ignore_errors=True)
-            raise
+            with write_guard(os.path.join(path, INFO_FILE)):
+                with open(os.path.join(temp, INFO_FILE), "w", encoding="utf-8") as f:
+                    json.dump(info, f, indent=2, ensure_ascii=False)
         written["output"] = path
         log(f"saved the model, its tokenizer(s) and training.json to {path}")
-    elif name:
-        written["export"] = export(model, export_dir or EXPORT_SUBDIR, name, tokenizers, labels)
-    if "export" in written:
+    if name:
+        base = export_dir or (os.path.join(path, EXPORT_SUBDIR) if output else EXPORT_SUBDIR)
+        try:
+            with write_guard(os.path.join(os.path.abspath(base), name), model_bytes(model)):
+                written["export"] = export(model, base, name, tokenizers, labels)
+        except Exception as error:
+            if not output:
+                raise
+            raise ValueError(
+                f"`export`: the trained model is saved in {path!r}, but exporting it failed "
+                f"({first_line(error)}); export it with `keras-tfm export --model {output} --name {name}`."
+            ) from error
         log(f"exported the SavedModel to {written['export']}")
     return written
 
@@ -261,12 +305,42 @@ def model_file(argument, path):
     return path
 
 
-def read_info(folder):
+def check_keras_file(argument, file, deep=False):
+    """Refuses a `.keras` file that is not a readable zip archive (truncated, damaged), naming the file
+    and its size; `deep` also checks every member's CRC (reads the whole file)."""
+    import zipfile
+
+    if not str(file).endswith(".keras"):
+        return file
+    size = os.path.getsize(file)
+    try:
+        with zipfile.ZipFile(file) as archive:
+            bad = archive.testzip() if deep else None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+        raise ValueError(
+            f"`{argument}`: {file!r} is damaged or truncated ({size} bytes; not a readable .keras archive: "
+            f"{first_line(error)})."
+        ) from None
+    if bad is not None:
+        raise ValueError(
+            f"`{argument}`: {file!r} is damaged ({size} bytes; its member {bad!r} fails its CRC)."
+        )
+    return file
+
+
+def read_info(folder, argument="model"):
+    """training.json of `folder` ({} when absent); a damaged one is a ValueError naming `argument`."""
     path = os.path.join(folder, INFO_FILE)
     if not os.path.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"`{argument}`: {path!r} is damaged or truncated ({first_line(error)}).") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"`{argument}`: {path!r} must hold a JSON object; found {type(info).__name__}.")
+    return info
 
 
 def find_tokenizers(folder, info=None):
@@ -297,11 +371,12 @@ def load_trained(path: str, argument: str = "model", compile: bool = False) -> "
 
     import keras_tfm.models  # noqa: F401  (registers the builders' layers)
 
-    file = model_file(argument, path)
+    file = check_keras_file(argument, model_file(argument, path))
     folder = os.path.dirname(os.path.abspath(file))
-    info = read_info(folder)
+    info = read_info(folder, argument)
     try:
         model = keras.saving.load_model(file, compile=compile)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"`{argument}`: cannot load {file!r}: {str(error).splitlines()[0]}") from None
+    except (OSError, ValueError, EOFError) as error:
+        check_keras_file(argument, file, deep=True)
+        raise ValueError(f"`{argument}`: cannot load {file!r}: {first_line(error)}") from None
     return Trained(model, find_tokenizers(folder, info), info, folder)
