@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_token_ids, poison_invalid
+from keras_tfm.tensor_checks import check_token_ids, poison_invalid
 
 __all__ = [
     "MaskedSparseCategoricalCrossentropy",
@@ -119,7 +119,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     `[0, V)`: eagerly a bad label raises a ValueError naming `y_true`, in
     `tf.function` an InvalidArgumentError with the same message, and under
     XLA (which drops assertions) its loss is NaN, so a bad batch can never
-    produce a plausible loss (`checks.check_token_ids`).
+    produce a plausible loss (`tensor_checks.check_token_ids`).
 
     Args:
         from_logits: whether `y_pred` are logits (default) or probabilities.

@@ -7,18 +7,11 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import (
-    check_allocation,
-    check_bool,
-    check_choice,
-    check_positive_int,
-    check_rank,
-    check_token_ids,
-    poison_invalid,
-)
+from keras_tfm.checks import check_allocation, check_bool, check_choice, check_positive_int
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.positional_encoding import PositionalEncoding
+from keras_tfm.tensor_checks import check_rank, check_token_ids, poison_invalid
 
 EMBEDDING_POSITIONS = (None, "learned", "sinusoidal")
 
@@ -90,7 +83,7 @@ class TokenEmbedding(keras.layers.Layer):
         if "int" not in keras.backend.standardize_dtype(inputs.dtype):
             raise TypeError(f"`inputs` must hold integer token ids; received dtype {inputs.dtype}.")
         # Ids outside [0, V) raise eagerly / in tf.function; under XLA (which drops
-        # assertions and clamps gathers) their embeddings are NaN: see checks.check_token_ids.
+        # assertions and clamps gathers) their embeddings are NaN: see tensor_checks.check_token_ids.
         ids, valid = check_token_ids("token_ids", inputs, self.vocabulary_size)
         x = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
         if self.scale:

@@ -5,7 +5,8 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_length, check_positive_int, check_rank
+from keras_tfm.checks import check_positive_int
+from keras_tfm.tensor_checks import check_length, check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

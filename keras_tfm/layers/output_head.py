@@ -5,15 +5,10 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import (
-    check_bool,
-    check_choice,
-    check_positive_float,
-    check_positive_int,
-    check_positive_value,
-)
+from keras_tfm.checks import check_bool, check_choice, check_positive_float, check_positive_int
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.quantization import QuantizeSublayersMixin
+from keras_tfm.tensor_checks import check_positive_value
 
 HEAD_OUTPUTS = ("logits", "probabilities")
 

@@ -6,8 +6,9 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_positive_int, check_rank
+from keras_tfm.checks import check_bool, check_positive_int
 from keras_tfm.layers.initializers import clone_initializer
+from keras_tfm.tensor_checks import check_rank
 
 
 def _pair(name, value):

@@ -5,7 +5,8 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_float_dtype, check_positive_float, check_rank
+from keras_tfm.checks import check_positive_float
+from keras_tfm.tensor_checks import check_float_dtype, check_rank
 
 
 def inverse_frequencies(dim: int, max_wavelength: float, dtype: str = "float32") -> Any:

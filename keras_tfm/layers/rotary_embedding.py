@@ -5,8 +5,8 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_rank
 from keras_tfm.layers.positional_encoding import GeometricWavelengths, inverse_frequencies
+from keras_tfm.tensor_checks import check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

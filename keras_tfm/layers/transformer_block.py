@@ -4,14 +4,7 @@ from typing import Any
 
 import keras
 
-from keras_tfm.checks import (
-    check_bool,
-    check_choice,
-    check_positive_float,
-    check_positive_int,
-    check_rank,
-    check_rate,
-)
+from keras_tfm.checks import check_bool, check_choice, check_positive_float, check_positive_int, check_rate
 from keras_tfm.layers.attention.core import check_attention_impl
 from keras_tfm.layers.attention.cross_attention import CrossAttention
 from keras_tfm.layers.attention.masks import merge_masks
@@ -21,6 +14,7 @@ from keras_tfm.layers.feed_forward import ACTIVATIONS, FeedForward
 from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.quantization import QuantizeSublayersMixin
 from keras_tfm.layers.rms_norm import RMSNorm
+from keras_tfm.tensor_checks import check_rank
 
 NORMS = ("layer", "rms")
 

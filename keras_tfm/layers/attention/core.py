@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from keras import ops
 
-from keras_tfm.checks import as_bool_mask
+from keras_tfm.tensor_checks import as_bool_mask
 
 ATTENTION_IMPLS: dict[str, Callable] = {}
 

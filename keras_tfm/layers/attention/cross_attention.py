@@ -5,9 +5,9 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_rank
 from keras_tfm.layers.attention import masks as masks_lib
 from keras_tfm.layers.attention.multi_head import MultiHeadAttentionBase
+from keras_tfm.tensor_checks import check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

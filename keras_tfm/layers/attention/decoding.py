@@ -26,8 +26,9 @@ from typing import Any
 
 from keras import ops
 
-from keras_tfm.checks import check_positive_int, check_rank
+from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.attention.masks import MASK_FILL_VALUE
+from keras_tfm.tensor_checks import check_rank
 
 #: Slot (length) axis of the two tensors of a decoding cache: keys `(batch,
 #: kv_heads, key_dim, length)` are stored transposed, values are `(batch,

@@ -13,7 +13,7 @@ from typing import Any
 
 from keras import ops
 
-from keras_tfm.checks import as_bool_mask, check_leading_dims
+from keras_tfm.tensor_checks import as_bool_mask, check_leading_dims
 
 #: Finite large negative fill of masked float32 scores before the softmax
 #: (never −inf, never a float16 overflow).
@@ -85,7 +85,7 @@ def check_padding_mask(mask: Any, inputs: Any, name: str = "padding_mask") -> An
     """
     if mask is None:
         return None
-    as_bool_mask(name, mask)  # dtype: bool or 0/1 ints (see checks.MASK_CONVENTION)
+    as_bool_mask(name, mask)  # dtype: bool or 0/1 ints (see tensor_checks.MASK_CONVENTION)
     mshape = tuple(mask.shape)
     if len(mshape) != 2:
         raise ValueError(f"`{name}` must have rank 2 (batch, length); received shape {mshape}.")
@@ -99,7 +99,7 @@ def check_attention_mask(
     `(query_length, key_length)` when those are statically known."""
     if mask is None:
         return
-    as_bool_mask(name, mask)  # dtype: bool or 0/1 ints (see checks.MASK_CONVENTION)
+    as_bool_mask(name, mask)  # dtype: bool or 0/1 ints (see tensor_checks.MASK_CONVENTION)
     shape = tuple(mask.shape)
     if len(shape) not in (2, 3, 4):
         raise ValueError(
