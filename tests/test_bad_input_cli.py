@@ -137,7 +137,8 @@ class Env:
 
     @functools.cached_property
     def nan_checkpoint(self):
-        """The tiny BERT checkpoint with one weight NaN: every embedding is NaN."""
+        """The tiny BERT checkpoint with a finite weight so large that the embeddings overflow to
+        inf and NaN (a NaN weight itself is refused when the checkpoint loads)."""
         from safetensors.numpy import load_file, save_file
 
         folder = self.path("nan_bert")
@@ -147,7 +148,7 @@ class Env:
         name = next(
             n for n in sorted(tensors) if "embeddings.LayerNorm.weight" in n or "LayerNorm.gamma" in n
         )
-        tensors[name] = np.full_like(tensors[name], np.nan)
+        tensors[name] = np.full_like(tensors[name], np.finfo(np.float32).max)
         save_file(tensors, weights, metadata={"format": "pt"})
         return folder
 

@@ -191,14 +191,23 @@ def _(env):
 
 
 # ---- other generation arguments --------------------------------------------------- #
-@case("generate-seed-beyond-int32", ValueError, r"`seed` must be an int32")
+@case("generate-seed-beyond-int32", ValueError, r"`seed` must be a seed in \[0, 2147483647\]")
 def _(env):
     _gen(env, sampler="sample", seed=2**32 + 1)
 
 
-@case("generate-seed-array-beyond-int32-would-wrap", ValueError, r"`seed` entries must be int32")
+@case(
+    "generate-seed-array-beyond-int32-would-wrap",
+    ValueError,
+    r"`seed` entries must be seeds in \[0, 2147483647\]",
+)
 def _(env):
     _gen(env, sampler="sample", seed=np.array([2**40, 2], np.int64))
+
+
+@case("generate-seed-negative", ValueError, r"`seed` must be a seed in \[0, 2147483647\]")
+def _(env):
+    _gen(env, sampler="sample", seed=-1)
 
 
 @case("generate-return_lengths-string", TypeError, r"`return_lengths` must be a bool")

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import check_bool, check_cache_dtype, check_choice, check_int
+from keras_tfm.checks import SEED_MAX, check_bool, check_cache_dtype, check_choice, check_int, check_seed
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding, interruptible, samplers, sliding_window
@@ -21,9 +21,6 @@ MAX_NEW_TOKENS = 1 << 20
 
 #: Most bytes of the logits `output_scores=True` returns (batch × tokens × V float32).
 MAX_SCORES_BYTES = 1 << 32
-
-#: Range of the integers of a `seed` (int32).
-SEED_RANGE = (-(1 << 31), (1 << 31) - 1)
 
 
 def check_token_id(name, value, vocabulary_size, minimum=0):
@@ -159,17 +156,13 @@ def make_seed(seed):
     fresh seed in Python (outside every compiled function)."""
     if seed is None:
         return np.array([secrets.randbits(31), secrets.randbits(31)], np.int32)
-    low, high = SEED_RANGE
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-        seed = check_int("seed", seed)
-        if not low <= seed <= high:
-            raise ValueError(f"`seed` must be an int32, in [{low}, {high}]; received {seed}.")
-        return np.array([0, seed], np.int32)
+        return np.array([0, check_seed("seed", seed)], np.int32)
     arr = to_id_array("seed", seed)
     if arr.shape != (2,):
         raise ValueError(f"`seed` must be an int or an int array of shape (2,); received shape {arr.shape}.")
-    if arr.min() < low or arr.max() > high:  # astype(int32) would wrap them silently
-        raise ValueError(f"`seed` entries must be int32, in [{low}, {high}]; received {arr.tolist()}.")
+    if arr.min() < 0 or arr.max() > SEED_MAX:  # astype(int32) would wrap them silently
+        raise ValueError(f"`seed` entries must be seeds in [0, {SEED_MAX}]; received {arr.tolist()}.")
     return arr.astype(np.int32)
 
 
