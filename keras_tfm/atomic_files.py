@@ -19,12 +19,9 @@ import shutil
 import socket
 import tempfile
 
-#: A temporary of this module, `.NAME.tmp-PID@HOST-XXXX` (or `.NAME.old-PID@HOST-XXXX`, an old
-#: directory moved aside by `atomic_directory`), or of an export before this module named them,
-#: `.tmp-VERSION-PID@HOST-XXXX` (target NAME = VERSION).
-_TEMPORARY = re.compile(
-    r"^\.(?:(?P<name>.+)\.(?P<kind>tmp|old)-|tmp-(?P<version>\d+)-)(?P<pid>\d+)@(?P<host>.+)-[A-Za-z0-9_]+$"
-)
+#: A temporary of this module, `.NAME.tmp-PID@HOST-XXXX`, or `.NAME.old-PID@HOST-XXXX` (an old
+#: directory moved aside by `atomic_directory`).
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)@(?P<host>.+)-[A-Za-z0-9_]+$")
 
 
 def _fsync_dir(path):
@@ -110,7 +107,7 @@ def remove_stale_temporaries(folder, name=None):
         path = os.path.join(folder, entry)
         if not match or not os.path.isdir(path) or os.path.islink(path):
             continue
-        target = match.group("name") or match.group("version")
+        target = match.group("name")
         if name is not None and target != name:
             continue
         if match.group("host") != host or _pid_alive(int(match.group("pid"))):

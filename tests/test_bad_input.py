@@ -147,11 +147,11 @@ class Env:
 
     @functools.cached_property
     def export(self):
-        """One GPT export (with a stale `.tmp-*` folder of a killed export planted first)."""
+        """One GPT export (with the stale temporary folder of a killed export planted first)."""
         base = os.path.join(self.root, "saved_models", "gpt")
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
         dead.wait()
-        stale = os.path.join(base, f".tmp-7-{dead.pid}@{socket.gethostname()}-abc123")
+        stale = os.path.join(base, f".7.tmp-{dead.pid}@{socket.gethostname()}-abc123")
         os.makedirs(os.path.join(stale, "variables"))
         path = export_for_serving(
             self.gpt,
@@ -907,11 +907,11 @@ def _(env):
 
 @case("export-temporaries-of-live-exports-kept", RECOVERS)
 def _(env):
-    from keras_tfm.export.exporter import remove_stale_temporaries
+    from keras_tfm.atomic_files import remove_stale_temporaries
 
     base = os.path.join(env.root, "temporaries")
-    live = os.path.join(base, f".tmp-2-{os.getpid()}@{socket.gethostname()}-abc")
-    other_host = os.path.join(base, ".tmp-2-1@another-host.example-abc")
+    live = os.path.join(base, f".2.tmp-{os.getpid()}@{socket.gethostname()}-abc")
+    other_host = os.path.join(base, ".2.tmp-1@another-host.example-abc")
     for folder in (live, other_host):
         os.makedirs(folder)
     assert remove_stale_temporaries(base) == []
