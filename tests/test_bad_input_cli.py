@@ -668,6 +668,11 @@ def _(env):
 # --------------------------------------------------------------------------- #
 
 
+@case("embed-precision-negative", ValueError, r"--precision: .*-1")
+def _(env):
+    _line("embed", "--checkpoint", TINY_BERT, "--precision", "-1", "a film")  # printed zeros (round(v, -1))
+
+
 @case(
     "embed-nan-model", ValueError, r"keras-tfm embed: error: --checkpoint: the model gave non-finite values"
 )
