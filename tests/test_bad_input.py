@@ -14,7 +14,6 @@ import gzip
 import io
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -24,6 +23,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bad_input_table import RECOVERS, Table, run_case
 from model_harness import tiny_bert_classifier, tiny_gpt
 
 import keras_tfm
@@ -58,7 +58,6 @@ from keras_tfm.models import gpt
 from keras_tfm.tokenizers import CharTokenizer
 from keras_tfm.training import AtomicBackupAndRestore, compile_for_lm, train
 
-RECOVERS = None  # `exc` of a case whose documented behaviour is a recovery it asserts itself
 InvalidArgument = tf.errors.InvalidArgumentError
 TEXT = "hello world, this is a tiny corpus! yes."
 V = 16  # vocabulary of the tiny layer-level models
@@ -210,21 +209,8 @@ def env(tmp_path_factory):
 # The table.
 # --------------------------------------------------------------------------- #
 
-CASES = []
-
-
-def case(case_id, exc, match=None):
-    """Registers `fn(env)` as a bad-input case that must raise `exc` matching `match`."""
-
-    def register(fn):
-        CASES.append(pytest.param(fn, exc, match, id=case_id))
-        return fn
-
-    return register
-
-
-def simple(case_id, exc, match, fn):
-    CASES.append(pytest.param(lambda env: fn(), exc, match, id=case_id))
+TABLE = Table()
+case, simple, CASES = TABLE.case, TABLE.simple, TABLE.cases
 
 
 def run_xla(fn, *args):
@@ -1378,16 +1364,9 @@ def _(env):
 
 @pytest.mark.parametrize(("fn", "exc", "match"), CASES)
 def test_bad_input(env, fn, exc, match):
-    if exc is RECOVERS:
-        fn(env)
-        return
-    with pytest.raises(exc) as info:
-        fn(env)
-    message = str(info.value)
-    assert re.search(match, message, re.S), f"message does not match {match!r}:\n{message[:2000]}"
+    run_case(env, fn, exc, match)
 
 
 def test_the_table_is_large_enough():
-    ids = [p.id for p in CASES]
-    assert len(ids) == len(set(ids)), "duplicate case ids"
-    assert len(ids) >= 100, len(ids)
+    TABLE.assert_ids_unique()
+    assert len(CASES) >= 100, len(CASES)

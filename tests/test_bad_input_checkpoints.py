@@ -10,13 +10,13 @@ field), or, marked RECOVERS, a documented behaviour that the case checks itself.
 import functools
 import json
 import os
-import re
 import shutil
 import warnings
 
 import keras
 import numpy as np
 import pytest
+from bad_input_table import RECOVERS, Table, run_case
 from model_harness import tiny_bert_classifier, tiny_bert_encoder, tiny_gpt, tiny_seq2seq, tiny_vit
 
 from keras_tfm import models
@@ -25,7 +25,6 @@ from keras_tfm.layers import MultiHeadSelfAttention, TransformerBlock
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.tokenizers import BytePairTokenizer, CharTokenizer, WordPieceTokenizer
 
-RECOVERS = None  # `exc` of a case whose documented behaviour is a recovery it asserts itself
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 NAN, INF = float("nan"), float("inf")
 
@@ -86,21 +85,8 @@ def env(tmp_path_factory):
     return Env(str(tmp_path_factory.mktemp("bad_input_checkpoints")))
 
 
-CASES = []
-
-
-def case(case_id, exc, match=None):
-    """Registers `fn(env)` as a bad-input case that must raise `exc` matching `match`."""
-
-    def register(fn):
-        CASES.append(pytest.param(fn, exc, match, id=case_id))
-        return fn
-
-    return register
-
-
-def simple(case_id, exc, match, fn):
-    CASES.append(pytest.param(lambda env: fn(), exc, match, id=case_id))
+TABLE = Table()
+case, simple, CASES = TABLE.case, TABLE.simple, TABLE.cases
 
 
 # ---- 1. quantized models: every writer of weights -------------------------- #
@@ -502,15 +488,8 @@ def _(env):
 
 @pytest.mark.parametrize(("fn", "exc", "match"), CASES)
 def test_bad_input(env, fn, exc, match):
-    if exc is RECOVERS:
-        fn(env)
-        return
-    with pytest.raises(exc) as info:
-        fn(env)
-    message = str(info.value)
-    assert re.search(match, message, re.S), f"message does not match {match!r}:\n{message[:2000]}"
+    run_case(env, fn, exc, match)
 
 
 def test_case_ids_are_unique():
-    ids = [p.id for p in CASES]
-    assert len(ids) == len(set(ids)), "duplicate case ids"
+    TABLE.assert_ids_unique()

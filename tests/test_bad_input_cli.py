@@ -15,7 +15,6 @@ import glob
 import io
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -25,11 +24,11 @@ import time
 
 import numpy as np
 import pytest
+from bad_input_table import RECOVERS, Table, run_case
 from model_harness import tiny_bert_classifier, tiny_gpt, tiny_seq2seq
 
 from keras_tfm import checks
 
-RECOVERS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TINY_BERT = os.path.join(HERE, "fixtures", "pretrained", "tiny_bert")  # 24 positions
@@ -158,17 +157,8 @@ def env(tmp_path_factory):
     return Env(str(tmp_path_factory.mktemp("bad_input_cli")))
 
 
-CASES = []
-
-
-def case(case_id, exc, match=None):
-    """Registers `fn(env)` as a bad-input case that must raise `exc` matching `match`."""
-
-    def register(fn):
-        CASES.append(pytest.param(fn, exc, match, id=case_id))
-        return fn
-
-    return register
+TABLE = Table()
+case, simple, CASES = TABLE.case, TABLE.simple, TABLE.cases
 
 
 def _line(*argv):
@@ -801,15 +791,8 @@ def _(env):
 
 @pytest.mark.parametrize(("fn", "exc", "match"), CASES)
 def test_bad_input_cli(env, fn, exc, match):
-    if exc is RECOVERS:
-        fn(env)
-        return
-    with pytest.raises(exc) as info:
-        fn(env)
-    message = str(info.value)
-    assert re.search(match, message, re.S), f"message does not match {match!r}:\n{message[:3000]}"
+    run_case(env, fn, exc, match)
 
 
 def test_case_ids_are_unique():
-    ids = [p.id for p in CASES]
-    assert len(ids) == len(set(ids)), "duplicate case ids"
+    TABLE.assert_ids_unique()

@@ -9,7 +9,6 @@ long compiled generation at once.
 
 import functools
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+from bad_input_table import RECOVERS, Table, run_case
 from model_harness import tiny_gpt, tiny_sentence_encoder, tiny_seq2seq
 
 from keras_tfm.data import LengthBucketedBatches, embed_texts, encode_texts
@@ -25,7 +25,6 @@ from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator, beam_searc
 from keras_tfm.generation import base as generation_base
 from keras_tfm.tokenizers import WordPieceTokenizer
 
-RECOVERS = None
 V = 37  # vocabulary of the tiny GPT
 T = 8  # its max_length
 CORPUS = ["hello world", "the cat sat on the mat", "a dog ran in the park", "hello there"]
@@ -63,15 +62,8 @@ def env():
     return Env()
 
 
-CASES = []
-
-
-def case(case_id, exc, match=None):
-    def register(fn):
-        CASES.append(pytest.param(fn, exc, match, id=case_id))
-        return fn
-
-    return register
+TABLE = Table()
+case, simple, CASES = TABLE.case, TABLE.simple, TABLE.cases
 
 
 def _gen(env, **kwargs):
@@ -343,18 +335,11 @@ def _(env):
 
 @pytest.mark.parametrize(("fn", "exc", "match"), CASES)
 def test_bad_input_generation(env, fn, exc, match):
-    if exc is RECOVERS:
-        fn(env)
-        return
-    with pytest.raises(exc) as info:
-        fn(env)
-    message = str(info.value)
-    assert re.search(match, message, re.S), f"message does not match {match!r}:\n{message[:2000]}"
+    run_case(env, fn, exc, match)
 
 
 def test_case_ids_are_unique():
-    ids = [p.id for p in CASES]
-    assert len(ids) == len(set(ids)), "duplicate case ids"
+    TABLE.assert_ids_unique()
 
 
 # ---- Ctrl-C ------------------------------------------------------------------------ #
