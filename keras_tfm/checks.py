@@ -181,6 +181,17 @@ def check_int(name, value, minimum=None, maximum=None, allow_none=False, maximum
     return int(value)
 
 
+def check_token_id(name, value, vocabulary_size, minimum=0, consequence=""):
+    """An int id of a vocabulary of `vocabulary_size` tokens, in [minimum, vocabulary_size);
+    `consequence` (e.g. ": generation could never stop on it") ends the error message."""
+    value = check_int(name, value, minimum=minimum)
+    if value >= vocabulary_size:
+        raise ValueError(
+            f"`{name}`={value} is outside the model's vocabulary [{minimum}, {int(vocabulary_size)}){consequence}."
+        )
+    return value
+
+
 def memory_bytes():
     """The machine's physical memory in bytes (None where the platform does not say)."""
     try:

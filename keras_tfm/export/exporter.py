@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import keras
 
 from keras_tfm.atomic_files import publish, remove_stale_temporaries, temporary_directory
-from keras_tfm.checks import check_int
+from keras_tfm.checks import check_token_id
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.export.client import list_versions
@@ -78,7 +78,9 @@ def build_serving(
             f"pass kind={detected!r} or 'auto'."
         )
     if eos_id is not None and kind in ("gpt", "seq2seq"):
-        check_eos_id(eos_id, model.vocabulary_size)
+        check_token_id(
+            "eos_id", eos_id, model.vocabulary_size, consequence=": the generator could never stop"
+        )
     if kind == "gpt":
         return sig.GPTServing(
             model,
@@ -105,17 +107,6 @@ def build_serving(
     if kind == "bert_classifier":
         return sig.BertClassifierServing(model, tokenizer, label_names=label_names)
     return sig.BertMaskedLMServing(model, tokenizer)
-
-
-def check_eos_id(eos_id, vocabulary_size):
-    """`eos_id` as an int in [0, vocabulary_size): an id the model can emit (else generation never stops)."""
-    check_int("eos_id", eos_id)
-    if not 0 <= eos_id < vocabulary_size:
-        raise ValueError(
-            f"`eos_id` must be an id of the model's vocabulary, in [0, {int(vocabulary_size)}) (the vocabulary "
-            f"size is {int(vocabulary_size)}); received {eos_id}: generation would never stop."
-        )
-    return int(eos_id)
 
 
 def _tokenizers_of(serving):

@@ -9,7 +9,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import SEED_MAX, check_bool, check_cache_dtype, check_choice, check_int, check_seed
+from keras_tfm.checks import (
+    SEED_MAX,
+    check_bool,
+    check_cache_dtype,
+    check_choice,
+    check_int,
+    check_seed,
+    check_token_id,
+)
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding, interruptible, samplers, sliding_window
@@ -21,17 +29,6 @@ MAX_NEW_TOKENS = 1 << 20
 
 #: Most bytes of the logits `output_scores=True` returns (batch × tokens × V float32).
 MAX_SCORES_BYTES = 1 << 32
-
-
-def check_token_id(name, value, vocabulary_size, minimum=0):
-    """An int id of the vocabulary, in [minimum, vocabulary_size)."""
-    value = check_int(name, value, minimum=minimum)
-    if value >= vocabulary_size:
-        raise ValueError(
-            f"`{name}`={value} is outside the model's vocabulary [{minimum}, {vocabulary_size}) "
-            f"(vocabulary size {vocabulary_size})."
-        )
-    return value
 
 
 def to_id_array(name, x):
@@ -201,7 +198,7 @@ class BaseGenerator(tf.Module):
     `max_new_tokens`, cache length) and `decoder_inputs` (traceable: those
     inputs → decoder prompts, their lengths and the adapter context), names
     the keyword arguments `_prepare` takes in `REQUEST_KEYS` and checks
-    `pad_id` against the vocabulary (`check_token_id`).
+    `pad_id` against the vocabulary (`checks.check_token_id`).
     """
 
     #: The model-specific keyword arguments of `generate` / `beam_search`.
@@ -241,14 +238,10 @@ class BaseGenerator(tf.Module):
         """-1 for None; otherwise an id that must lie in the vocabulary (else no row could ever stop)."""
         if eos_id is None:
             return -1
-        eos = check_int("eos_id", eos_id, minimum=0)
         vocabulary_size = self.adapter.vocabulary_size
-        if eos >= vocabulary_size:
-            raise ValueError(
-                f"`eos_id`={eos} is outside the model's vocabulary [0, {vocabulary_size}): generation could "
-                "never stop on it."
-            )
-        return eos
+        return check_token_id(
+            "eos_id", eos_id, vocabulary_size, consequence=": generation could never stop on it"
+        )
 
     def _check_request(self, method, request):
         """Refuses keyword arguments `_prepare` does not take (naming them) and

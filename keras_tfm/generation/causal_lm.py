@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from keras_tfm.checks import check_token_id
 from keras_tfm.generation import base, decoding
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.models.gpt import GPT
@@ -67,7 +68,7 @@ class CausalLMGenerator(base.BaseGenerator):
     ):
         super().__init__(model, pad_id=pad_id, jit_compile=jit_compile, run_eagerly=run_eagerly, name=name)
         self.adapter = CausalLMAdapter(model)
-        self.pad_id = base.check_token_id("pad_id", pad_id, self.adapter.vocabulary_size)
+        self.pad_id = check_token_id("pad_id", pad_id, self.adapter.vocabulary_size)
 
     def decoder_inputs(
         self, prompt_ids: tf.Tensor, prompt_lengths: tf.Tensor

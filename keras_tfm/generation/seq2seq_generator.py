@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from keras_tfm.checks import check_token_id
 from keras_tfm.generation import base, decoding
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.models.seq2seq import Seq2Seq
@@ -99,12 +100,12 @@ class Seq2SeqGenerator(base.BaseGenerator):
     ):
         super().__init__(model, pad_id=pad_id, jit_compile=jit_compile, run_eagerly=run_eagerly, name=name)
         self.adapter = Seq2SeqAdapter(model)
-        self.pad_id = base.check_token_id("pad_id", pad_id, self.adapter.vocabulary_size)
+        self.pad_id = check_token_id("pad_id", pad_id, self.adapter.vocabulary_size)
         self.bos_id = None if bos_id is None else self._bos(bos_id)
 
     def _bos(self, bos_id):
         """A first decoder token: an id of the target vocabulary other than 0 (padding)."""
-        return base.check_token_id("bos_id", bos_id, self.adapter.vocabulary_size, minimum=1)
+        return check_token_id("bos_id", bos_id, self.adapter.vocabulary_size, minimum=1)
 
     def decoder_inputs(
         self,
