@@ -20,11 +20,72 @@ without `name`/`trainable`); `from_config(config)` calls the constructor, so a
 every model class; the LoRA options are saved with the config, and so are the
 quantized layers and their modes (`quantized_layers()`), which `from_config`
 quantizes again so that a `.keras` file's codes and scales load.
+
+A model may carry its tokenizer (`model.tokenizer`: set by `from_pretrained`,
+`from_preset`, the recipes and the CLI, or assigned by the user; a seq2seq
+model may carry a `(source, target)` pair). It is saved in the config, so a
+`.keras` file gives back a model that takes text: the text methods
+(`generate("prompt")`, `predict(["text"])`, `embed`, `fill_mask`, ...) are
+listed in `keras_tfm.models.extensions`.
 """
 
 import keras
 
 from keras_tfm.models import lora
+
+
+class _TokenizerSlot:
+    """Plain (non-trackable) holder of a model's tokenizer: Keras does not track it as a
+    sublayer (no weights, no place in `model.layers`); the config saves it."""
+
+    def __init__(self, tokenizer=None):
+        self.tokenizer = tokenizer
+
+
+def _check_tokenizer_like(name, tokenizer):
+    """A keras_tfm tokenizer: a Keras layer with `tokenize`, `detokenize` and `vocabulary_size`."""
+    if not (
+        isinstance(tokenizer, keras.layers.Layer)
+        and callable(getattr(tokenizer, "tokenize", None))
+        and callable(getattr(tokenizer, "detokenize", None))
+        and isinstance(getattr(tokenizer, "vocabulary_size", None), int)
+    ):
+        raise TypeError(
+            f"`{name}` must be a keras_tfm tokenizer (a Keras layer with tokenize, detokenize and "
+            f"vocabulary_size) or None; received {type(tokenizer).__name__}."
+        )
+    return tokenizer
+
+
+def check_tokenizer_fits(name, tokenizer, vocabulary_size):
+    """`tokenizer` is a keras_tfm tokenizer whose ids lie in a vocabulary of `vocabulary_size`
+    (None: not checked); returns it."""
+    _check_tokenizer_like(name, tokenizer)
+    if vocabulary_size is not None and tokenizer.vocabulary_size > vocabulary_size:
+        raise ValueError(
+            f"`{name}` has {tokenizer.vocabulary_size} ids but the model's vocabulary only "
+            f"{vocabulary_size}; attach the tokenizer the model was trained with."
+        )
+    return tokenizer
+
+
+def _serialize_tokenizer(tokenizer):
+    if isinstance(tokenizer, tuple):
+        return {"source": _serialize_tokenizer(tokenizer[0]), "target": _serialize_tokenizer(tokenizer[1])}
+    return keras.saving.serialize_keras_object(tokenizer)
+
+
+def _deserialize_tokenizer(config):
+    if set(config) == {"source", "target"}:
+        return (_deserialize_tokenizer(config["source"]), _deserialize_tokenizer(config["target"]))
+    try:
+        return keras.saving.deserialize_keras_object(config)
+    except TypeError as error:
+        raise TypeError(
+            f"This model was saved with its tokenizer ({config.get('class_name')}), a TensorFlow layer of "
+            "`keras_tfm.tokenizers`: `import keras_tfm.tokenizers` before loading it (on the TensorFlow "
+            f"backend `import keras_tfm` does). Keras said: {error}"
+        ) from None
 
 
 def serialize_option(value):
@@ -52,6 +113,35 @@ class TransformerModel(keras.Model):
         stores `config` (the constructor arguments) for `get_config`."""
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self._model_config = {key: serialize_option(value) for key, value in config.items()}
+        self._tokenizer_slot = _TokenizerSlot()
+
+    # ------------------------------------------------------------- tokenizer
+    @property
+    def tokenizer(self):
+        """The model's tokenizer (None until one is attached); saved with the model."""
+        slot = getattr(self, "_tokenizer_slot", None)
+        return None if slot is None else slot.tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, tokenizer):
+        if tokenizer is not None:
+            tokenizer = self._check_tokenizer(tokenizer)
+        self._tokenizer_slot = _TokenizerSlot(tokenizer)
+
+    def _check_tokenizer(self, tokenizer):
+        """Checks a tokenizer to attach: a keras_tfm tokenizer whose ids fit the model's
+        vocabulary. Returns it (a subclass may accept more, e.g. a seq2seq pair)."""
+        return check_tokenizer_fits("tokenizer", tokenizer, getattr(self, "vocabulary_size", None))
+
+    def require_tokenizer(self, method: str):
+        """The attached tokenizer, or a ValueError saying that `method` on text needs one."""
+        if self.tokenizer is None:
+            raise ValueError(
+                f"`{method}` was given text but the model has no tokenizer: set `model.tokenizer = "
+                "tokenizer` (or load the model with `from_pretrained` / `from_preset`, which attach it), "
+                "or pass token ids."
+            )
+        return self.tokenizer
 
     @property
     def config(self) -> dict:
@@ -65,6 +155,8 @@ class TransformerModel(keras.Model):
         quantized = self.quantized_layers()
         if quantized:
             config["quantized"] = quantized
+        if self.tokenizer is not None:
+            config["tokenizer"] = _serialize_tokenizer(self.tokenizer)
         return config
 
     @classmethod
@@ -72,7 +164,10 @@ class TransformerModel(keras.Model):
         config = dict(config)
         lora = config.pop("lora", None)
         quantized = config.pop("quantized", None)
+        tokenizer = config.pop("tokenizer", None)
         model = cls(**config)
+        if tokenizer is not None:
+            model.tokenizer = _deserialize_tokenizer(tokenizer)
         if lora:
             model.enable_lora(**lora)
         if quantized:

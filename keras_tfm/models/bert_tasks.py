@@ -17,7 +17,7 @@ import keras
 
 from keras_tfm.checks import check_choice, check_rate
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
-from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
 from keras_tfm.models.parts import check_num_classes, make_norm, truncated_normal
@@ -57,6 +57,9 @@ class BertTask(TransformerModel):
     def encoder(self) -> BertEncoder:
         """The `BertEncoder` this model is built on (its layers are shared)."""
         return self._encoder
+
+    def _check_tokenizer(self, tokenizer):
+        return check_tokenizer_fits("tokenizer", tokenizer, self.encoder.vocabulary_size)
 
     @property
     def encoder_blocks(self) -> list:

@@ -35,7 +35,7 @@ from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import NORMS
-from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
 from keras_tfm.models.parts import (
     block_caches,
     cache_positions,
@@ -366,6 +366,21 @@ class Seq2Seq(TransformerModel):
         self._cache_dtype = check_cache_dtype("cache_dtype", value)
 
     # ------------------------------------------------------------ operations
+    def _check_tokenizer(self, tokenizer):
+        """One tokenizer for both sides (a shared vocabulary) or a `(source, target)` pair."""
+        if isinstance(tokenizer, (tuple, list)):
+            if len(tokenizer) != 2:
+                raise ValueError(
+                    "`tokenizer` of a seq2seq model: one tokenizer or a (source, target) pair; received "
+                    f"{len(tokenizer)} items."
+                )
+            return (
+                check_tokenizer_fits("tokenizer[0] (source)", tokenizer[0], self.source_vocabulary_size),
+                check_tokenizer_fits("tokenizer[1] (target)", tokenizer[1], self.target_vocabulary_size),
+            )
+        limit = min(self.source_vocabulary_size, self.target_vocabulary_size)
+        return check_tokenizer_fits("tokenizer", tokenizer, limit)
+
     def encode(self, source_ids, padding_mask=None):
         """Encoder output `(batch, S, d_model)` (inference: no dropout).
 

@@ -179,6 +179,11 @@ class ViT(TransformerModel):
         self.num_heads = num_heads
         self.d_model = d_model
 
+    def _check_tokenizer(self, tokenizer):
+        raise TypeError(
+            f"`tokenizer`: a ViT classifies images and takes no tokenizer; received {type(tokenizer).__name__}."
+        )
+
     @property
     def encoder_blocks(self) -> list:
         """The `TransformerBlock`s (same list as `blocks`)."""
