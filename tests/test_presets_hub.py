@@ -102,6 +102,10 @@ def test_builtin_tiny_presets_build_their_sizes_for_every_class():
         assert tuple(model(ids(sizes["vocabulary_size"])).shape[-1:]) == width
         assert model.tokenizer is None  # an untrained size: no tokenizer
     assert heads[1][0].pooling == "mean" and heads[3][0].pooling == "max"
+    # As in from_pretrained: `dropout` is the encoder's, `classifier_dropout` the head's (default: the same).
+    classifier = BertClassifier.from_preset("tiny", num_classes=2, dropout=0.1, classifier_dropout=0.3)
+    assert (classifier.encoder.config["dropout"], classifier.config["dropout"]) == (0.1, 0.3)
+    assert BertTokenClassifier.from_preset("tiny", num_classes=2, dropout=0.2).config["dropout"] == 0.2
 
 
 def test_a_large_preset_gives_its_layout_under_explicit_sizes():

@@ -50,9 +50,15 @@ class BertTask(TransformerModel):
 
     @classmethod
     def _build_preset(cls, preset, **options):
-        """`cls(bert_encoder(preset, **encoder options), **head options)`: the options this
-        class takes (`num_classes`, `pooling`, `dropout`, `name`, ...) go to the head."""
-        head = {k: options.pop(k) for k in known_options(cls) if k in options and k != "encoder"}
+        """`cls(bert_encoder(preset, **encoder options), **head options)`. As in
+        `from_pretrained`: `dropout` is the encoder's, `classifier_dropout` the head's (default:
+        the encoder's); the other options this class takes (`num_classes`, `pooling`,
+        `normalize`, `name`) go to the head."""
+        head = {
+            k: options.pop(k) for k in known_options(cls) if k in options and k not in ("encoder", "dropout")
+        }
+        if "classifier_dropout" in options and "dropout" in known_options(cls):
+            head["dropout"] = options.pop("classifier_dropout")
         head = preset_options(cls, "bert", None, head)
         head["encoder"] = bert_encoder(preset, **options)
         return cls(**head)
