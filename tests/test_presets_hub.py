@@ -99,7 +99,7 @@ def test_builtin_tiny_presets_build_their_sizes_for_every_class():
         assert type(model) is cls
         assert model.encoder.config["num_layers"] == sizes["num_layers"]
         assert model.encoder.config["vocabulary_size"] == sizes["vocabulary_size"]
-        assert tuple(model(ids(sizes["vocabulary_size"])).shape[-1:]) == width
+        assert tuple(model.output.shape[-1:]) == width
         assert model.tokenizer is None  # an untrained size: no tokenizer
     assert heads[1][0].pooling == "mean" and heads[3][0].pooling == "max"
     # As in from_pretrained: `dropout` is the encoder's, `classifier_dropout` the head's (default: the same).
@@ -254,3 +254,40 @@ def test_hub_names_checked_and_the_client_optional(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not installed
     with pytest.raises(ImportError, match=r"pip install keras-tfm\[hub\]"):
         pretrained_tokenizer("hf://org/name")
+
+
+def test_hub_name_online_asks_the_client_for_the_checkpoint_files(tmp_path, monkeypatch):
+    """Online: one `snapshot_download` of the files a load reads, into HF_HUB_CACHE (the client
+    faked: these machines have no network); a repository the Hub does not have is named."""
+    import huggingface_hub
+    from huggingface_hub.utils import RepositoryNotFoundError
+
+    calls = []
+
+    def snapshot_download(repo_id, **options):
+        calls.append((repo_id, options))
+        if repo_id == "org/private":
+            error = RepositoryNotFoundError.__new__(RepositoryNotFoundError)
+            error.args = ("404 Client Error: Repository Not Found",)
+            raise error
+        repo = os.path.join(options["cache_dir"], "models--" + repo_id.replace("/", "--"))
+        if not os.path.isdir(repo):  # "downloaded" once
+            hub_cache(options["cache_dir"], repo_id, TINY_GPT2)
+        return os.path.join(repo, "snapshots", COMMIT)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    model = GPT.from_preset("hf://org/tiny-gpt2")
+    assert isinstance(model.tokenizer, BytePairTokenizer)
+    ((repo_id, options),) = calls
+    assert repo_id == "org/tiny-gpt2" and options["local_files_only"] is False
+    assert options["cache_dir"] == str(tmp_path / "hub")
+    assert {"*.json", "*.safetensors", "*.txt"} <= set(options["allow_patterns"])
+    with pytest.raises(
+        FileNotFoundError, match=r"the Hugging Face Hub has no repository 'org/private' .* private or gated"
+    ):
+        GPT.from_preset("hf://org/private")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    GPT.from_preset("hf://org/tiny-gpt2")
+    assert calls[-1][1]["local_files_only"] is True

@@ -58,6 +58,10 @@ def _import_hub(name):
     return huggingface_hub
 
 
+def _first_line(error):
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
 def _repo_id(name):
     repo_id = name[len(HUB_PREFIX) :]
     if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or len(repo_id) > 96:
@@ -113,7 +117,7 @@ def checkpoint_path(path, *, cache_dir=None, local_files_only: bool | None = Non
                 f"(`huggingface-cli download {repo_id}`) or pass a local checkpoint directory"
             )
         else:
-            reason = f"the Hub could not be reached ({type(error).__name__}: {str(error).splitlines()[0]})"
+            reason = f"the Hub could not be reached ({type(error).__name__}: {_first_line(error)})"
         raise MissingCheckpointFile(
             f"{path!r}: the repository {repo_id!r} is not in the Hugging Face cache {cache!r} and {reason}."
         ) from None
@@ -121,6 +125,6 @@ def checkpoint_path(path, *, cache_dir=None, local_files_only: bool | None = Non
         raise MissingCheckpointFile(
             f"{path!r}: the Hugging Face Hub has no repository {repo_id!r} that this session may read "
             f"(it does not exist, or it is private or gated: log in with `huggingface-cli login`); "
-            f"the Hub said: {str(error).splitlines()[0]}"
+            f"the Hub said: {_first_line(error)}"
         ) from None
     return check_directory(directory)
