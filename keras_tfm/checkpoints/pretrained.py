@@ -63,7 +63,6 @@ TOKENIZER_FAMILIES = (bert_checkpoint, gpt2_checkpoint)
 #: Files of which one marks a checkpoint with a tokenizer.
 TOKENIZER_MARKERS = ("vocab.txt", "vocab.json", "tokenizer.json")
 
-
 MODULES_FILE = "modules.json"
 POOLING_CONFIG = "1_Pooling/config.json"
 #: sentence-transformers `1_Pooling/config.json` flags → SentenceEncoder pooling.
