@@ -1,6 +1,7 @@
 """Published checkpoints: `from_pretrained`, `save_pretrained`, `sentence_encoder`.
 
-A checkpoint is a local directory in HuggingFace's layout:
+A checkpoint is a local directory in HuggingFace's layout (or `"hf://org/name"`, a Hugging
+Face Hub repository resolved to its folder in the hub cache: `keras_tfm.checkpoints.hub`):
 
     config.json                       `model_type` picks the family and its sizes
     model.safetensors                 weights (or model-0000i-of-0000n.safetensors
@@ -11,7 +12,7 @@ A checkpoint is a local directory in HuggingFace's layout:
 Families: "bert" → `bert_encoder` (+ heads), "gpt2" and "llama" → `gpt`; the
 weight mappings are in `keras_tfm.checkpoints.bert`, `.gpt2` and `.llama`
 (on `weight_mapping`), the file reading and writing in
-`keras_tfm.checkpoints.files`. Nothing is downloaded.
+`keras_tfm.checkpoints.files`. Only `"hf://"` names are downloaded (`hub`).
 """
 
 import json
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 from keras_tfm.checkpoints import bert as bert_checkpoint
 from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
+from keras_tfm.checkpoints import hub
 from keras_tfm.checkpoints import llama as llama_checkpoint
 from keras_tfm.checkpoints import weight_mapping as wm
 from keras_tfm.checkpoints.files import (
@@ -34,7 +36,6 @@ from keras_tfm.checkpoints.files import (
     CheckpointError,
     ConfigReader,
     MissingCheckpointFile,
-    check_directory,
     checkpoint_directory,
     read_json,
     read_weights,
@@ -57,6 +58,11 @@ HEAD_OPTIONS = {
     None: (),
 }
 
+#: The families whose tokenizer `pretrained_tokenizer` implements (WordPiece, byte-level BPE).
+TOKENIZER_FAMILIES = (bert_checkpoint, gpt2_checkpoint)
+#: Files of which one marks a checkpoint with a tokenizer.
+TOKENIZER_MARKERS = ("vocab.txt", "vocab.json", "tokenizer.json")
+
 MODULES_FILE = "modules.json"
 POOLING_CONFIG = "1_Pooling/config.json"
 #: sentence-transformers `1_Pooling/config.json` flags → SentenceEncoder pooling.
@@ -67,7 +73,8 @@ POOLING_MODES = {
 }
 
 
-def _family(config, config_path):
+def checkpoint_family(config, config_path):
+    """The family module (`bert`, `gpt2`, `llama`) of a checkpoint's config.json contents."""
     model_type = config.get("model_type")
     if model_type not in FAMILIES:
         raise CheckpointError(
@@ -78,6 +85,8 @@ def _family(config, config_path):
 
 
 def _task(family, task, config):
+    if task == "encoder" and family is bert_checkpoint:
+        return None  # the bare encoder, whatever head the checkpoint remembers
     if task is None:
         task = (config.get("keras_tfm") or {}).get("task")
     if task is None and family in DECODERS:
@@ -85,7 +94,7 @@ def _task(family, task, config):
     if task is not None and task not in family.TASKS:
         raise ValueError(
             f"Unknown `task` {task!r} for a {family.MODEL_TYPE!r} checkpoint; expected None or one of "
-            f"{list(family.TASKS)}."
+            f"{list(family.TASKS) + (['encoder'] if family is bert_checkpoint else [])}."
         )
     return task
 
@@ -214,21 +223,27 @@ def _normalise_names(tensors, sources):
 
 
 def from_pretrained(path: str | os.PathLike, task: str | None = None, **overrides) -> "keras.Model":
-    """Builds a keras_tfm model from a local HuggingFace-layout checkpoint.
+    """Builds a keras_tfm model from a HuggingFace-layout checkpoint, with its tokenizer.
 
     `config.json` picks the builder (`model_type` "bert" → `bert_encoder`,
     "gpt2" or "llama" → `gpt`) and its sizes; the weights come from `model.safetensors`
     (or the shards of `model.safetensors.index.json`), read with the
     safetensors NumPy API. Every weight is checked before any is assigned,
-    so a failure never returns a half-loaded model.
+    so a failure never returns a half-loaded model. A BERT or GPT-2
+    checkpoint's tokenizer (`pretrained_tokenizer`) is attached as
+    `model.tokenizer` when the directory has its files (Llama's SentencePiece
+    tokenizer is not implemented: set `model.tokenizer` yourself).
 
     Args:
-        path: the checkpoint directory.
+        path: the checkpoint directory, or `"hf://org/name"`: a Hugging Face
+            Hub repository, downloaded into the hub cache when online, read
+            from it when offline (`keras_tfm.checkpoints.hub`).
         task: the head to build. BERT: None (the encoder: `sequence_output`,
             `pooled_output`), "masked_lm", "classifier", "token_classifier",
-            "sentence_embedding" (see `sentence_encoder`). GPT-2: None or
-            "causal_lm" (the language model, tied head). A checkpoint written
-            by `save_pretrained` remembers its task.
+            "sentence_embedding" (see `sentence_encoder`), "encoder" (the
+            encoder even when the checkpoint remembers a head). GPT-2 and
+            Llama: None or "causal_lm" (the language model). A checkpoint
+            written by `save_pretrained` remembers its task.
         **overrides: builder options replacing the config's (e.g.
             `dropout=0.0`, `dtype="mixed_bfloat16"`, `attention_impl=...`),
             and the head options: `num_classes` (default: the config's
@@ -242,18 +257,22 @@ def from_pretrained(path: str | os.PathLike, task: str | None = None, **override
     Warns:
         UserWarning listing the head weights the checkpoint lacks (they keep
         their initial values: train them) and the checkpoint weights left
-        unused (e.g. BERT's next-sentence head).
+        unused (e.g. BERT's next-sentence head); naming the tokenizer files
+        when they cannot be read or do not fit the model (no tokenizer is
+        attached then).
 
     Raises:
         ValueError: a missing or unreadable file, an unsupported `model_type`
             or task, a config field of the wrong type, a missing weight, or a
             weight whose shape disagrees with the config (naming the weight,
-            both shapes and the config field to check).
+            both shapes and the config field to check); a hub repository
+            neither cached nor downloadable.
+        ImportError: an `"hf://"` name without `huggingface_hub`.
     """
-    directory = check_directory(path)
+    directory = hub.checkpoint_path(path)
     config = read_json(directory, CONFIG_FILE)
     config_path = os.path.join(directory, CONFIG_FILE)
-    family = _family(config, config_path)
+    family = checkpoint_family(config, config_path)
     task = _task(family, task, config)
     head = {k: overrides.pop(k) for k in HEAD_OPTIONS.get(task, ()) if k in overrides}
     options = family.builder_options(config, ConfigReader(config, config_path))
@@ -291,7 +310,24 @@ def from_pretrained(path: str | os.PathLike, task: str | None = None, **override
             f"from_pretrained({directory!r}): {len(unused)} checkpoint weight(s) were not used: {unused}.",
             stacklevel=2,
         )
+    if family in TOKENIZER_FAMILIES:
+        _attach_tokenizer(model, directory)
     return model
+
+
+def _attach_tokenizer(model, directory):
+    """`model.tokenizer = pretrained_tokenizer(directory)` when the directory has tokenizer files;
+    a tokenizer that cannot be read or does not fit the model is a warning (the model is intact)."""
+    if not any(os.path.isfile(os.path.join(directory, name)) for name in TOKENIZER_MARKERS):
+        return
+    try:
+        model.tokenizer = pretrained_tokenizer(directory)
+    except (ValueError, TypeError, OSError) as error:
+        warnings.warn(
+            f"from_pretrained({directory!r}): the checkpoint's tokenizer was not attached ({error}); set "
+            "`model.tokenizer` yourself to use the text methods.",
+            stacklevel=3,
+        )
 
 
 def sentence_encoder(path: str | os.PathLike, **overrides) -> "SentenceEncoder":
@@ -415,11 +451,12 @@ def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     (`BytePairTokenizer.from_pretrained`), BERT WordPiece from `vocab.txt` /
     `tokenizer.json` (`WordPieceTokenizer.from_pretrained`). A declared kind
     whose files are missing is a FileNotFoundError listing the files found.
-    `kwargs` override what the files say (e.g. `sequence_length=128`).
+    `path` may be `"hf://org/name"` (see `from_pretrained`). `kwargs` override
+    what the files say (e.g. `sequence_length=128`).
     """
     from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
 
-    directory = check_directory(path)
+    directory = hub.checkpoint_path(path)
     config = read_json(directory, CONFIG_FILE, required=False) or {}
     if _tokenizer_kind(directory, config) == "bpe":
         return BytePairTokenizer.from_pretrained(directory, **kwargs)
@@ -453,6 +490,13 @@ def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None
     write_json(directory, "tokenizer_config.json", options)
 
 
+def _layout_tokenizer(tokenizer):
+    """`tokenizer` if the checkpoint layout holds its kind (WordPiece, byte-level BPE), else None."""
+    from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
+
+    return tokenizer if isinstance(tokenizer, (BytePairTokenizer, WordPieceTokenizer)) else None
+
+
 def save_pretrained(
     model: "keras.Model",
     path: str | os.PathLike,
@@ -474,7 +518,9 @@ def save_pretrained(
             `SentenceEncoder` (with GPT-2 / BERT options: learned positions,
             biases, GPT-2 pre-norm, BERT post-norm).
         path: the directory to write.
-        tokenizer: optional tokenizer whose vocabulary is saved alongside.
+        tokenizer: the tokenizer whose vocabulary is saved alongside; None:
+            `model.tokenizer` when it is a WordPiece or byte-level BPE
+            tokenizer (the kinds the layout holds), else none.
         overwrite: replace an existing non-empty `path` (else ValueError).
         max_shard_size: e.g. "2GB"; None writes one file.
 
@@ -487,6 +533,8 @@ def save_pretrained(
     """
     family, task = _identify(model)
     _refuse_quantized(model)
+    if tokenizer is None:
+        tokenizer = _layout_tokenizer(model.tokenizer)
     config = family.hf_config(model, task)
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"

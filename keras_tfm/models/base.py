@@ -27,11 +27,22 @@ model may carry a `(source, target)` pair). It is saved in the config, so a
 `.keras` file gives back a model that takes text: the text methods
 (`generate("prompt")`, `predict(["text"])`, `embed`, `fill_mask`, ...) are
 listed in `keras_tfm.models.extensions`.
+
+`ModelClass.from_preset(name_or_dir, **options)` (KerasHub's constructor) takes a built-in
+preset name (`list_presets`: an untrained model of that size, built from the class's preset
+family), a HuggingFace-layout checkpoint directory or an `"hf://org/name"` hub name (loaded by
+`keras_tfm.checkpoints` with the class's checkpoint task, tokenizer attached).
 """
+
+import os
 
 import keras
 
-from keras_tfm.models import lora
+from keras_tfm.models import extensions, lora
+from keras_tfm.models.presets import PRESETS, list_presets, preset_options
+
+#: The prefix of a Hugging Face Hub name (`"hf://org/name"`).
+HUB_PREFIX = "hf://"
 
 
 class _TokenizerSlot:
@@ -88,6 +99,16 @@ def _deserialize_tokenizer(config):
         ) from None
 
 
+def _looks_like_path(name):
+    """An existing path, or a name written as one (a separator, "~" or a leading ".")."""
+    return (
+        os.path.exists(name)
+        or os.sep in name
+        or (os.altsep is not None and os.altsep in name)
+        or name.startswith((".", "~"))
+    )
+
+
 def serialize_option(value):
     """A JSON-friendly form of an initializer / dtype policy argument."""
     if value is None or isinstance(value, (str, int, float, bool, dict, list, tuple)):
@@ -106,7 +127,17 @@ class TransformerModel(keras.Model):
     their layers are created and wired (as local variables), with `config` the
     dict of their constructor arguments (checked values, each by name), and
     assign their layer attributes after it.
+
+    `from_preset` reads two class attributes: `preset_family` (the
+    `keras_tfm.models.presets` family whose names it builds; None: no built-in
+    presets) and `checkpoint_task` (the `from_pretrained` task that builds this
+    class from a checkpoint; None: no checkpoint layout).
     """
+
+    #: The preset family ("gpt", "bert", "seq2seq") whose named sizes `from_preset` builds.
+    preset_family: str | None = None
+    #: The `keras_tfm.checkpoints.from_pretrained` task giving this class ("encoder": BERT's bare encoder).
+    checkpoint_task: str | None = None
 
     def _init_model(self, inputs, outputs, name, config, **kwargs):
         """`keras.Model.__init__` on the functional graph `inputs` → `outputs`;
@@ -114,6 +145,80 @@ class TransformerModel(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self._model_config = {key: serialize_option(value) for key, value in config.items()}
         self._tokenizer_slot = _TokenizerSlot()
+
+    # ---------------------------------------------------------------- presets
+    @classmethod
+    def from_preset(cls, preset: "str | os.PathLike", **options) -> "TransformerModel":
+        """A model of this class from a built-in preset, a checkpoint directory or a hub name.
+
+        * a built-in preset name (`list_presets(cls.preset_family)`, e.g. "tiny", "gpt2_small"):
+          an UNTRAINED model of that size, `builder(preset, **options)` (e.g. `gpt`,
+          `bert_classifier`); the name wins over a directory of the same name (write
+          "./tiny" for the directory);
+        * a HuggingFace-layout checkpoint directory: `keras_tfm.checkpoints.from_pretrained(
+          directory, task=cls.checkpoint_task, **options)`, with the checkpoint's tokenizer
+          attached as `model.tokenizer` when the directory has its files;
+        * `"hf://org/name"`: that repository of the Hugging Face Hub, downloaded into (or, when
+          offline, read from) the hub client's cache, then loaded as a directory
+          (`pip install keras-tfm[hub]`).
+
+        On the base class (`TransformerModel.from_preset`) a checkpoint gives the model its
+        family and saved task choose; built-in names need a model class.
+
+        Args:
+            preset: a built-in preset name, a checkpoint directory or `"hf://org/name"`.
+            **options: builder options for a built-in preset (sizes, `dropout`, `dtype`,
+                `num_classes`, `pooling`, ...; explicit values override the preset's);
+                `from_pretrained` overrides and head options for a checkpoint.
+
+        Returns:
+            An instance of this class (`GPT.from_preset` → `GPT`, ...).
+
+        Raises:
+            ValueError: an unknown preset name (listing the known ones); a checkpoint that
+                does not build this class (naming the class that loads it); a class without
+                presets or checkpoints; a hub repository neither downloadable nor cached.
+            ImportError: an `"hf://"` name without `huggingface_hub` installed.
+        """
+        if isinstance(preset, os.PathLike):
+            preset = os.fspath(preset)
+        if not isinstance(preset, str) or not preset:
+            raise TypeError(
+                f"`preset` must be a preset name, a checkpoint directory or 'hf://org/name' (a non-empty "
+                f"str or os.PathLike); received {preset!r}."
+            )
+        family = cls.preset_family
+        if family is not None and preset in PRESETS[family]:
+            return cls._build_preset(preset, **options)
+        if cls is not TransformerModel and family is None and cls.checkpoint_task is None:
+            raise ValueError(
+                f"{cls.__name__}.from_preset({preset!r}): {cls.__name__} has no built-in presets and no "
+                "checkpoint layout; build it with its builder function, or load a saved model with "
+                "`keras.saving.load_model(path)`."
+            )
+        if not preset.startswith(HUB_PREFIX) and not _looks_like_path(preset):
+            names = "" if family is None else f"a built-in preset name {list_presets(family)}, "
+            if cls is TransformerModel:
+                names = "a model class's built-in preset name (e.g. `GPT.from_preset('tiny')`), "
+            raise ValueError(
+                f"Unknown `preset` {preset!r} for {cls.__name__}: expected {names}a checkpoint directory "
+                f"(none exists at {os.path.abspath(preset)!r}) or a hub name 'hf://org/name'."
+            )
+        if cls is not TransformerModel and cls.checkpoint_task is None:
+            raise ValueError(
+                f"{cls.__name__}.from_preset({preset!r}): no HuggingFace checkpoint layout builds a "
+                f"{cls.__name__} (its built-in presets: {list_presets(family)}); load a saved model with "
+                "`keras.saving.load_model(path)`."
+            )
+        return extensions.provided("load_preset_directory", f"{cls.__name__}.from_preset")(
+            cls, preset, **options
+        )
+
+    @classmethod
+    def _build_preset(cls, preset: str, **options) -> "TransformerModel":
+        """The untrained model of built-in `preset` (a name of `cls.preset_family`) with
+        `options` over it. Subclasses built from other models (BERT heads) override it."""
+        return cls(**preset_options(cls, cls.preset_family, preset, options))
 
     # ------------------------------------------------------------- tokenizer
     @property

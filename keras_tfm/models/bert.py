@@ -79,6 +79,9 @@ class BertEncoder(TransformerModel):
         config: the constructor arguments (dict).
     """
 
+    preset_family = "bert"  # from_preset: bert_encoder(name) for a built-in name
+    checkpoint_task = "encoder"  # from_preset: the bare encoder of any BERT checkpoint
+
     def __init__(
         self,
         vocabulary_size: int,

@@ -21,6 +21,7 @@ from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
 from keras_tfm.models.parts import check_num_classes, make_norm, truncated_normal
+from keras_tfm.models.presets import known_options, preset_options
 
 #: Encoder parts every head model exposes as its own attributes.
 ENCODER_PARTS = (
@@ -44,6 +45,23 @@ ENCODER_PARTS = (
 
 class BertTask(TransformerModel):
     """Base of the models built on a `BertEncoder` (flat graph, shared layers)."""
+
+    preset_family = "bert"  # from_preset: an untrained BERT encoder of that size under the head
+
+    @classmethod
+    def _build_preset(cls, preset, **options):
+        """`cls(bert_encoder(preset, **encoder options), **head options)`. As in
+        `from_pretrained`: `dropout` is the encoder's, `classifier_dropout` the head's (default:
+        the encoder's); the other options this class takes (`num_classes`, `pooling`,
+        `normalize`, `name`) go to the head."""
+        head = {
+            k: options.pop(k) for k in known_options(cls) if k in options and k not in ("encoder", "dropout")
+        }
+        if "classifier_dropout" in options and "dropout" in known_options(cls):
+            head["dropout"] = options.pop("classifier_dropout")
+        head = preset_options(cls, "bert", None, head)
+        head["encoder"] = bert_encoder(preset, **options)
+        return cls(**head)
 
     def _init_task(self, encoder, outputs, name, config, **kwargs):
         config = dict(config, encoder=keras.saving.serialize_keras_object(encoder))
@@ -110,6 +128,8 @@ class BertMaskedLM(BertTask):
         `mlm_transform_norm`, `mlm_output_bias`; `pooler` is None (not used).
     """
 
+    checkpoint_task = "masked_lm"  # from_preset: the from_pretrained task
+
     def __init__(self, encoder: BertEncoder, name: str = "bert_masked_lm", **kwargs):
         encoder = as_encoder(encoder)
         dtype = encoder.blocks[0].dtype_policy
@@ -164,6 +184,8 @@ class BertClassifier(BertTask):
         `num_classes`, `pooling`.
     """
 
+    checkpoint_task = "classifier"  # from_preset: the from_pretrained task
+
     def __init__(
         self,
         encoder: BertEncoder,
@@ -215,6 +237,8 @@ class BertTokenClassifier(BertTask):
         the encoder's parts, `classifier_dropout`, `classifier` (= `head`),
         `num_classes`; `pooler` is None (not used).
     """
+
+    checkpoint_task = "token_classifier"  # from_preset: the from_pretrained task
 
     def __init__(
         self,

@@ -96,6 +96,9 @@ class GPT(TransformerModel):
         config: the constructor arguments (dict).
     """
 
+    preset_family = "gpt"  # from_preset: gpt(name) for a built-in name
+    checkpoint_task = "causal_lm"  # from_preset: from_pretrained task of a checkpoint
+
     def __init__(
         self,
         vocabulary_size: int,

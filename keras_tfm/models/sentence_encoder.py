@@ -41,6 +41,8 @@ class SentenceEncoder(BertTask):
         `pooling`, `normalize`; `pooler` is None (not used).
     """
 
+    checkpoint_task = "sentence_embedding"  # from_preset: the from_pretrained task
+
     def __init__(
         self,
         encoder: BertEncoder,

@@ -137,6 +137,12 @@ class Seq2Seq(TransformerModel):
         config: the constructor arguments (dict).
     """
 
+    preset_family = "seq2seq"  # from_preset: seq2seq(name) for a built-in name; no checkpoint layout
+
+    @classmethod
+    def _build_preset(cls, preset, **options):
+        return cls(**seq2seq_options(preset, options))
+
     def __init__(
         self,
         vocabulary_size: int | None = None,
