@@ -19,7 +19,7 @@ import keras_tfm  # noqa: F401  (registers the text methods)
 from keras_tfm import models
 from keras_tfm.export.bert_serving import BertClassifierServing, BertMaskedLMServing, SentenceEncoderServing
 from keras_tfm.models.bert_tasks import is_text
-from keras_tfm.tokenizers import WordPieceTokenizer
+from keras_tfm.tokenizers import CharTokenizer, WordPieceTokenizer
 from keras_tfm.training import compile_for_classification
 
 MINILM = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "all-MiniLM-L6-v2")
@@ -298,6 +298,9 @@ def test_bad_inputs_name_the_argument(tokenizer):
         masked.fill_mask("the [MASK]", top_k=0)
     with pytest.raises(ValueError, match=r"first \[MASK\] lies past the model's length"):
         masked.fill_mask("the cat sat on the mat with a dog in the park [MASK]")
+    tagger = _eager(tiny_bert_token_classifier(num_classes=3), CharTokenizer.from_corpus(CORPUS))
+    with pytest.raises(ValueError, match=r"tokenizes `x\[0\]` \('the cat'\) differently from its words"):
+        tagger.predict(["the cat"])  # characters: the space is a token of its own
     encoder = _eager(tiny_sentence_encoder(), tokenizer)
     with pytest.raises(ValueError, match=r"`max_length`=13 exceeds the model's max_length 12"):
         encoder.embed(["hello"], max_length=13)

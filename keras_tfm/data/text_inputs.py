@@ -220,7 +220,7 @@ def fit_texts(model, x, y, batch_size=None, validation_data=None, shuffle=True, 
             names=("validation_data[0]", "validation_data[1]"),
         )
     without_xla(model)
-    return keras.Model.fit(model, data, validation_data=validation_data, **kwargs)
+    return keras.Model.fit(model, data, validation_data=validation_data, shuffle=bool(shuffle), **kwargs)
 
 
 @extensions.provide("evaluate_texts")
