@@ -542,7 +542,7 @@ def bert_token_classifier(
 # ---------------------------------------------------------------- text inputs
 def is_text(x) -> bool:
     """Whether a model method's input is text: a str (or bytes), a list / tuple holding one
-    (or empty), a 1-D NumPy array of strings, or a TensorFlow string tensor. The text methods
+    (or empty), a NumPy array of strings, or a TensorFlow string tensor. The text methods
     then run (`keras_tfm.models.extensions`); any other input goes to Keras."""
     if isinstance(x, (str, bytes)):
         return True
