@@ -8,6 +8,8 @@ One module per step:
     padding          pad_and_batch, bucket_by_length   batches of variable-length examples
     mlm_masking      mlm_mask                          BERT's masked-language-model corruption
     text_batches     encode_texts, LengthBucketedBatches, embed_texts   length-bucketed BERT batches
+    text_inputs      the text methods of the BERT models (predict / fit / evaluate on texts,
+                     embed, fill_mask), registered in `keras_tfm.models.extensions`
     dataset_common   what the pipelines share: seeds, integer checks, the finish
                      (autotuning off, a small prefetch)
     loaders          TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
@@ -18,6 +20,8 @@ from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.data")
 
+# Registers the BERT models' text methods (`keras_tfm.models.extensions`).
+from keras_tfm.data import text_inputs  # noqa: E402,F401
 from keras_tfm.data.lm_batches import lm_windows  # noqa: E402
 from keras_tfm.data.loaders import (  # noqa: E402
     TED_HRLR_PAIRS,

@@ -14,9 +14,11 @@ round-trip. The builders `bert_masked_lm`, `bert_classifier` and
 """
 
 import keras
+import numpy as np
 
 from keras_tfm.checks import check_choice, check_rate
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
+from keras_tfm.models import extensions
 from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
@@ -160,6 +162,33 @@ class BertMaskedLM(BertTask):
         h = self.mlm_transform_norm(self.mlm_transform_dense(sequence_output))
         return self.mlm_output_bias(self.token_embedding(h, reverse=True))
 
+    def fill_mask(self, texts, top_k: int = 5, batch_size: int | None = None):
+        """Fills the `[MASK]` of each text, as the exported `fill_mask` signature does.
+
+        Each text is split on the tokenizer's mask token (`[MASK]`), the pieces are
+        tokenized and joined with the mask id, cut to `max_length - 2` tokens and wrapped as
+        `[CLS] … [SEP]`. Special tokens are never predicted.
+
+        Args:
+            texts: a str, or a list of str, each holding at least one mask token.
+            top_k: how many candidates for the first mask (positive int; at most the
+                number of ordinary tokens).
+            batch_size: texts per forward pass (default 32).
+
+        Returns:
+            For a str, a dict: `filled` (the text with every mask replaced by its most likely
+            token, detokenized), `top_tokens` (list of `top_k` token strings for the first
+            mask, most likely first) and `top_probabilities` (float32 array, their softmax
+            probabilities); for a list, a list of such dicts.
+
+        Raises:
+            ValueError: the model has no tokenizer, a text has no mask token (or its first
+                mask lies past the model's length), an empty list, a bad `top_k`.
+            TypeError: `texts` is not a str or a list of str.
+        """
+        fill = extensions.provided("fill_mask", "BertMaskedLM.fill_mask")
+        return fill(self, texts, top_k=top_k, batch_size=batch_size)
+
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class BertClassifier(BertTask):
@@ -224,6 +253,95 @@ class BertClassifier(BertTask):
         self.num_classes = num_classes
         self.pooling = pooling
 
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """Class probabilities of texts; Keras's `predict` for any other input.
+
+        Texts are encoded as the exported `classify` signature encodes them (`[CLS] … [SEP]`,
+        cut to the model's length) with `model.tokenizer`, run in batches of similar
+        lengths, and returned in input order.
+
+        Args:
+            x: a str, or a list / tuple / 1-D array of str; anything else (a dict of token-id
+                arrays, a dataset) goes to `keras.Model.predict` unchanged.
+            batch_size: texts per forward pass (default 32).
+            verbose: for texts, 1 shows a progress bar ("auto" and 0: none).
+            steps: Keras's; must be None for texts.
+            callbacks: Keras's; must be None for texts.
+
+        Returns:
+            For texts: float32 NumPy probabilities `(len(x), num_classes)` (softmax of the
+            logits), `(num_classes,)` for one str. Otherwise the logits Keras returns.
+
+        Raises:
+            ValueError: texts without `model.tokenizer`, an empty list, `steps` or
+                `callbacks` with texts.
+            TypeError: a list mixing texts and other values.
+        """
+        if not is_text(x):
+            return super().predict(
+                x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
+            )
+        refuse_with_texts("BertClassifier.predict", steps=steps, callbacks=callbacks)
+        predict = extensions.provided("predict_texts", "BertClassifier.predict")
+        return predict(self, x, batch_size=batch_size, verbose=verbose)
+
+    def fit(self, x=None, y=None, batch_size=None, **kwargs):
+        """Trains on texts and int labels, or as Keras's `fit` on any other input.
+
+        With texts, the rows are encoded as in `predict` and batched by length: every
+        epoch the texts are shuffled, sorted by length within chunks of 50 batches, cut into
+        batches (each padded to its longest row) and the batches shuffled
+        (`keras_tfm.data.LengthBucketedBatches`; the order follows
+        `keras.utils.set_random_seed`). Compile the model first (e.g.
+        `keras_tfm.training.compile_for_classification`); batches of varying widths run in
+        graph mode without XLA (which would compile every width), so a model compiled with
+        XLA is switched to `jit_compile=False` (as the fine-tuning recipe compiles it).
+
+        Args:
+            x: a list / tuple / 1-D array of str; anything else goes to `keras.Model.fit`.
+            y: with texts, one int class id in `[0, num_classes)` per text.
+            batch_size: texts per batch (default 32).
+            **kwargs: Keras's `fit` arguments (`epochs`, `verbose`, `callbacks`,
+                `initial_epoch`, `steps_per_epoch`, `validation_freq`, `class_weight`, ...).
+                With texts, `validation_data` is a pair `(texts, labels)` (batched by length,
+                `validation_batch_size` texts per batch), `shuffle=False` keeps the
+                length-sorted order, and `sample_weight` / `validation_split` are refused.
+
+        Returns:
+            Keras's `History`.
+
+        Raises:
+            ValueError: texts without `model.tokenizer`, labels of the wrong length or out of
+                range, a bad `validation_data`, `sample_weight` or `validation_split` with texts.
+            TypeError: labels that are not ints, a single str as `x`.
+        """
+        if not is_text(x):
+            return super().fit(x, y, batch_size=batch_size, **kwargs)
+        fit = extensions.provided("fit_texts", "BertClassifier.fit")
+        return fit(self, x, y, batch_size=batch_size, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """Loss and metrics on texts and int labels, or Keras's `evaluate` on any other input.
+
+        Args:
+            x: a list / tuple / 1-D array of str (encoded as in `predict`, batched by length);
+                anything else goes to `keras.Model.evaluate`.
+            y: with texts, one int class id in `[0, num_classes)` per text.
+            batch_size: texts per batch (default 32).
+            **kwargs: Keras's `evaluate` arguments (`verbose`, `callbacks`, `return_dict`,
+                ...); `sample_weight` is refused with texts.
+
+        Returns:
+            What Keras's `evaluate` returns.
+
+        Raises:
+            ValueError / TypeError: as `fit`.
+        """
+        if not is_text(x):
+            return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        evaluate = extensions.provided("evaluate_texts", "BertClassifier.evaluate")
+        return evaluate(self, x, y, batch_size=batch_size, **kwargs)
+
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class BertTokenClassifier(BertTask):
@@ -264,6 +382,40 @@ class BertTokenClassifier(BertTask):
         self.classifier = classifier
         self.head = classifier
         self.num_classes = num_classes
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """Per-word labels of texts; Keras's `predict` for any other input.
+
+        A text's words are its whitespace-separated parts. They are tokenized one by one
+        (which must give the text's own ids: a WordPiece or word tokenizer), the row
+        `[CLS] … [SEP]` is cut to the model's length, and each word gets the class with the
+        largest logit at its FIRST sub-token.
+
+        Args:
+            x: a str, or a list / tuple / 1-D array of str; anything else (a dict of token-id
+                arrays, a dataset) goes to `keras.Model.predict` unchanged.
+            batch_size: texts per forward pass (default 32).
+            verbose: for texts, 1 shows a progress bar ("auto" and 0: none).
+            steps: Keras's; must be None for texts.
+            callbacks: Keras's; must be None for texts.
+
+        Returns:
+            For texts: per text a list of `(word, label)` pairs in word order, `label` the
+            int class id, or None for a word past the model's length (or one that tokenizes
+            to nothing); for one str, its list. Otherwise the logits Keras returns.
+
+        Raises:
+            ValueError: texts without `model.tokenizer`, an empty list, a tokenizer that
+                does not tokenize word by word, `steps` or `callbacks` with texts.
+            TypeError: a list mixing texts and other values.
+        """
+        if not is_text(x):
+            return super().predict(
+                x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
+            )
+        refuse_with_texts("BertTokenClassifier.predict", steps=steps, callbacks=callbacks)
+        label = extensions.provided("label_words", "BertTokenClassifier.predict")
+        return label(self, x, batch_size=batch_size, verbose=verbose)
 
 
 # ------------------------------------------------------------------ builders
@@ -409,3 +561,26 @@ def bert_token_classifier(
     check_num_classes(num_classes)
     encoder = _encoder_from(encoder, encoder_kwargs, tokenizer, vocabulary_size)
     return BertTokenClassifier(encoder, num_classes, dropout=dropout, name=name)
+
+
+# ---------------------------------------------------------------- text inputs
+def is_text(x) -> bool:
+    """Whether a model method's input is text: a str (or bytes), a list / tuple holding one
+    (or empty), a NumPy array of strings, or a TensorFlow string tensor. The text methods
+    then run (`keras_tfm.models.extensions`); any other input goes to Keras."""
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, (list, tuple)):
+        return not x or any(isinstance(item, (str, bytes)) for item in x)
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "O":
+            return any(isinstance(item, (str, bytes)) for item in x.flat)
+        return x.dtype.kind in "US"
+    return getattr(getattr(x, "dtype", None), "name", None) == "string"
+
+
+def refuse_with_texts(method, **arguments):
+    """A ValueError for Keras arguments (not None) that have no meaning with texts."""
+    for name, value in arguments.items():
+        if value is not None:
+            raise ValueError(f"`{method}` on texts does not take `{name}`; received {value!r:.60}.")

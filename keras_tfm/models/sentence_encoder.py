@@ -16,6 +16,7 @@ runs one over a list of texts.
 import keras
 
 from keras_tfm.checks import check_bool, check_choice
+from keras_tfm.models import extensions
 from keras_tfm.models.bert import BertEncoder
 from keras_tfm.models.bert_tasks import BertTask, as_encoder
 from keras_tfm.models.heads import POOLINGS, SequencePooling
@@ -68,3 +69,27 @@ class SentenceEncoder(BertTask):
         self.normalization = normalization
         self.pooling = pooling
         self.normalize = normalize
+
+    def embed(self, texts, batch_size: int | None = None, max_length: int | None = None):
+        """Unit-length embeddings of texts (cosine similarity = dot product).
+
+        Each text is encoded as the exported `embed` signature encodes it (`[CLS] … [SEP]`
+        with `model.tokenizer`, cut to `max_length`), the texts are run in batches of similar
+        lengths (as `keras_tfm.data.embed_texts`, which gives the same vectors), and the
+        pooled vectors are L2-normalised (by the model when `normalize=True`, else here).
+
+        Args:
+            texts: a str, or a list / tuple / 1-D array of str.
+            batch_size: texts per forward pass (default 64).
+            max_length: tokens per text, [CLS] and [SEP] included (default and maximum:
+                the model's `max_length`; all-MiniLM-L6-v2 was trained with 256).
+
+        Returns:
+            float32 NumPy array `(len(texts), d_model)`, `(d_model,)` for one str.
+
+        Raises:
+            ValueError: the model has no tokenizer, an empty list, a bad `max_length`.
+            TypeError: `texts` is not a str or a list of str.
+        """
+        embed = extensions.provided("embed_texts", "SentenceEncoder.embed")
+        return embed(self, texts, batch_size=batch_size, max_length=max_length)
