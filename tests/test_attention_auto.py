@@ -130,6 +130,42 @@ def test_auto_decides_at_run_time_for_unknown_lengths():
     assert fn.experimental_get_tracing_count() == 1
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_run_time_choice_gradients_with_bias_and_mask_under_xla(jit_compile):
+    """A `None` length under `jit_compile=True` (as `model.fit` retraces for a second batch width):
+    the run-time choice's gradient (q, k, v and a trainable Toeplitz bias) equals the reference's,
+    on both sides of `min_key_length`. A plain `cond` gradient failed to compile under XLA."""
+    spec = tf.TensorSpec([B, None, H, D], tf.float32)
+
+    def grads(impl, q, k, v, values, mask, **options):
+        t = tf.shape(q)[1]
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v, values])
+            out, _ = ac.dot_product_attention(
+                q,
+                k,
+                v,
+                mask=mask,
+                bias=ac.ToeplitzBias(values, t),
+                attention_impl=impl,
+                attention_options=options or None,
+            )
+            loss = tf.reduce_sum(out * tf.sin(3.0 * out))
+        return [out] + tape.gradient(loss, [q, k, v, values])
+
+    fn = tf.function(
+        lambda q, k, v, values, mask: grads("auto", q, k, v, values, mask, **SMALL),
+        input_signature=[spec, spec, spec, tf.TensorSpec([H, None]), tf.TensorSpec([B, 1, None], tf.bool)],
+        jit_compile=jit_compile,
+    )
+    for t in (8, T):  # below and above min_key_length, one graph
+        q, k, v = _qkv(2, t)
+        values = tf.constant(np.random.default_rng(7).normal(size=(H, 2 * t - 1)), tf.float32)
+        mask = tf.constant(_padding(t)[:, None, :])
+        for g, w in zip(fn(q, k, v, values, mask), grads("reference", q, k, v, values, mask)):
+            _close(g, w, tol=2e-5)
+
+
 @pytest.mark.parametrize("position", [None, "alibi", "relative", "rope"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("tested", ["auto", "standard"])

@@ -11,7 +11,7 @@ The key length is read statically when it is known (always on JAX and
 PyTorch, and in TensorFlow graphs traced for fixed-length batches, as
 `model.fit` and XLA trace them); when it is unknown at trace time (a
 TensorFlow graph traced with a `None` length) the choice is made at run time
-inside the graph with `keras.ops.cond`.
+inside the graph (`choose_at_run_time`: a `cond` whose gradient XLA compiles).
 """
 
 from typing import Any
@@ -22,6 +22,7 @@ from keras import ops
 from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.attention.core import ATTENTION_IMPLS, AttentionInputs, register_attention_impl
 from keras_tfm.layers.attention.fused import fused_attention, fused_kernel_available
+from keras_tfm.layers.attention.toeplitz_bias import ToeplitzBias
 
 #: "auto" takes the chunked path from this key length on. Chosen with
 #: `python bench/attention_memory.py --threshold` (time and peak memory of one
@@ -56,9 +57,60 @@ def auto_attention(
     if tk is not None:
         return chunked(inputs, **chunked_options) if tk >= threshold else standard(inputs)
     dtype = inputs.value.dtype
-    output = ops.cond(
+    output = choose_at_run_time(
+        inputs,
         ops.shape(inputs.key)[1] >= threshold,
-        lambda: ops.cast(chunked(inputs, **chunked_options)[0], dtype),
-        lambda: ops.cast(standard(inputs)[0], dtype),
+        lambda x: ops.cast(chunked(x, **chunked_options)[0], dtype),
+        lambda x: ops.cast(standard(x)[0], dtype),
     )
     return output, None
+
+
+def choose_at_run_time(inputs: AttentionInputs, long: Any, if_long: Any, if_short: Any) -> Any:
+    """`if_long(inputs)` where the scalar bool `long` holds, else `if_short(inputs)` (TensorFlow graphs).
+
+    The gradient is a second run-time choice between the two branches' own
+    gradients, each recomputed from the inputs. A plain `cond`'s gradient
+    passes the forward branches' intermediates across the branches, and XLA
+    (`jit_compile=True`, as `model.fit` compiles by default) cannot compile
+    the untaken branch's: their shapes are unknown when a `None` length is
+    traced. The cost is one recomputed forward of the branch taken.
+    """
+    import tensorflow as tf  # only reached with a TensorFlow graph (a `None` length)
+
+    toeplitz = isinstance(inputs.bias, ToeplitzBias)
+    differentiable = [inputs.query, inputs.key, inputs.value]
+    if toeplitz:
+        differentiable.append(inputs.bias.values)
+    elif inputs.bias is not None:
+        differentiable.append(inputs.bias)
+
+    def rebuild(*tensors):
+        q, k, v, *rest = tensors
+        bias = inputs.bias
+        if toeplitz:
+            bias = ToeplitzBias(rest[0], inputs.bias.query_length, inputs.bias.trainable)
+        elif bias is not None:
+            bias = rest[0]
+        return inputs._replace(query=q, key=k, value=v, bias=bias)
+
+    @tf.custom_gradient
+    def choose(*tensors):
+        output = tf.cond(long, lambda: if_long(rebuild(*tensors)), lambda: if_short(rebuild(*tensors)))
+
+        def gradient(upstream):
+            def branch(fn):
+                def run():
+                    with tf.GradientTape() as tape:
+                        tape.watch(tensors)
+                        out = fn(rebuild(*tensors))
+                    grads = tape.gradient(out, tensors, output_gradients=upstream)
+                    return [tf.zeros_like(t) if g is None else g for t, g in zip(tensors, grads)]
+
+                return run
+
+            return tf.cond(long, branch(if_long), branch(if_short))
+
+        return output, gradient
+
+    return choose(*differentiable)
