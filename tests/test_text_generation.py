@@ -58,7 +58,7 @@ def gpt_model():
 
 @pytest.fixture(scope="module")
 def s2s_model():
-    model = eager(tiny_seq2seq(seed=2, num_layers=1))  # shared vocabulary of 32
+    model = eager(tiny_seq2seq(seed=2, num_layers=1, max_length=8))  # shared vocabulary of 32
     model.tokenizer = (WordTokenizer(SOURCE_WORDS), WordTokenizer(TARGET_WORDS))
     return model
 
