@@ -21,7 +21,7 @@ completion, as KerasHub's `generate` returns it (the prompt as the tokenizer
 reads it back: unchanged for a lossless tokenizer such as a byte-level BPE or
 a character tokenizer that knows every character); `completion_only=True`
 returns `detokenize(new ids)`, the `completions` of the served `generate`
-signature. `eos_id` defaults to the tokenizer's `eos_id` (None when it has
+signature for the same `eos_id` (an export's default is none). `eos_id` defaults to the tokenizer's `eos_id` (None when it has
 none: no stop). Seq2seq text: the translations (the target side alone), with
 the ids of the exported `translate` signature: first decoder token `BOS` (5)
 and stop id `EOS` (6) of `keras_tfm.tokenizers.special_tokens`.
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import check_bool, check_int
+from keras_tfm.checks import check_bool, check_float, check_int
 from keras_tfm.generation import api
 from keras_tfm.models import extensions
 from keras_tfm.models.gpt import GPT
@@ -87,7 +87,11 @@ def text_batch(name: str, inputs) -> tuple[list[str], bool] | None:
 def tokenize_texts(tokenizer, texts: Sequence[str], name: str = "inputs") -> list[list[int]]:
     """Id lists of `texts`: `tokenizer.tokenize` without padding (its prefix and
     suffix ids around the text's ids); an empty row raises a ValueError naming `name[i]`."""
-    body = tokenizer.encode_text(tf.constant(list(texts), tf.string)).to_list()
+    try:
+        body = tokenizer.encode_text(tf.constant(list(texts), tf.string)).to_list()
+    except tf.errors.InvalidArgumentError as error:  # a tokenizer without [UNK] met an unknown token
+        message = error.message.strip().splitlines()[0]
+        raise ValueError(f"`{name}` cannot be tokenized by the model's tokenizer: {message}") from None
     prefix, suffix = list(tokenizer.prefix_ids), list(tokenizer.suffix_ids)
     rows = [prefix + [int(i) for i in row] + suffix for row in body]
     for index, row in enumerate(rows):
@@ -247,6 +251,7 @@ def translate(model, texts, num_beams=4, max_new_tokens=None, length_penalty=0.6
     rows = tokenize_texts(source_tok, texts, name="texts")
     _check_sources(model, rows, texts, "texts")
     num_beams = check_int("num_beams", num_beams, minimum=1)
+    check_float("length_penalty", length_penalty, low=0.0, high=5.0)  # checked for greedy too, as served
     if max_new_tokens is None:
         max_new_tokens = model.max_length - 1
     common = dict(bos_id=BOS, eos_id=EOS)

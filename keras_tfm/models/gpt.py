@@ -358,7 +358,8 @@ class GPT(TransformerModel):
         prompt followed by its completion, `detokenize(prompt ids + new ids)`,
         as KerasHub's `generate` returns it; `completion_only=True` returns
         the completion alone (the `completions` of the exported `generate`
-        signature). Detokenization follows the served signatures
+        signature for the same `eos_id`; an export stops on none unless
+        given one). Detokenization follows the served signatures
         (`keras_tfm.generation.text`).
 
         Args:
