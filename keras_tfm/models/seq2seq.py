@@ -492,10 +492,7 @@ class Seq2Seq(TransformerModel):
             Ids in: what `keras_tfm.generation.generate` returns.
 
         Raises:
-            ValueError: text without `model.tokenizer`, an empty batch, a
-                text with no tokens or longer than `max_length`, bad options.
-            TypeError: a list mixing str and other items; ids-only options
-                with text.
+            ValueError / TypeError: as `translate`, and ids-only options with text.
         """
         provider = extensions.provided("generate_text", "Seq2Seq.generate")
         return provider(self, inputs, max_new_tokens, **options)
@@ -543,8 +540,7 @@ class Seq2Seq(TransformerModel):
 
         Raises:
             ValueError: no `model.tokenizer`, an empty list, a text with no
-                tokens or more than `max_length`, bad `num_beams` /
-                `max_new_tokens` / `length_penalty`.
+                tokens or longer than `max_length`, bad options (named).
             TypeError: `texts` not text (or mixing str with other items).
         """
         provider = extensions.provided("translate", "Seq2Seq.translate")
