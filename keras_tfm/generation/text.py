@@ -163,22 +163,13 @@ def _result(strings, scalar):
     return strings[0] if scalar else strings
 
 
-@extensions.provide("generate_text")
-def generate_text(model, inputs, max_new_tokens, completion_only=False, **options):
-    """`GPT.generate` / `Seq2Seq.generate`: ids → `generation.generate`; text → strings
-    (see the module docstring and the methods' documentation)."""
-    method = _method(model, "generate")
-    _check_model(model, method)
-    texts = text_batch("inputs", inputs)
-    completion_only = check_bool("completion_only", completion_only)
-    if texts is None:
-        if completion_only:
-            raise TypeError(f"`{method}`: `completion_only` is for text inputs (ids in give only new ids).")
-        return api.generate(model, inputs, max_new_tokens, **options)
-    texts, scalar = texts
+def _text_request(model, method, texts, completion_only, options):
+    """Checks a text request and tokenizes it: `(rows, target tokenizer, options)`, the options
+    with the text path's default ids (GPT: the tokenizer's `eos_id`; seq2seq: `BOS`, `EOS`)."""
     _check_text_options(method, options)
     source_tok, target_tok = _tokenizers(model, method)
     rows = tokenize_texts(source_tok, texts)
+    options = dict(options)
     if isinstance(model, Seq2Seq):
         _check_sources(model, rows, texts, "inputs")
         if completion_only:
@@ -188,43 +179,49 @@ def generate_text(model, inputs, max_new_tokens, completion_only=False, **option
     else:
         eos_id = options.pop("eos_id", _UNSET)
         options["eos_id"] = target_tok.eos_id if eos_id is _UNSET else eos_id
-    tokens, lengths = api.generate(model, rows, max_new_tokens, return_lengths=True, **options)
-    new = _new_ids(tokens, lengths)
+    return rows, target_tok, options
+
+
+def _texts(model, rows, new, target_tok, completion_only, scalar):
+    """The strings of the new ids (GPT: after their prompts, unless `completion_only`)."""
     if isinstance(model, GPT) and not completion_only:
         new = [prompt + ids for prompt, ids in zip(rows, new)]
     return _result(detokenize_ids(target_tok, new), scalar)
+
+
+def _split_request(model, name, inputs, completion_only):
+    """`(method, texts or None, was a str)`; `completion_only` refused with ids."""
+    method = _method(model, name)
+    _check_model(model, method)
+    batch = text_batch("inputs", inputs)
+    if check_bool("completion_only", completion_only) and batch is None:
+        raise TypeError(f"`{method}`: `completion_only` is for text inputs (ids in give only new ids).")
+    return (method, None, False) if batch is None else (method, *batch)
+
+
+@extensions.provide("generate_text")
+def generate_text(model, inputs, max_new_tokens, completion_only=False, **options):
+    """`GPT.generate` / `Seq2Seq.generate`: ids → `generation.generate`; text → strings
+    (see the module docstring and the methods' documentation)."""
+    method, texts, scalar = _split_request(model, "generate", inputs, completion_only)
+    if texts is None:
+        return api.generate(model, inputs, max_new_tokens, **options)
+    rows, target_tok, options = _text_request(model, method, texts, completion_only, options)
+    tokens, lengths = api.generate(model, rows, max_new_tokens, return_lengths=True, **options)
+    return _texts(model, rows, _new_ids(tokens, lengths), target_tok, completion_only, scalar)
 
 
 @extensions.provide("beam_search_text")
 def beam_search_text(model, inputs, max_new_tokens, num_beams=4, completion_only=False, **options):
     """`GPT.beam_search` / `Seq2Seq.beam_search`: ids → `generation.beam_search`; text →
     the best beam's strings."""
-    method = _method(model, "beam_search")
-    _check_model(model, method)
-    texts = text_batch("inputs", inputs)
-    completion_only = check_bool("completion_only", completion_only)
+    method, texts, scalar = _split_request(model, "beam_search", inputs, completion_only)
     if texts is None:
-        if completion_only:
-            raise TypeError(f"`{method}`: `completion_only` is for text inputs (ids in give only new ids).")
         return api.beam_search(model, inputs, max_new_tokens, num_beams=num_beams, **options)
-    texts, scalar = texts
-    _check_text_options(method, options)
-    source_tok, target_tok = _tokenizers(model, method)
-    rows = tokenize_texts(source_tok, texts)
-    if isinstance(model, Seq2Seq):
-        _check_sources(model, rows, texts, "inputs")
-        if completion_only:
-            raise TypeError(f"`{method}`: `completion_only` is for GPT (a translation holds no prompt).")
-        options.setdefault("bos_id", BOS)
-        options.setdefault("eos_id", EOS)
-    else:
-        eos_id = options.pop("eos_id", _UNSET)
-        options["eos_id"] = target_tok.eos_id if eos_id is _UNSET else eos_id
+    rows, target_tok, options = _text_request(model, method, texts, completion_only, options)
     sequences, _, lengths = api.beam_search(model, rows, max_new_tokens, num_beams=num_beams, **options)
     new = _new_ids(sequences[:, 0], lengths[:, 0])
-    if isinstance(model, GPT) and not completion_only:
-        new = [prompt + ids for prompt, ids in zip(rows, new)]
-    return _result(detokenize_ids(target_tok, new), scalar)
+    return _texts(model, rows, new, target_tok, completion_only, scalar)
 
 
 @extensions.provide("translate")
