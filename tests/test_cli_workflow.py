@@ -228,6 +228,7 @@ def test_evaluate_gpt_is_the_mean_next_character_loss(pipeline, capsys):
     _ok(pipeline["trained"]["gpt"])
     out = _evaluate(pipeline, "gpt", "input.txt", capsys)
     model, tokenizer = _load(pipeline["runs"]["gpt"])
+    assert model.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()  # the .keras file carries it
     ids = tokenizer((pipeline["root"] / "input.txt").read_text()).numpy()
     T = model.max_length
     n = (len(ids) - 1) // T  # the non-overlapping windows
@@ -248,6 +249,7 @@ def test_evaluate_bert_is_the_share_of_right_labels(pipeline, capsys):
     _ok(pipeline["trained"]["bert"])
     out = _evaluate(pipeline, "bert", "sst2/stsa.binary.dev", capsys)
     model, tokenizer = _load(pipeline["runs"]["bert"])
+    assert model.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()  # the .keras file carries it
     rows = [
         line.split(" ", 1)
         for line in (pipeline["root"] / "sst2" / "stsa.binary.dev").read_text().splitlines()
@@ -261,6 +263,10 @@ def test_evaluate_bert_is_the_share_of_right_labels(pipeline, capsys):
 
 def test_evaluate_seq2seq_scores_every_pair(pipeline, capsys):
     _ok(pipeline["trained"]["seq2seq"])
+    model, tokenizer = _load(pipeline["runs"]["seq2seq"], "source_tokenizer.vocab")
+    assert (
+        model.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()
+    )  # one shared BPE, in the .keras file
     out = _evaluate(pipeline, "seq2seq", "spa.txt", capsys)
     assert out["pairs"] == out["bleu_pairs"] == 40  # every pair of the file is short enough
     # sacreBLEU's figures of one scoring: BLEU = BP · geometric mean of the n-gram precisions (in %).

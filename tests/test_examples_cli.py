@@ -142,6 +142,7 @@ def test_gpt_recipe_from_python_schedule_position_and_xla_default(shakespeare, s
     assert model.blocks[0].position == (None if position == "learned" else position)
     assert model.jit_compile is True  # the recipe's default for fixed-shape LM windows
     assert model.max_length == 8 and results["steps"] == 4 and results["sample"] == ""
+    assert model.tokenizer is results["tokenizer"]  # attached: saved with the model
 
 
 @pytest.mark.parametrize(

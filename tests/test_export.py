@@ -24,7 +24,8 @@ from keras_tfm.cli import usage
 from keras_tfm.cli.generate import default_max_new_tokens, export_info
 from keras_tfm.export import detect_kind, export_for_serving, list_versions, read_warmup_requests
 from keras_tfm.export import warmup as warmup_lib
-from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator
+from keras_tfm.generation import CausalLMGenerator
+from keras_tfm.generation.api import get_generator
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -116,8 +117,10 @@ def exports(tmp_path_factory):
     # ---- seq2seq (shared WordTokenizer), num_beams 1..3 (greedy + one 3-beam loop).
     word_tok = WordTokenizer(S2S_WORDS)
     s2s = tiny_seq2seq(seed=2, vocabulary_size=word_tok.vocabulary_size, num_layers=1)
-    out["s2s_path"] = export_for_serving(s2s, root / "s2s", tokenizer=word_tok, max_beams=3)
-    sgen = Seq2SeqGenerator(s2s)
+    s2s.tokenizer = word_tok  # no `tokenizer` argument: the export takes the model's
+    out["s2s_path"] = export_for_serving(s2s, root / "s2s", max_beams=3)
+    out["s2s_model"] = s2s
+    sgen = get_generator(s2s)  # the generator `s2s.translate` uses: its loops compile once
     src = ids_of(word_tok, S2S_SOURCES)
     tokens, lengths = sgen.generate(src, MAX_NEW, bos_id=5, eos_id=6, return_lengths=True)
     out["s2s_greedy"] = detok(word_tok, tokens, np.minimum(lengths, MAX_NEW))
@@ -354,6 +357,10 @@ def test_seq2seq_translate_matches_in_process(exports, served):
         # Any width up to max_beams=3 from one 3-beam loop: the in-process search of that width.
         assert beam2["translations"] == exports["s2s_beam2"], loader
         assert beam3["translations"] == exports["s2s_beam3"], loader
+    # In process, `Seq2Seq.translate` answers what the served signature answers.
+    model = exports["s2s_model"]
+    for width, key in ((1, "s2s_greedy"), (2, "s2s_beam2"), (3, "s2s_beam3")):
+        assert model.translate(S2S_SOURCES, num_beams=width, max_new_tokens=MAX_NEW) == exports[key], width
     widths, empty, too_many = s2s["bad"]
     assert widths["error"] == "InvalidArgumentError" and "`num_beams` must be in [1, 3]" in widths["message"]
     assert empty["error"] == "InvalidArgumentError" and "empty batch" in empty["message"]

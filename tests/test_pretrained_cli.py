@@ -77,6 +77,7 @@ def test_finetune_recipe_from_python_returns_its_figures(tmp_path):
         labels = [int(line.split(" ", 1)[0]) for line in data.read_text().splitlines()]
         accuracy = recipes.evaluate_classifier(results["model"], results["tokenizer"], texts, labels)
     assert results["steps"] == 2 and int(results["model"].optimizer.iterations.numpy()) == 2
+    assert results["model"].tokenizer is results["tokenizer"]
     assert results["dev_accuracy"] == pytest.approx(accuracy)
     assert "output_path" not in results and "export_path" not in results
 

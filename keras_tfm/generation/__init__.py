@@ -15,13 +15,16 @@ Modules: `api` (generate, beam_search), `samplers`, `causal_lm` / `seq2seq_gener
 (the generators), `base` (their shared checks and compiled-function cache),
 `decoding` (the cached decoding loop and the adapters between a model and it),
 `beam` (the beam-search loop), `cache` (key/value cache layout), `sliding_window`
-(generation past the context length), `interruptible` (compiled calls that Ctrl-C interrupts).
+(generation past the context length), `interruptible` (compiled calls that Ctrl-C interrupts),
+`text` (text in, text out: the providers of `GPT.generate` / `beam_search` and
+`Seq2Seq.generate` / `beam_search` / `translate`, registered in `keras_tfm.models.extensions`).
 """
 
 from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.generation", backend_too=True)
 
+from keras_tfm.generation import text  # noqa: E402  (registers the models' text methods)
 from keras_tfm.generation.api import beam_search, generate  # noqa: E402
 from keras_tfm.generation.causal_lm import CausalLMGenerator  # noqa: E402
 from keras_tfm.generation.samplers import filter_top_k, filter_top_p, greedy, sample  # noqa: E402

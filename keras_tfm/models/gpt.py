@@ -21,6 +21,7 @@ from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import NORMS
+from keras_tfm.models import extensions
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.parts import (
     block_caches,
@@ -347,6 +348,83 @@ class GPT(TransformerModel):
         if last_only:
             x = x[:, -1:, :]
         return self.compute_logits(x), new_caches
+
+    # ------------------------------------------------------------- text API
+    def generate(self, inputs, max_new_tokens: int, completion_only: bool = False, **options):
+        """Generates up to `max_new_tokens` tokens after each prompt: text or token ids.
+
+        Token ids in (a 2-D int array or a list of id sequences): exactly
+        `keras_tfm.generation.generate(model, inputs, max_new_tokens, **options)`
+        (same options, same outputs). Text in (a str or a list of str): the
+        prompts are tokenized with `model.tokenizer` (as its `tokenize` does),
+        generated from with the same call, and each returned string is the
+        prompt followed by its completion, `detokenize(prompt ids + new ids)`,
+        as KerasHub's `generate` returns it; `completion_only=True` returns
+        the completion alone (the `completions` of the exported `generate`
+        signature for the same `eos_id`; an export stops on none unless
+        given one). Detokenization follows the served signatures
+        (`keras_tfm.generation.text`).
+
+        Args:
+            inputs: a str, a list of str, or token ids (2-D int array / list
+                of id lists).
+            max_new_tokens: new tokens per prompt, an int in [0,
+                `generation.base.MAX_NEW_TOKENS`] (past `max_length` the
+                window slides).
+            completion_only: text only: return the completions without the
+                prompts.
+            **options: those of `keras_tfm.generation.generate`: `sampler`
+                ("greedy" | "sample"), `temperature`, `top_k`, `top_p`,
+                `seed`, `eos_id`, `pad_id`; ids only: `return_lengths`,
+                `output_scores`, `prompt_lengths`. On text `eos_id`
+                defaults to the tokenizer's `eos_id` (None, no stop id, when
+                it has none); pass `eos_id=None` to generate past it.
+
+        Returns:
+            Text in: a str for a str, a list of str for a list. Ids in: what
+            `keras_tfm.generation.generate` returns (int32 `(batch,
+            max_new_tokens)` new ids, with lengths / scores when asked).
+
+        Raises:
+            ValueError: text without `model.tokenizer`, an empty batch, a
+                text with no tokens, bad generation options (named).
+            TypeError: a list mixing str and other items; ids-only options
+                with text.
+        """
+        provider = extensions.provided("generate_text", "GPT.generate")
+        return provider(self, inputs, max_new_tokens, completion_only=completion_only, **options)
+
+    def beam_search(
+        self, inputs, max_new_tokens: int, num_beams: int = 4, completion_only: bool = False, **options
+    ):
+        """Beam search from each prompt: text or token ids.
+
+        Token ids in: exactly `keras_tfm.generation.beam_search(model, inputs,
+        max_new_tokens, num_beams, **options)`. Text in (with
+        `model.tokenizer`): the best beam of the same call as text, the prompt
+        followed by its completion (`completion_only=True`: the completion,
+        as the exported `beam_search` signature's `completions`).
+
+        Args:
+            inputs: a str, a list of str, or token ids.
+            max_new_tokens: int >= 1.
+            num_beams: beams per prompt, in [1, vocabulary size].
+            completion_only: text only: the completions without the prompts.
+            **options: `length_penalty` (α of ((5 + len) / 6)^α, default
+                0.6), `eos_id` (text: default the tokenizer's `eos_id`),
+                `pad_id`; ids only: `prompt_lengths`.
+
+        Returns:
+            Text in: a str (list of str) of the best beam. Ids in:
+            `(sequences, scores, lengths)` as `generation.beam_search`.
+
+        Raises:
+            ValueError / TypeError: as `generate`.
+        """
+        provider = extensions.provided("beam_search_text", "GPT.beam_search")
+        return provider(
+            self, inputs, max_new_tokens, num_beams=num_beams, completion_only=completion_only, **options
+        )
 
 
 def gpt(preset: str | None = None, **options) -> GPT:

@@ -35,6 +35,7 @@ from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import NORMS
+from keras_tfm.models import extensions
 from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
 from keras_tfm.models.parts import (
     block_caches,
@@ -471,6 +472,87 @@ class Seq2Seq(TransformerModel):
         if last_only:
             x = x[:, -1:, :]
         return self.compute_logits(x), new_caches
+
+    # ------------------------------------------------------------- text API
+    def generate(self, inputs, max_new_tokens: int, **options):
+        """Decodes each source: text or token ids.
+
+        Token ids in: exactly `keras_tfm.generation.generate(model, inputs,
+        max_new_tokens, **options)` (`bos_id` or `decoder_prompt_ids`
+        required there). Text in (with `model.tokenizer`: one tokenizer or a
+        `(source, target)` pair): the sources tokenized by the source
+        tokenizer, decoded from `BOS` with stop id `EOS` (defaults of
+        `bos_id` / `eos_id`, as in the exported `translate`), the new ids
+        detokenized by the target tokenizer (see `keras_tfm.generation.text`).
+
+        Args:
+            inputs: a str, a list of str, or source token ids.
+            max_new_tokens: int in [0, max_length - 1].
+            **options: those of `keras_tfm.generation.generate` (`sampler`,
+                `temperature`, `top_k`, `top_p`, `seed`, `eos_id`, `bos_id`,
+                `pad_id`; ids only: `return_lengths`, `output_scores`,
+                `source_lengths`, `decoder_prompt_ids`).
+
+        Returns:
+            Text in: the translations, a str for a str, a list for a list.
+            Ids in: what `keras_tfm.generation.generate` returns.
+
+        Raises:
+            ValueError / TypeError: as `translate`, and ids-only options with text.
+        """
+        provider = extensions.provided("generate_text", "Seq2Seq.generate")
+        return provider(self, inputs, max_new_tokens, **options)
+
+    def beam_search(self, inputs, max_new_tokens: int, num_beams: int = 4, **options):
+        """Beam search from each source: text (the best beam's translation, as
+        `generate` on text) or token ids (exactly
+        `keras_tfm.generation.beam_search(model, inputs, max_new_tokens,
+        num_beams, **options)`: `(sequences, scores, lengths)`).
+
+        Args:
+            inputs: a str, a list of str, or source token ids.
+            max_new_tokens: int in [1, max_length - 1].
+            num_beams: beams per source, in [1, target vocabulary size].
+            **options: `length_penalty` (default 0.6), `eos_id`, `bos_id`
+                (text: defaults `EOS`, `BOS`), `pad_id`; ids only:
+                `source_lengths`, `decoder_prompt_ids`.
+
+        Returns:
+            Text in: a str (list of str). Ids in: `(sequences, scores, lengths)`.
+        """
+        provider = extensions.provided("beam_search_text", "Seq2Seq.beam_search")
+        return provider(self, inputs, max_new_tokens, num_beams=num_beams, **options)
+
+    def translate(
+        self, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float = 0.6
+    ):
+        """Translates text with `model.tokenizer`: in process, what the exported
+        `translate` signature answers for the same request.
+
+        The sources are tokenized by the source tokenizer, decoded from `BOS`
+        to `EOS` (`keras_tfm.tokenizers.special_tokens`), greedily for
+        `num_beams=1`, else by beam search (the best beam), and the new ids
+        detokenized by the target tokenizer as the served signature does.
+
+        Args:
+            texts: a str or a non-empty list of str.
+            num_beams: int >= 1 (1 = greedy).
+            max_new_tokens: int in [0, max_length - 1] (>= 1 with beams); None:
+                `max_length - 1` (the export's default limit).
+            length_penalty: α of ((5 + len) / 6)^α, in [0, 5].
+
+        Returns:
+            A str for a str, a list of str for a list.
+
+        Raises:
+            ValueError: no `model.tokenizer`, an empty list, a text with no
+                tokens or longer than `max_length`, bad options (named).
+            TypeError: `texts` not text (or mixing str with other items).
+        """
+        provider = extensions.provided("translate", "Seq2Seq.translate")
+        return provider(
+            self, texts, num_beams=num_beams, max_new_tokens=max_new_tokens, length_penalty=length_penalty
+        )
 
 
 def seq2seq_options(preset, options):

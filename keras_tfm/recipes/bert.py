@@ -269,6 +269,7 @@ def train_bert(**options: Any) -> dict[str, Any]:
         "finetune",
     )
     classifier = ft.model
+    classifier.tokenizer = tokenizer  # saved in the .keras file with the model
     dev_acc = float(classifier.evaluate(dev, verbose=0, return_dict=True)["accuracy"])
     results = {
         "steps": pre.steps + ft.steps,

@@ -325,6 +325,7 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
         model = from_pretrained(o.checkpoint, task=o.task, num_classes=num_classes, pooling=o.pooling)
     except ValueError as error:
         raise ValueError(f"`checkpoint`: {error}") from None
+    model.tokenizer = tokenizer
     if o.max_length is None:
         o.max_length = min(DEFAULT_MAX_LENGTH, model.max_length)
     check_max_length(model, o.max_length)

@@ -302,6 +302,7 @@ def train_gpt(**options: Any) -> dict[str, Any]:
 
     result = runtime.train(o, build, data, val_data, strategy)
     model = result.model
+    model.tokenizer = tokenizer  # saved in the .keras file: `model.generate("text")` after loading
     final_val = float(model.evaluate(val_data, verbose=0, return_dict=True)["loss"])
     full_val_loss = validation_loss(model, val_ids, T)
     train_seconds = result.seconds

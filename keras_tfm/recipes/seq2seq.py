@@ -259,6 +259,8 @@ def train_seq2seq(**options: Any) -> dict[str, Any]:
 
     result = runtime.train(o, build, data, valid_data, strategy)
     model = result.model
+    # Saved in the .keras file: `model.translate(...)` after loading (a shared BPE vocabulary once).
+    model.tokenizer = src_tok if src_tok is tgt_tok else (src_tok, tgt_tok)
     scores = held_out_scores(
         model, src_tok, tgt_tok, test_rows, L, o.bleu_pairs, test_data, o.num_beams, o.length_penalty
     )
