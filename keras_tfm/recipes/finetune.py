@@ -183,7 +183,8 @@ def finetune_classifier(
         model, finetune_optimizer(learning_rate, total, warmup_fraction, weight_decay), jit_compile=False
     )
     timer = StepTimer(total)
-    progress = [StepProgbar(total)] if verbose else []  # a bar that ends at `steps`
+    own_bar = any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks)
+    progress = [StepProgbar(total)] if verbose and not own_bar else []  # a bar that ends at `steps`
     start = time.perf_counter()
     history = model.fit(data, epochs=epochs, verbose=verbose, callbacks=[*callbacks, timer, *progress])
     timer.total_seconds = time.perf_counter() - start
