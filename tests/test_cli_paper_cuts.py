@@ -197,7 +197,7 @@ def console(data, tmp_path_factory):
     commands = [
         # --steps 3 of 5 batches: the progress line must say 3/3; not a terminal: --verbose 2.
         ["finetune", "--checkpoint", TINY_BERT, "--data", str(data / "train.txt"), "--steps", "3",
-         "--batch-size", "8", "--output", str(root / "runs" / "deep" / "ft"), "--export", "sst2"],
+         "--batch-size", "8", "--output", str(root / "runs" / "deep" / "ft")],
         ["embed", "--checkpoint", TINY_BERT, "a funny film"],
         ["plot", "pe", "--length", "8", "--d-model", "8", "--output", str(root / "pictures" / "pe.png")],
     ]  # fmt: skip
@@ -219,12 +219,10 @@ def test_no_tensorflow_log_line_on_the_console(console):
     assert set(console["out"]) == {"finetune", "embed", "plot"}
 
 
-def test_finetune_export_goes_under_output_like_train(console):
-    ft = console["root"] / "runs" / "deep" / "ft"  # its missing parents created
-    assert {"config.json", "model.safetensors", "vocab.txt", "saved_models"} <= set(os.listdir(ft))
-    assert os.listdir(ft / "saved_models" / "sst2") == ["1"]
-    assert f"exported: {ft / 'saved_models' / 'sst2' / '1'}" in console["out"]["finetune"]
-    assert not (console["root"] / "saved_models").exists()  # not in the working folder
+def test_finetune_creates_the_parents_of_its_output(console):
+    ft = console["root"] / "runs" / "deep" / "ft"
+    assert {"config.json", "model.safetensors", "vocab.txt"} <= set(os.listdir(ft))
+    assert f"checkpoint: {ft}" in console["out"]["finetune"]
 
 
 def test_finetune_progress_ends_at_the_steps_run(console):
@@ -249,22 +247,48 @@ def test_embed_and_plot_ran(console):
     assert (console["root"] / "pictures" / "pe.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_finetune_from_python_warns_and_its_bar_counts_the_steps_run(data, capsys):
-    """Only the command line shows a warning as a message: `finetune_checkpoint` still warns. With
-    --verbose 1 (Keras's bar, a terminal's default) and 7 steps of 5-batch epochs, the first epoch's bar
-    counts to 5 and the second's to 2 (Keras's own counts to 5 and ends at "5/5")."""
+def test_finetune_from_python_warns_exports_under_output_and_its_bar_counts_the_steps_run(
+    data, tmp_path, capsys, monkeypatch
+):
+    """`finetune --output DIR --export NAME` exports to DIR/saved_models/NAME like `train` (the export
+    itself is `keras-tfm train bert --export`'s, tested in test_cli_workflow.py: recorded here). Only the
+    command line shows a warning as a message: `finetune_checkpoint` still warns. With --verbose 1
+    (Keras's bar, a terminal's default) and 7 steps of 5-batch epochs, the first epoch's bar counts to 5
+    and the second's to 2 (Keras's own counts to 5 and ends at "5/5")."""
+    import keras_tfm.export
     from keras_tfm import recipes
 
+    targets = []
+    monkeypatch.setattr(
+        keras_tfm.export,
+        "export_for_serving",
+        lambda model, target, **kwargs: targets.append(target) or os.path.join(target, "1"),
+    )
+    output = tmp_path / "runs" / "deep" / "ft"
+    monkeypatch.chdir(tmp_path)
     with pytest.warns(UserWarning, match="not in the checkpoint"):
         results = recipes.finetune_checkpoint(
-            checkpoint=TINY_BERT, data=str(data / "train.txt"), steps=7, batch_size=8, verbose=1
-        )
+            checkpoint=TINY_BERT, data=str(data / "train.txt"), steps=7, batch_size=8, verbose=1,
+            output=str(output), export="sst2",
+        )  # fmt: skip
     assert results["steps"] == 7
+    assert targets == [str(output / "saved_models" / "sst2")] and "config.json" in os.listdir(output)
+    assert results["export_path"] == str(output / "saved_models" / "sst2" / "1")
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # without the bar's colours
     first, second = out.split("Epoch 2/2")
     assert {total for _, total in re.findall(r"(\d+)/(\d+) ", first.split("Epoch 1/2")[1])} == {"5"}, out
     counts = re.findall(r"(\d+)/(\d+) ", second)
     assert {total for _, total in counts} == {"2"} and counts[-1] == ("2", "2"), out
+
+
+def test_one_rule_for_where_exports_go():
+    from keras_tfm.recipes import FinetuneOptions, GPTOptions
+    from keras_tfm.recipes.output import export_base
+
+    for options in (GPTOptions, lambda **kw: FinetuneOptions(checkpoint="c", data="d", **kw)):
+        assert export_base(options(output="runs/x", export="m")) == os.path.abspath("runs/x/saved_models")
+        assert export_base(options(output="runs/x", export="m", export_dir="e")) == "e"
+        assert export_base(options(export="m")) == "saved_models"
 
 
 # --------------------------------------------------------------------------- #
