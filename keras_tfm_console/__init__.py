@@ -9,9 +9,15 @@ imports TensorFlow with descriptor 2 pointed at /dev/null; Python's own
 `sys.stderr` (warnings, tracebacks, the CLI's messages) keeps writing to the
 real stderr throughout.
 
+Lines that TensorFlow's ops log while the command runs (after the import) go
+through the level check: the default level, 3, hides INFO, WARNING and ERROR
+lines (e.g. oneDNN's "DT_INT64 only on platforms with AVX-512", logged as an
+ERROR by ops that work), so no C++ log line reaches the console; a failing op
+still raises its Python exception. FATAL lines (TensorFlow aborting) still show.
+
 A library import never changes the log level: only the `keras-tfm` command and
-the example scripts call `quiet_tensorflow()`. Set `TF_CPP_MIN_LOG_LEVEL=0` to
-see every TensorFlow line again.
+the example scripts call `quiet_tensorflow()`. A `TF_CPP_MIN_LOG_LEVEL` set by
+the user is kept (`2` shows ERROR lines); `0` shows every TensorFlow line again.
 
 This is a top-level package, apart from `keras_tfm`, because `import keras_tfm`
 imports Keras and with it TensorFlow: the quieting has to happen before. It uses
@@ -27,8 +33,8 @@ from collections.abc import Iterator
 
 __all__ = ["DEFAULT_TF_LOG_LEVEL", "quiet_native_logs", "quiet_tensorflow", "set_log_levels"]
 
-#: The level set when the user has not chosen one: hide TensorFlow's INFO and WARNING lines.
-DEFAULT_TF_LOG_LEVEL = "2"
+#: The level set when the user has not chosen one: hide TensorFlow's INFO, WARNING and ERROR lines.
+DEFAULT_TF_LOG_LEVEL = "3"
 
 
 def _quiet_wanted():

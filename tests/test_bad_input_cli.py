@@ -173,7 +173,11 @@ def _line(*argv):
             status = main([str(a) for a in argv])
         except SystemExit as exit_:
             status = exit_.code
-    lines = [line for line in err.getvalue().splitlines() if line.startswith("keras-tfm")]
+    lines = [  # a warning is a line `keras-tfm COMMAND: warning: ...` (keras_tfm.cli.usage)
+        line
+        for line in err.getvalue().splitlines()
+        if line.startswith("keras-tfm") and ": warning: " not in line
+    ]
     assert status == 2, f"exit status {status}; stderr:\n{err.getvalue()[-3000:]}"
     assert len(lines) == 1 and "Traceback" not in err.getvalue(), (
         f"expected one error line:\n{err.getvalue()[-3000:]}"
@@ -410,10 +414,16 @@ def _(env):
     _line("train", "gpt", "--data", env.shakespeare, "--results", env.root, *TINY_GPT_RUN)
 
 
-@case("train-results-parent-missing", ValueError, r"error: --results: the folder .*nowhere' does not exist")
-def _(env):
+@case("train-results-below-a-file", ValueError, r"error: --results: .*a_file' is a file, not a folder")
+def _(env):  # a missing parent is created (test_cli_paper_cuts.py); one below a file cannot be
     _line(
-        "train", "gpt", "--data", env.shakespeare, "--results", env.path("nowhere", "r.json"), *TINY_GPT_RUN
+        "train",
+        "gpt",
+        "--data",
+        env.shakespeare,
+        "--results",
+        os.path.join(env.a_file, "r.json"),
+        *TINY_GPT_RUN,
     )
 
 

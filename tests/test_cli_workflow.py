@@ -3,7 +3,9 @@
 One module-scoped pipeline runs in subprocesses, the three kinds side by side to share the wall time:
 `train gpt|bert|seq2seq --output DIR` (GPT and BERT with `--export NAME`, seq2seq exported afterwards
 by `keras-tfm export --model DIR`, which picks up the tokenizers saved beside the model), then
-`keras-tfm generate` on each SavedModel (generate / translate / classify). The bad-input cases run
+`keras-tfm generate` on each SavedModel (generate / translate / classify) and `keras-tfm evaluate` of
+the GPT. Every one runs with TensorFlow's default logging (no `TF_CPP_*` variable) and none may print
+a TensorFlow C++ log line (`test_no_tensorflow_log_line_on_the_console`). The bad-input cases run
 in-process: they fail before any training.
 """
 
@@ -17,6 +19,7 @@ import sys
 import time
 
 import pytest
+from test_cli_paper_cuts import default_logging_env, native_log_lines
 
 import keras_tfm
 from keras_tfm import cli
@@ -40,7 +43,6 @@ BERT = ["--steps", "2", "--eval-interval", "1", "--vocabulary-size", "60", "--ma
 BERT += ["--finetune-batch-size", "8"]
 SEQ2SEQ = ["--steps", "2", "--eval-interval", "2", "--test-pairs", "8", "--bleu-pairs", "2", "--show", "0"]
 SEQ2SEQ += ["--max-words", "6", "--warmup-steps", "2"]
-TF_NOISE = ("oneDNN custom operations", "cuda drivers", "cuInit", "absl::InitializeLog", "cpu_feature_guard")
 
 
 def _write_data(folder):
@@ -64,14 +66,12 @@ def _write_data(folder):
 
 
 def _start(*argv):
-    env = dict(os.environ)
-    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the command sets its own level
     return subprocess.Popen(
         [sys.executable, "-m", "keras_tfm_console", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=default_logging_env(),  # the command sets its own level
     )
 
 
@@ -113,7 +113,7 @@ def pipeline(tmp_path_factory):
     )  # fmt: skip
     exported = {}
     if trained["seq2seq"][0] == 0:
-        served = root / "served"
+        served = root / "served" / "deep"  # missing parents are created
         exported = _finish(
             {
                 "seq2seq": _start(
@@ -138,6 +138,8 @@ def pipeline(tmp_path_factory):
                                "a fun film", "--prompt", "a dull mess", "--json")} if trained["bert"][0] == 0 else {}),
             **({"seq2seq": _start("generate", "--model", str(exported["seq2seq_dir"]), "--prompt", "I see.",
                                   "--json")} if exported.get("seq2seq", (1,))[0] == 0 else {}),
+            **({"evaluate_gpt": _start("evaluate", "--model", str(runs["gpt"]), "--data", str(root / "input.txt"),
+                                       "--json")} if trained["gpt"][0] == 0 else {}),
         }
     )  # fmt: skip
     return {"root": root, "runs": runs, "trained": trained, "exported": exported, "generated": generated}
@@ -156,11 +158,6 @@ def _check_output_folder(folder, task, tokenizer_files):
     return info
 
 
-def _assert_quiet(stderr):
-    noise = [line for line in stderr.splitlines() if any(n in line for n in TF_NOISE)]
-    assert not noise, noise
-
-
 def test_gpt_train_export_generate(pipeline):
     stdout = _ok(pipeline["trained"]["gpt"])
     # Not a terminal: --verbose 2, one line per epoch ("2/2 - 3s - ... - val_loss: ..."), no ANSI bar.
@@ -175,7 +172,19 @@ def test_gpt_train_export_generate(pipeline):
     # `generate` slides its window (issue 15 §2).
     assert len(out["completions"]) == 1 and out["num_tokens"] == [64]
     assert len(out["completions"][0]) == 64
-    _assert_quiet(pipeline["trained"]["gpt"][2] + pipeline["generated"]["gpt"][2])
+
+
+def test_no_tensorflow_log_line_on_the_console(pipeline):
+    """train gpt|bert|seq2seq, export, generate and evaluate, each with the default logging."""
+    runs = {
+        f"{stage} {name}": result
+        for stage in ("trained", "exported", "generated")
+        for name, result in pipeline[stage].items()
+        if isinstance(result, tuple)
+    }
+    assert len(runs) == 8 and all(code == 0 for code, _, _ in runs.values()), runs
+    noise = {name: native_log_lines(stdout, stderr) for name, (_, stdout, stderr) in runs.items()}
+    assert not any(noise.values()), noise
 
 
 def test_seq2seq_train_export_translate(pipeline):
@@ -222,11 +231,12 @@ def _load(folder, tokenizer="tokenizer.vocab"):
     return keras.saving.load_model(folder / "model.keras", compile=False), load_tokenizer(folder / tokenizer)
 
 
-def test_evaluate_gpt_is_the_mean_next_character_loss(pipeline, capsys):
+def test_evaluate_gpt_is_the_mean_next_character_loss(pipeline):
     import numpy as np
 
     _ok(pipeline["trained"]["gpt"])
-    out = _evaluate(pipeline, "gpt", "input.txt", capsys)
+    out = json.loads(_ok(pipeline["generated"]["evaluate_gpt"]).strip().splitlines()[-1])  # a subprocess
+    assert out["task"] == "gpt"
     model, tokenizer = _load(pipeline["runs"]["gpt"])
     assert model.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()  # the .keras file carries it
     ids = tokenizer((pipeline["root"] / "input.txt").read_text()).numpy()
@@ -299,10 +309,12 @@ def data_root(tmp_path_factory):
     return root
 
 
-def test_output_parent_missing(data_root, tmp_path, capsys):
+def test_output_below_a_file(data_root, tmp_path, capsys):
+    """A missing parent is created (test_cli_paper_cuts.py); one below a file cannot be."""
+    (tmp_path / "no").write_text("x")
     assert _train_gpt(tmp_path / "no" / "such" / "run", root=data_root) == 2
-    assert "does not exist" in _one_line_error(capsys, "--output")
-    assert not (tmp_path / "no").exists()
+    assert "is a file" in _one_line_error(capsys, "--output")
+    assert os.listdir(tmp_path) == ["no"]
 
 
 def test_output_parent_not_writable(data_root, tmp_path, capsys, monkeypatch):

@@ -541,7 +541,8 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
         ]
     )
     assert usage.run(args) == 0  # --num-beams 2: the `beam_search` signature (greedy: test_cli_workflow)
-    assert capsys.readouterr().out.split("\n")[:2] == exports["gpt_beam2"][:2]
+    expected = [prompt + completion for prompt, completion in zip(GPT_PROMPTS, exports["gpt_beam2"])]
+    assert capsys.readouterr().out.split("\n")[:2] == expected[:2]  # each prompt, then its completion
     # The default --max-new-tokens (64) fits every export whose `generate` slides past the context.
     info = export_info(exports["gpt_path"])
     assert info["sliding_window"] and default_max_new_tokens(info, ["h" * 8]) == 64

@@ -2,11 +2,15 @@
 
     keras-tfm finetune --checkpoint ../shared/data/all-MiniLM-L6-v2 --task classifier \\
         --data ../shared/data/sst2_sentence_level --output runs/sst2 --export sst2
+
+writes the checkpoint to runs/sst2 and the SavedModel to runs/sst2/saved_models/sst2/1, the rule of
+`keras-tfm train` (`keras_tfm.recipes.output.export_base`).
 """
 
 from keras_tfm import recipes
 from keras_tfm.cli import usage
 from keras_tfm.cli.options import (
+    TRAINING_FLAGS,
     Flag,
     add_options,
     comma_list,
@@ -59,8 +63,13 @@ FINETUNE_FLAGS = {
     ),
     "output": Flag("output", "write the fine-tuned checkpoint here (save_pretrained)", show_default=False),
     "overwrite": Flag("output", "replace an --output that is not empty", action="store_true"),
-    "export": Flag("output", "also write EXPORT_DIR/NAME/VERSION", metavar="NAME", show_default=False),
-    "export_dir": Flag("output", "base folder of --export"),
+    "export": Flag(
+        "output",
+        "also export a TF Serving SavedModel with the classify signature: EXPORT_DIR/NAME/VERSION",
+        metavar="NAME",
+        show_default=False,
+    ),
+    "export_dir": TRAINING_FLAGS["export_dir"],
     "label_names": Flag(
         "output", "class names for --export, comma-separated", comma_list, show_default=False
     ),

@@ -1,4 +1,10 @@
-"""`keras-tfm generate`: query an exported SavedModel version with tf.saved_model.load (no Keras)."""
+"""`keras-tfm generate`: query an exported SavedModel version with tf.saved_model.load (no Keras).
+
+Prints one text per `--prompt` (`output_texts`): a GPT's prompt followed by its completion, as KerasHub's
+`generate` returns it (`--completion-only`: the completion alone, for scripts); a seq2seq model's
+translation, a classifier's label and a masked LM's filled-in text (the whole text already), each alone.
+`--json` prints every output of the signature instead (a GPT's "completions" without the prompt).
+"""
 
 import json
 import os
@@ -31,7 +37,7 @@ def default_max_new_tokens(info, prompts):
 
 
 def run_generate(args):
-    """Runs the export's text signature on `--prompt`s; prints the outputs (one per line, or JSON)."""
+    """Runs the export's text signature on `--prompt`s; prints the outputs (`output_texts`, or JSON)."""
     import tensorflow as tf
 
     try:
@@ -74,6 +80,37 @@ USES = {
 }
 
 
+#: The signatures that continue the prompt (a GPT's): their texts are printed after the prompt.
+CONTINUING = ("generate", "beam_search")
+#: The output printed of each signature.
+PRINTED = {
+    "generate": "completions",
+    "beam_search": "completions",
+    "translate": "translations",
+    "classify": "labels",
+    "fill_mask": "filled",
+}
+
+
+def output_texts(signature, prompts, out, completion_only=False):
+    """The texts `keras-tfm generate` prints, one per prompt.
+
+    Args:
+        signature: the signature called (`PRINTED`).
+        prompts: the prompts (str), in the order of the request.
+        out: the signature's outputs (`keras_tfm.export.client.call_signature`).
+        completion_only: for `CONTINUING` signatures, the completion without the prompt.
+
+    Returns:
+        For `generate` / `beam_search`, `prompt + completion` (the completion alone with
+        `completion_only`); else the translation, the label or the filled-in text.
+    """
+    texts = [str(text) for text in out[PRINTED[signature]]]
+    if signature in CONTINUING and not completion_only:
+        return [prompt + text for prompt, text in zip(prompts, texts)]
+    return texts
+
+
 def _choose_signature(names, args):
     """The text signature `args` asks of an export with the signatures `names`."""
     if "beam_search" in names and args.num_beams not in (None, 1):
@@ -109,6 +146,13 @@ def _run_generate(args):
     loaded = load_served(directory)
     signature = _choose_signature(set(loaded.signatures), args)
     _refuse_unused(signature, args)
+    if args.completion_only and (signature not in CONTINUING or args.json):
+        raise usage.UsageError(
+            "--completion-only",
+            "--json prints the completions alone already"
+            if args.json
+            else f"the export's {signature!r} signature prints its output alone already (no prompt)",
+        )
     if args.max_new_tokens == 0:  # a negative count is refused by the signature itself
         raise usage.UsageError(
             "--max-new-tokens", "must be at least 1; received 0 (nothing would be generated)"
@@ -127,21 +171,20 @@ def _run_generate(args):
         length_penalty=request["length_penalty"],
     )
     if signature == "beam_search":
-        out, main = call_signature(loaded, "beam_search", prompts=prompts, **beam), "completions"
+        out = call_signature(loaded, "beam_search", prompts=prompts, **beam)
     elif signature == "generate":
         sampling = {name: request[name] for name in SAMPLING}
         out = call_signature(loaded, "generate", prompts=prompts, max_new_tokens=max_new_tokens, **sampling)
-        main = "completions"
     elif signature == "translate":
-        out, main = call_signature(loaded, "translate", inputs=prompts, **beam), "translations"
+        out = call_signature(loaded, "translate", inputs=prompts, **beam)
     elif signature == "classify":
-        out, main = call_signature(loaded, "classify", inputs=prompts), "labels"
+        out = call_signature(loaded, "classify", inputs=prompts)
     else:
-        out, main = call_signature(loaded, "fill_mask", inputs=prompts), "filled"
+        out = call_signature(loaded, "fill_mask", inputs=prompts)
     if args.json:
         print(json.dumps({k: v.tolist() for k, v in out.items()}, ensure_ascii=False))
     else:
-        for text in out[main]:
+        for text in output_texts(signature, args.prompt, out, args.completion_only):
             print(text)
     return 0
 
@@ -177,6 +220,11 @@ def register(subparsers):
     )
     p.add_argument(
         "--length-penalty", type=float, default=None, help="beam search: GNMT alpha (default: 0.6)"
+    )
+    p.add_argument(
+        "--completion-only",
+        action="store_true",
+        help="GPT: print the completion alone (default: the prompt followed by its completion)",
     )
     p.add_argument("--json", action="store_true", help="print all outputs as JSON")
     return usage.set_handler(p, run_generate)

@@ -9,10 +9,11 @@
     keras-tfm train gpt --help
 
 Every subcommand is a module of this package with `register(subparsers)`, which adds its parser and
-ends with `usage.set_handler(parser, handler)`; `SUBCOMMANDS` lists the modules. Bad values (a missing
-`--output` parent, an `--output` that already holds a model, a `--model` folder without its tokenizer,
-...) end with one line naming the flag on stderr and exit status 2 (`usage`). TensorFlow's start-up
-lines are hidden (`keras_tfm_console`; `TF_CPP_MIN_LOG_LEVEL=0` shows them).
+ends with `usage.set_handler(parser, handler)`; `SUBCOMMANDS` lists the modules. Bad values (an
+`--output` parent that cannot be written, an `--output` that already holds a model, a `--model` folder without its tokenizer,
+...) end with one line naming the flag on stderr and exit status 2 (`usage`); a Python warning is one
+line too, `keras-tfm COMMAND: warning: ...`. TensorFlow's C++ log lines are hidden (`keras_tfm_console`;
+`TF_CPP_MIN_LOG_LEVEL=0` shows them).
 """
 
 import argparse

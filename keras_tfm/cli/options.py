@@ -174,8 +174,8 @@ TRAINING_FLAGS = {
     ),
     "output": Flag(
         "output",
-        "write the trained model.keras, its tokenizer(s) and training.json into this new folder "
-        "(atomically: nothing is left behind if the run fails)",
+        "write the trained model.keras, its tokenizer(s) and training.json into this new folder, its missing "
+        "parents created (atomically: nothing is left behind if the run fails)",
         metavar="DIR",
         show_default=False,
     ),

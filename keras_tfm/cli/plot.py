@@ -107,9 +107,15 @@ def run_plot(args):
     """Draws the requested picture and prints its path. Returns 0.
 
     A bad value is one line naming the flag (exit status 2): the checks of the plotting functions and of
-    the schedules name their arguments, spelled here as the flags (`ALIASES`)."""
+    the schedules name their arguments, spelled here as the flags (`ALIASES`). Missing parent folders of
+    `--output` are created."""
     if os.path.isdir(args.output):
         raise usage.UsageError("--output", f"{args.output!r} is a folder; expected a .png file name")
+    from keras_tfm.recipes.output import check_folder_target
+
+    # Missing parent folders are created when the picture is saved; refused here: a parent that is a file
+    # or that cannot be written, before the (slow) model load.
+    check_folder_target("output", os.path.dirname(os.path.abspath(args.output)))
     try:
         return _draw(args)
     except usage.UsageError:

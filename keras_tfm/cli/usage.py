@@ -8,10 +8,16 @@ command, spelled as on the command line (`--max-length must be a positive int`).
 is a bug and propagates with its traceback. A write that found no room (a full disk, a file-size limit:
 `keras_tfm.atomic_files.NoSpaceError`, or any OSError of `NO_SPACE`) is one line too, exit status 2:
 the file, the room it needed and the room free (nothing half-written is left: writes go to temporaries).
+
+A Python warning raised while a command runs (e.g. "weights not in the checkpoint" when fine-tuning a
+classifier whose head is new) is printed as one line, `PROG: warning: MESSAGE`, without Python's file,
+line number and source line (`warnings_as_messages`); library users still get the `warnings.warn`.
 """
 
+import contextlib
 import re
 import sys
+import warnings
 
 from keras_tfm.atomic_files import NO_SPACE, NoSpaceError, no_space_message
 
@@ -79,6 +85,23 @@ def call(prog, function, flags):
         return report(prog, no_space_message(error, error.filename or "a file"))
 
 
+@contextlib.contextmanager
+def warnings_as_messages(prog):
+    """Inside the block, a Python warning that the filters let through prints as one line on stderr,
+    `PROG: warning: MESSAGE` (Python's own format adds the file, the line number and the source line).
+    The filters are unchanged; the previous display is restored afterwards."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        try:
+            print(f"{prog}: warning: {str(message).strip()}", file=sys.stderr if file is None else file)
+        except (OSError, ValueError):  # a closed stream, as Python's own display
+            pass
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def set_handler(parser, handler, start_devices=True):
     """Makes `handler(args)` the command of `parser` (call last, once every argument is added).
 
@@ -94,5 +117,7 @@ def set_handler(parser, handler, start_devices=True):
 
 
 def run(args):
-    """Runs the handler `set_handler` stored in the parsed `args`; returns the exit status."""
-    return call(args._prog, lambda: args._handler(args), args._flags)
+    """Runs the handler `set_handler` stored in the parsed `args` (warnings as one-line messages);
+    returns the exit status."""
+    with warnings_as_messages(args._prog):
+        return call(args._prog, lambda: args._handler(args), args._flags)

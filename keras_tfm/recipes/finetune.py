@@ -108,6 +108,32 @@ class StepTimer(keras.callbacks.Callback):
         return float(np.median(self.step_seconds)) if self.step_seconds else float("nan")
 
 
+class StepProgbar(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar counting the steps the run will take: an epoch's target is the smaller of its
+    length and the steps left of `steps` (Keras's own says "n/217" and ends at "217/217" when `StepTimer`
+    stops at step 150), and an epoch stopped early by another callback ends at the steps it ran."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps, self.done, self.epoch_steps = steps, 0, None
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.epoch_steps = self.target
+
+    def on_epoch_begin(self, epoch, logs=None):
+        left = self.steps - self.done
+        self.target = left if self.epoch_steps is None else min(self.epoch_steps, left)
+        super().on_epoch_begin(epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.done += self.seen
+        stopped = self.model is not None and self.model.stop_training
+        if stopped and self.progbar is not None and 0 < self.seen < (self.target or float("inf")):
+            self.target = self.progbar.target = self.seen
+        super().on_epoch_end(epoch, logs)
+
+
 def finetune_classifier(
     model: Any,
     tokenizer: Any,
@@ -157,8 +183,10 @@ def finetune_classifier(
         model, finetune_optimizer(learning_rate, total, warmup_fraction, weight_decay), jit_compile=False
     )
     timer = StepTimer(total)
+    own_bar = any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks)
+    progress = [StepProgbar(total)] if verbose and not own_bar else []  # a bar that ends at `steps`
     start = time.perf_counter()
-    history = model.fit(data, epochs=epochs, verbose=verbose, callbacks=[*callbacks, timer])
+    history = model.fit(data, epochs=epochs, verbose=verbose, callbacks=[*callbacks, timer, *progress])
     timer.total_seconds = time.perf_counter() - start
     return history, timer
 
@@ -223,7 +251,8 @@ class FinetuneOptions:
         output: write the fine-tuned checkpoint here (`save_pretrained`).
         overwrite: replace an `output` that is not empty.
         export: also export a TF Serving SavedModel named this: `export_dir/export/VERSION`.
-        export_dir: base folder of `export`.
+        export_dir: base folder of `export`; None = `output/saved_models` with `output`, else
+            saved_models (the rule of every recipe, `keras_tfm.recipes.output.export_base`).
         label_names: class names of the export (one per class).
     """
 
@@ -244,7 +273,7 @@ class FinetuneOptions:
     output: str | None = None
     overwrite: bool = False
     export: str | None = None
-    export_dir: str = "saved_models"
+    export_dir: str | None = None
     label_names: list[str] | None = None
 
     def __post_init__(self):
@@ -304,8 +333,6 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
         raise ValueError(
             f"`output`: {o.output!r} already exists and is not empty; replacing it needs `overwrite`."
         )
-    if o.output and not os.path.isdir(os.path.dirname(os.path.abspath(o.output))):
-        raise ValueError(f"`output`: the parent folder of {o.output!r} does not exist.")
     output_lib.check_output_options(o)
     (texts, labels), dev = read_splits(o.data, o.dev)
     num_classes = o.num_classes or max(labels) + 1
@@ -354,13 +381,14 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
         runtime.log(f"dev accuracy: {results['dev_accuracy']:.4f}")
     if o.output:
         with write_guard(o.output, output_lib.model_bytes(model)):
+            output_lib.make_parents(o.output)
             save_pretrained(model, o.output, tokenizer=tokenizer, overwrite=o.overwrite)
         results["output_path"] = o.output
         runtime.log(f"checkpoint: {o.output}")
     if o.export:
         from keras_tfm.export import export_for_serving
 
-        target = os.path.join(o.export_dir, o.export)
+        target = os.path.join(output_lib.export_base(o), o.export)
         try:
             with write_guard(target, output_lib.model_bytes(model)):
                 results["export_path"] = export_for_serving(

@@ -6,7 +6,14 @@
     DIR/training.json            {"task", "arguments", "metrics", "seconds", "tokenizers", "labels", ...}
     DIR/saved_models/NAME/1/     with --export NAME: the TF Serving SavedModel (every signature)
 
-The folder is written under a temporary name beside DIR and renamed into
+One rule for where every recipe's export goes (`export_base`): `export NAME` writes
+`EXPORT_DIR/NAME/VERSION`, EXPORT_DIR being `export_dir` when given, else `OUTPUT/saved_models` with
+`output`, else `saved_models` (in the working folder).
+
+Missing parent folders of `output`, `results`, `log_dir`, `backup_dir` and `export_dir` are created
+when the run writes there (`make_parents`), not before: the checks before training only ask that the
+nearest existing part of each path is a writable folder. The folder is written under a temporary name
+beside DIR and renamed into
 place at the end, so DIR is either absent or complete: a failed or interrupted
 run leaves nothing half-written. An existing DIR holding a model is replaced
 only with `overwrite` (`--overwrite`). `keras-tfm export --model DIR` and `keras-tfm
@@ -57,8 +64,25 @@ def _check_writable_folder(argument, folder):
         raise ValueError(f"`{argument}`: cannot write into {folder!r} ({error.strerror}).") from None
 
 
+def export_base(options):
+    """The folder `options.export` goes into: `export_dir`, else `output/saved_models` with `output`, else
+    `saved_models`. Every recipe follows this rule (`keras-tfm train` and `keras-tfm finetune` alike)."""
+    if options.export_dir:
+        return options.export_dir
+    if options.output:
+        return os.path.join(os.path.abspath(options.output), EXPORT_SUBDIR)
+    return EXPORT_SUBDIR
+
+
+def make_parents(path):
+    """Creates the missing parent folders of `path` (the checks before training found them creatable)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+
 def check_output_options(options):
-    """Checks `output`, `overwrite`, `export`, `export_dir` of a recipe's options before any training.
+    """Checks `output`, `overwrite`, `export`, `export_dir` (and `results`, `log_dir`, `backup_dir` when
+    the options have them) before any training: each is, or can be created as, what the run writes
+    (missing parents are created at the end, `make_parents`).
 
     Raises:
         ValueError: naming the option (`keras-tfm` reports it as the flag, exit status 2).
@@ -66,7 +90,7 @@ def check_output_options(options):
     output = options.output
     if output:
         path = os.path.abspath(output)
-        _check_writable_folder("output", os.path.dirname(path))
+        check_folder_target("output", os.path.dirname(path))
         if os.path.exists(path):
             if not os.path.isdir(path):
                 raise ValueError(f"`output`: {output!r} is a file, not a folder.")
@@ -88,13 +112,9 @@ def check_output_options(options):
     if results:
         if os.path.isdir(results):
             raise ValueError(f"`results`: {results!r} is a folder; expected a file name.")
-        _check_writable_folder("results", os.path.dirname(os.path.abspath(results)))
-    if options.export:
-        export_dir = options.export_dir
-        if export_dir is None and not output:
-            export_dir = EXPORT_SUBDIR
-        if export_dir is not None:
-            check_export_target("export_dir", export_dir, options.export)
+        check_folder_target("results", os.path.dirname(os.path.abspath(results)))
+    if options.export and (options.export_dir or not output):  # else inside the new `output` folder
+        check_export_target("export_dir", export_base(options), options.export)
 
 
 def check_export_target(argument, export_dir, name):
@@ -226,7 +246,7 @@ def save_trained(options, task, model, tokenizers, results, labels=None, log=pri
         labels: class names of a classifier.
     """
     written = {}
-    name, output, export_dir = options.export, options.output, options.export_dir
+    name, output = options.export, options.output
     path = os.path.abspath(output) if output else None
     if output:
 
@@ -237,6 +257,8 @@ def save_trained(options, task, model, tokenizers, results, labels=None, log=pri
                 )
             return None
 
+        with write_guard(path):
+            make_parents(path)
         with write_guard(path), atomic_directory(path, options.overwrite, refuse) as temp:
             with write_guard(os.path.join(path, MODEL_FILE), model_bytes(model)):
                 model.save(os.path.join(temp, MODEL_FILE))
@@ -250,7 +272,7 @@ def save_trained(options, task, model, tokenizers, results, labels=None, log=pri
         written["output"] = path
         log(f"saved the model, its tokenizer(s) and training.json to {path}")
     if name:
-        base = export_dir or (os.path.join(path, EXPORT_SUBDIR) if output else EXPORT_SUBDIR)
+        base = export_base(options)
         try:
             with write_guard(os.path.join(os.path.abspath(base), name), model_bytes(model)):
                 written["export"] = export(model, base, name, tokenizers, labels)
