@@ -36,6 +36,7 @@ from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
+from keras_tfm.models.layout import bind_sizes, model_sizes
 from keras_tfm.models.parts import (
     block_caches,
     cache_positions,
@@ -207,6 +208,19 @@ class Seq2Seq(TransformerModel):
         tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
         scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
         lm_head_use_bias = check_bool("lm_head_use_bias", lm_head_use_bias)
+        # Before any variable exists: a get_layout_map map of the current distribution checks these.
+        sizes = bind_sizes(
+            model_sizes(
+                d_model,
+                num_heads,
+                d_ff,
+                num_key_value_heads,
+                source_size if shared else None,
+                source_vocabulary=source_size,
+                target_vocabulary=target_size,
+                output_vocabulary=target_size,
+            )
+        )
 
         # === Layers ===
         block_initializer = initializer(kernel_initializer, "glorot_uniform", "blocks")
@@ -326,7 +340,7 @@ class Seq2Seq(TransformerModel):
             kernel_initializer=kernel_initializer,
             dtype=dtype,
         )
-        self._init_model(inputs, logits, name, config, **kwargs)
+        self._init_model(inputs, logits, name, config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
         self.encoder_embedding = encoder_embedding
