@@ -161,22 +161,50 @@ class TransformerLayoutMap(keras.distribution.LayoutMap):
         return self._checked[key]
 
     def _checked_layout(self, path, pattern, layout):
-        axes = list(layout.axes)
-        for index, (axis, dim) in enumerate(zip(axes, self._rules[pattern])):
-            if axis is None:
-                continue
-            size = self._sizes.get(dim[1])
-            devices = self.axis_size(axis)
-            if size is not None and size % devices:
+        axes = checked_axes(path, self._rules[pattern], layout.axes, self.axis_size, self._sizes, warn=True)
+        if axes == tuple(layout.axes):
+            return layout
+        return keras.distribution.TensorLayout(axes, self.device_mesh)
+
+
+def rule_for(path):
+    """The per-dimension split of `RULES` for a variable path (None: no rule, replicated)."""
+    return next((dims for pattern, dims in RULES if re.fullmatch(pattern, path)), None)
+
+
+def checked_axes(path, dims, axes, axis_size, sizes, warn=False):
+    """`axes` (a mesh axis name or None per dimension, from the rule `dims`) with every split
+    dimension whose size (`sizes[name]`) the axis (`axis_size(axis)` devices) does not divide
+    replaced by None; `warn` names the variable in a UserWarning for each."""
+    axes = list(axes)
+    for index, (axis, dim) in enumerate(zip(axes, dims)):
+        if axis is None:
+            continue
+        size, devices = sizes.get(dim[1]), axis_size(axis)
+        if size is not None and size % devices:
+            if warn:
                 warnings.warn(
                     f"get_layout_map: `{path}` dimension {index} ({dim[1]}={size}) is not divisible by the "
                     f"{axis!r} mesh axis ({devices} devices); it is replicated along {axis!r}.",
-                    stacklevel=2,
+                    stacklevel=3,
                 )
-                axes[index] = None
-        if axes == list(layout.axes):
-            return layout
-        return keras.distribution.TensorLayout(tuple(axes), self.device_mesh)
+            axes[index] = None
+    return tuple(axes)
+
+
+def shard_count(path, sizes, data_devices, model_devices, fully_sharded=False):
+    """Into how many parts `get_layout_map` splits the variable `path` on a (data, model) mesh of
+    these sizes: the product of the devices along its split axes (1: replicated)."""
+    dims = rule_for(path)
+    if dims is None:
+        return 1
+    devices = {"data": data_devices, "model": model_devices}
+    axes = tuple(None if d is None or (d[0] == "data" and not fully_sharded) else d[0] for d in dims)
+    axes = checked_axes(path, dims, axes, devices.__getitem__, sizes)
+    count = 1
+    for axis in axes:
+        count *= 1 if axis is None else devices[axis]
+    return count
 
 
 def _check_mesh(device_mesh, model_parallel_dim_name, data_parallel_dim_name):
