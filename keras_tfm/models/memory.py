@@ -22,9 +22,9 @@ axes; a dimension an axis does not divide stays whole, as in `get_layout_map`) c
         (2·G·d_h), attention scores and probabilities (2·H·s: standard attention), the FFN's
         pre-activation, activation and its intermediate (k_f = 3; gated: 6 with the gate and
         the product); then the float32 logits with their softmax and gradients (6·V) and the
-        embedding output with its gradient (2·d). The coefficients are those of the compiled
+        embedding output with its gradient (2·d). The coefficients are fitted to the compiled
         step (XLA's buffer assignment of `jax.jit(step).lower(...).compile()` on CPU, float32,
-        GPT-2 and Llama layouts): within 11 % of its activation bytes over the shapes checked.
+        GPT-2 and Llama layouts); `tests/distribution_cases.py` holds the total to it (20 %).
         c: compute-dtype bytes, b: batch per device, s: sequence_length, L: blocks; M_h / M_g /
         M_f / M_V: the model devices where heads / key-value heads / d_ff / vocabulary divide,
         else 1. `remat=True` keeps each block's input (d per token and block) plus one
