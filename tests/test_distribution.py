@@ -36,9 +36,9 @@ def test_distribution_cases_on_eight_virtual_devices():
         sys.executable,
         "-m",
         "pytest",
+        "-o",
+        "addopts=",  # not the suite's xdist options: one process, with its summary line
         "-q",
-        "-n",
-        "0",
         "-p",
         "no:cacheprovider",
         "-W",
@@ -53,7 +53,8 @@ def test_distribution_cases_on_eight_virtual_devices():
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert " passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-3000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary and "error" not in summary, proc.stdout[-3000:]
 
 
 # ------------------------------------------------ memory_plan on paper (no device, no model built)
