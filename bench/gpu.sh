@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One command for a GPU machine with JAX (CUDA) and PyTorch but no TensorFlow and no network:
 # keras_tfm's GPT training speed and MFU on the JAX backend (mixed_bfloat16, fused attention),
-# a PyTorch peer, and generation tokens/s (bench/gpu_bench.py says what each row is).
+# a PyTorch peer, the same training sharded over every device (ModelParallel with get_layout_map;
+# skipped, with the reason, on a one-device machine) and generation tokens/s (bench/gpu_bench.py says
+# what each row is).
 #
 #   bash bench/gpu.sh                 # GPU: medium + 12-layer d768 T1024 configs
 #   bash bench/gpu.sh --cpu           # tiny CPU smoke run (what tests/test_gpu_bench.py runs)

@@ -12,6 +12,10 @@ Rows:
   * torch       the same GPT (pre-norm, GELU-tanh, learned positions, tied head) in PyTorch with
                 bf16 autocast, `scaled_dot_product_attention(is_causal=True)` (FlashAttention on
                 an H100), fused AdamW, `torch.compile` unless --no-torch-compile.
+  * sharded     the keras_tfm row on every device JAX sees, under `keras.distribution.ModelParallel`
+                with `GPT.get_layout_map` on a (N / M) × M mesh (M = the largest divisor of N
+                that divides the heads: Megatron split over M devices, the batch over N / M);
+                MFU against N times the peak. Skipped, with the reason, on one device.
   * generation  keras_tfm's cached generation when `keras_tfm.generation` runs on this backend,
                 else greedy decoding that recomputes the whole (fixed-size) window per token
                 inside one `jax.jit` loop (labelled "uncached").
@@ -88,6 +92,29 @@ def keras_runner(c, data, policy, attention_impl, steps_per_execution):
         return (time.perf_counter() - t) / (len(x) // batch)
 
     return model, run
+
+
+def sharded_runner(c, data, policy, attention_impl, steps_per_execution):
+    """`(run, label)` of the keras_tfm row under ModelParallel on all devices, or `(None, reason)`."""
+    devices = keras.distribution.list_devices()
+    n = len(devices)
+    if n < 2:
+        return None, f"skipped: one device ({devices[0]}); the sharded run needs several"
+    model_devices = max(m for m in range(1, n + 1) if n % m == 0 and c["num_heads"] % m == 0)
+    if c["batch"] % (n // model_devices):
+        return None, f"skipped: batch {c['batch']} does not split over {n // model_devices} data devices"
+    from keras_tfm.models import GPT
+
+    mesh = keras.distribution.DeviceMesh((n // model_devices, model_devices), ("batch", "model"), devices)
+    distribution = keras.distribution.ModelParallel(
+        layout_map=GPT.get_layout_map(mesh), batch_dim_name="batch"
+    )
+    with distribution.scope():
+        _, run = keras_runner(c, data, policy, attention_impl, steps_per_execution)
+    return (
+        run,
+        f"keras_tfm GPT, ModelParallel on a {n // model_devices} x {model_devices} mesh of {n} devices",
+    )
 
 
 def torch_runner(c, data, compile_model):
@@ -226,6 +253,12 @@ def main(argv=None):
                 print(f"[{name}] torch ready in {time.perf_counter() - t:.1f} s", flush=True)
             except ImportError:
                 print(f"[{name}] torch: not installed; not measured", flush=True)
+        run, labels["sharded"] = sharded_runner(c, data, args.policy, impl, spe)
+        if run is None:
+            print(f"[{name}] sharded: {labels['sharded']}", flush=True)
+            rows["sharded"] = {"what": labels["sharded"]}
+        else:
+            runners["sharded"] = run
         times = {k: [] for k in runners}
         for _ in range(rounds):
             for key, run in runners.items():
@@ -237,13 +270,16 @@ def main(argv=None):
         print(f"{'row':10s} {'ms/step':>9s} {'tokens/s':>11s} {'MFU':>7s}  what")
         for key, ts in times.items():
             med = statistics.median(ts)
+            scale = len(keras.distribution.list_devices()) if key == "sharded" else 1  # peak of all devices
             rows[key] = {
                 "ms_per_step": med * 1e3,
                 "tokens_per_s": tok / med,
-                "mfu": flops / med / peak,
+                "mfu": flops / med / (peak * scale),
                 "what": labels[key],
             }
-            print(f"{key:10s} {med * 1e3:9.2f} {tok / med:11.0f} {flops / med / peak:7.1%}  {labels[key]}")
+            print(
+                f"{key:10s} {med * 1e3:9.2f} {tok / med:11.0f} {flops / med / peak / scale:7.1%}  {labels[key]}"
+            )
         gen_tps, gen_label = generation_tokens_per_second(model, c, gen_batch, gen_tokens, reps=rounds + 1)
         rows["generation"] = {"tokens_per_s": gen_tps, "batch": gen_batch, "what": gen_label}
         print(f"{'generate':10s} {'':9s} {gen_tps:11.0f} {'':7s}  greedy, batch {gen_batch}, {gen_label}\n")

@@ -40,6 +40,7 @@ SLOWEST_FIRST = (
     "test_training.py",  # 74
     "test_long_generation.py",  # 66
     "test_models.py",  # 63
+    "test_distribution.py",  # ~60, estimated (one JAX subprocess on 8 virtual devices)
     "test_pretrained.py",  # 42
     "test_backends.py",  # 35
     "test_sublayer_calls.py",  # 31

@@ -3,11 +3,15 @@
 The blocks of one page run in order in one namespace (a page reads as one session), with the
 repository root as the working directory. A page that needs a folder beside the repository says so in
 an HTML comment, `<!-- needs: ../shared/data/NAME -->`; it is skipped, with that reason, only when the
-folder is absent.
+folder is absent. A block right after `<!-- env: KEY=VALUE ... -->` runs alone in a subprocess with
+those environment variables (e.g. JAX with 8 virtual devices, which a process sets before JAX starts).
 """
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -16,7 +20,9 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def python_blocks(page):
-    return re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    """[(environment string or "", code)] of the page's python blocks, in order."""
+    pattern = r"^(?:<!-- env: ([^>]*?) -->\n)?```python\n(.*?)^```"
+    return re.findall(pattern, page.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
 def test_every_docs_page_has_executed_examples_and_is_linked_from_the_readme():
@@ -40,5 +46,13 @@ def test_page_examples_run(page, monkeypatch):
             pytest.skip(f"{page.name} reads {needed}, which is not beside the repository")
     monkeypatch.chdir(ROOT)
     namespace = {"__name__": f"docs_{page.stem}"}
-    for index, block in enumerate(python_blocks(page)):
+    for index, (environment, block) in enumerate(python_blocks(page)):
+        if environment:
+            env = dict(os.environ, PYTHONPATH=str(ROOT), **dict(v.split("=", 1) for v in environment.split()))
+            env = {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
+            proc = subprocess.run(
+                [sys.executable, "-c", block], env=env, cwd=ROOT, capture_output=True, text=True
+            )
+            assert proc.returncode == 0, f"{page.name} python block {index}:\n{proc.stderr[-3000:]}"
+            continue
         exec(compile(block, f"{page.relative_to(ROOT)}[python block {index}]", "exec"), namespace)

@@ -13,7 +13,9 @@ attributes and whose operations are methods (see `keras_tfm.models.base`):
 
 A builder merges a preset (`list_presets()`, `keras_tfm.models.presets`) under
 its explicit options and calls the class. Parameter counts without building:
-`gpt_num_params`, `seq2seq_num_params`. LoRA: `model.enable_lora(rank)`,
+`gpt_num_params`, `seq2seq_num_params`; bytes per device of a training step:
+`memory_plan` (`keras_tfm.models.memory`). Model parallelism: `Model.get_layout_map(mesh)`
+(`keras_tfm.models.layout`). LoRA: `model.enable_lora(rank)`,
 `model.merge_lora()` (`keras_tfm.models.lora`). Compiling for training is
 `keras_tfm.training.compile_for_lm` / `compile_for_classification`.
 """
@@ -31,6 +33,7 @@ from keras_tfm.models.bert_tasks import (
 )
 from keras_tfm.models.gpt import GPT, gpt
 from keras_tfm.models.heads import Bias, SequencePooling
+from keras_tfm.models.memory import MemoryPlan, memory_plan
 from keras_tfm.models.param_counts import gpt_num_params, seq2seq_num_params
 from keras_tfm.models.presets import PRESETS, get_preset, list_presets
 from keras_tfm.models.sentence_encoder import SentenceEncoder
@@ -46,6 +49,7 @@ __all__ = [
     "BertTask",
     "BertTokenClassifier",
     "Bias",
+    "MemoryPlan",
     "SentenceEncoder",
     "Seq2Seq",
     "SequencePooling",
@@ -59,6 +63,7 @@ __all__ = [
     "gpt",
     "gpt_num_params",
     "list_presets",
+    "memory_plan",
     "seq2seq",
     "seq2seq_num_params",
     "vit_classifier",

@@ -38,7 +38,7 @@ import os
 
 import keras
 
-from keras_tfm.models import extensions, lora
+from keras_tfm.models import extensions, layout, lora
 from keras_tfm.models.presets import PRESETS, list_presets, preset_options
 
 #: The prefix of a Hugging Face Hub name (`"hf://org/name"`).
@@ -138,13 +138,60 @@ class TransformerModel(keras.Model):
     preset_family: str | None = None
     #: The `keras_tfm.checkpoints.from_pretrained` task giving this class ("encoder": BERT's bare encoder).
     checkpoint_task: str | None = None
+    #: The sizes `get_layout_map` checks (`layout.model_sizes`); set by `_init_model`.
+    _layout_sizes = None
 
-    def _init_model(self, inputs, outputs, name, config, **kwargs):
+    def _init_model(self, inputs, outputs, name, config, layout_sizes=None, **kwargs):
         """`keras.Model.__init__` on the functional graph `inputs` → `outputs`;
-        stores `config` (the constructor arguments) for `get_config`."""
+        stores `config` (the constructor arguments) for `get_config` and `layout_sizes`
+        (the dict the constructor gave `layout.bind_sizes`) for `get_layout_map`."""
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self._model_config = {key: serialize_option(value) for key, value in config.items()}
         self._tokenizer_slot = _TokenizerSlot()
+        object.__setattr__(self, "_layout_sizes", layout_sizes)
+
+    # ------------------------------------------------------- model parallel
+    @layout.class_or_instance_method
+    def get_layout_map(
+        model_or_class,
+        device_mesh,
+        model_parallel_dim_name: str = "model",
+        data_parallel_dim_name: str = "batch",
+        fully_sharded: bool = False,
+    ) -> "keras.distribution.LayoutMap":
+        """A `keras.distribution.LayoutMap` for `keras.distribution.ModelParallel` (JAX).
+
+        Megatron-style tensor parallelism along `model_parallel_dim_name`: token embedding,
+        attention projections (GQA key/value heads included), FFN (gated too) and output
+        head split, norms replicated, biases split to match (`keras_tfm.models.layout`). A
+        dimension the axis does not divide is replicated, with a warning naming the variable.
+        Callable on the class (the map checks the sizes of the keras_tfm model constructed
+        under the distribution) or on a model (its sizes):
+
+            mesh = keras.distribution.DeviceMesh((2, 4), ("batch", "model"), devices)
+            distribution = keras.distribution.ModelParallel(
+                layout_map=GPT.get_layout_map(mesh), batch_dim_name="batch")
+            with distribution.scope():
+                model = gpt("llama_tiny")      # each variable created in its layout
+
+        Args:
+            device_mesh: a `keras.distribution.DeviceMesh` with both axes.
+            model_parallel_dim_name: the mesh axis the weights are split along.
+            data_parallel_dim_name: the mesh axis the batch is split along.
+            fully_sharded: also split each weight's d_model dimension along the data axis
+                (FSDP / ZeRO-3 on top of the tensor parallelism).
+
+        Returns:
+            A `keras_tfm.models.layout.TransformerLayoutMap`.
+
+        Raises:
+            TypeError: `device_mesh` is not a DeviceMesh, `fully_sharded` not a bool.
+            ValueError: an axis name that is not in the mesh, or both names equal.
+        """
+        sizes = None if isinstance(model_or_class, type) else model_or_class._layout_sizes
+        return layout.layout_map(
+            sizes, device_mesh, model_parallel_dim_name, data_parallel_dim_name, fully_sharded
+        )
 
     # ---------------------------------------------------------------- presets
     @classmethod

@@ -22,6 +22,7 @@ from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
+from keras_tfm.models.layout import bind_sizes, model_sizes
 from keras_tfm.models.parts import (
     check_epsilon,
     check_head_sizes,
@@ -137,6 +138,8 @@ class BertEncoder(TransformerModel):
         norm_first = check_bool("norm_first", norm_first)
         use_bias = check_bool("use_bias", use_bias)
         check_head_sizes(d_model, num_heads, key_dim, attention_position)
+        # Before any variable exists: a get_layout_map map of the current distribution checks these.
+        sizes = bind_sizes(model_sizes(d_model, num_heads, d_ff, num_key_value_heads, vocabulary_size))
 
         # === Layers ===
         block_initializer = initializer(kernel_initializer, truncated_normal(0.02), "blocks")
@@ -235,7 +238,7 @@ class BertEncoder(TransformerModel):
             kernel_initializer=kernel_initializer,
             dtype=dtype,
         )
-        self._init_model(inputs, outputs, name, config, **kwargs)
+        self._init_model(inputs, outputs, name, config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
         self.embedding = embedding

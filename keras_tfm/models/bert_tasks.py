@@ -22,6 +22,7 @@ from keras_tfm.models import extensions
 from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
 from keras_tfm.models.bert import BertEncoder, bert_encoder
 from keras_tfm.models.heads import POOLINGS, Bias, SequencePooling
+from keras_tfm.models.layout import bind_sizes
 from keras_tfm.models.parts import check_num_classes, make_norm, truncated_normal
 from keras_tfm.models.presets import known_options, preset_options
 
@@ -67,7 +68,7 @@ class BertTask(TransformerModel):
 
     def _init_task(self, encoder, outputs, name, config, **kwargs):
         config = dict(config, encoder=keras.saving.serialize_keras_object(encoder))
-        self._init_model(encoder.input, outputs, name, config, **kwargs)
+        self._init_model(encoder.input, outputs, name, config, layout_sizes=encoder._layout_sizes, **kwargs)
         for part in ENCODER_PARTS:
             setattr(self, part, getattr(encoder, part))
         # Not tracked as a sublayer: its layers are already this model's layers.
@@ -88,13 +89,16 @@ class BertTask(TransformerModel):
 
 
 def as_encoder(encoder):
-    """A `BertEncoder` from an instance or its serialized config (from_config)."""
+    """A `BertEncoder` from an instance or its serialized config (from_config). Its sizes are
+    bound to the current distribution's layout map (`layout.bind_sizes`): the task's own
+    variables, created next, are checked against them."""
     if isinstance(encoder, dict):
         encoder = keras.saving.deserialize_keras_object(encoder)
     if not isinstance(encoder, BertEncoder):
         raise TypeError(
             f"`encoder` must be a keras_tfm BertEncoder (from `bert_encoder`); received {type(encoder).__name__}."
         )
+    bind_sizes(encoder._layout_sizes)
     return encoder
 
 

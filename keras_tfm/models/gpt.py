@@ -23,6 +23,7 @@ from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models import extensions
 from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.layout import bind_sizes, model_sizes
 from keras_tfm.models.parts import (
     block_caches,
     cache_positions,
@@ -159,6 +160,8 @@ class GPT(TransformerModel):
         tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
         lm_head_use_bias = check_bool("lm_head_use_bias", lm_head_use_bias)
         with_padding_mask = check_bool("with_padding_mask", with_padding_mask)
+        # Before any variable exists: a get_layout_map map of the current distribution checks these.
+        sizes = bind_sizes(model_sizes(d_model, num_heads, d_ff, num_key_value_heads, vocabulary_size))
 
         # === Layers ===
         block_initializer = initializer(kernel_initializer, normal(0.02), "blocks")
@@ -250,7 +253,7 @@ class GPT(TransformerModel):
             kernel_initializer=kernel_initializer,
             dtype=dtype,
         )
-        self._init_model(inputs, logits, name, config, **kwargs)
+        self._init_model(inputs, logits, name, config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
         self.embedding = embedding

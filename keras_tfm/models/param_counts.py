@@ -130,4 +130,55 @@ def seq2seq_num_params(preset: str | None = None, **options) -> int:
     return int(embeddings + blocks + final_norms + head)
 
 
-__all__ = ["block_num_params", "gpt_num_params", "seq2seq_num_params"]
+def gpt_options(preset: str | None = None, **options) -> dict:
+    """The complete constructor arguments of `gpt(preset, **options)` (defaults filled in)."""
+    o = with_defaults(GPT, preset_options(GPT, "gpt", preset, options))
+    o["d_ff"] = o["d_ff"] or 4 * o["d_model"]
+    return o
+
+
+def gpt_variable_shapes(preset: str | None = None, **options) -> list[tuple[str, tuple[int, ...]]]:
+    """`(variable path, shape)` of every weight of `gpt(preset, **options)`, in the model's
+    order, without building it (the paths `get_layout_map` lays out; the sizes add up to
+    `gpt_num_params`)."""
+    o = gpt_options(preset, **options)
+    d, vocabulary, heads = o["d_model"], o["vocabulary_size"], o["num_heads"]
+    head_dim = o["key_dim"] or d // heads
+    kv_heads = o["num_key_value_heads"] or heads
+    norm = ("scale",) if o["norm"] == "rms" else ("gamma", "beta")
+    shapes = [("embedding/token_embedding/embeddings", (vocabulary, d))]
+    if o["position"] == "learned":
+        shapes.append(("embedding/position_embedding/embeddings", (o["max_length"], d)))
+    ffn = ["inner", "output"] + (["gate"] if o["activation"] in GATED_ACTIVATIONS else [])
+    for i in range(o["num_layers"]):
+        block = f"decoder_block_{i}"
+        for name, count in (("query", heads), ("key", kv_heads), ("value", kv_heads)):
+            shapes.append((f"{block}/self_attention/{name}/kernel", (d, count, head_dim)))
+            if o["use_bias"]:
+                shapes.append((f"{block}/self_attention/{name}/bias", (count, head_dim)))
+        shapes.append((f"{block}/self_attention/attention_output/kernel", (heads, head_dim, d)))
+        if o["use_bias"]:
+            shapes.append((f"{block}/self_attention/attention_output/bias", (d,)))
+        shapes += [(f"{block}/self_attention_norm/{w}", (d,)) for w in norm]
+        for name in ffn:
+            shapes.append(
+                (
+                    f"{block}/feed_forward/{name}/kernel",
+                    (o["d_ff"], d) if name == "output" else (d, o["d_ff"]),
+                )
+            )
+            if o["use_bias"]:
+                shapes.append(
+                    (f"{block}/feed_forward/{name}/bias", (d,) if name == "output" else (o["d_ff"],))
+                )
+        shapes += [(f"{block}/feed_forward_norm/{w}", (d,)) for w in norm]
+    if o["norm_first"]:
+        shapes += [(f"final_norm/{w}", (d,)) for w in norm]
+    if not o["tie_embeddings"]:
+        shapes.append(("lm_head/logits/kernel", (d, vocabulary)))
+        if o["lm_head_use_bias"]:
+            shapes.append(("lm_head/logits/bias", (vocabulary,)))
+    return shapes
+
+
+__all__ = ["block_num_params", "gpt_num_params", "gpt_options", "gpt_variable_shapes", "seq2seq_num_params"]

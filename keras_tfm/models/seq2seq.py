@@ -37,6 +37,7 @@ from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models import extensions
 from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
+from keras_tfm.models.layout import bind_sizes, model_sizes
 from keras_tfm.models.parts import (
     block_caches,
     cache_positions,
@@ -214,6 +215,19 @@ class Seq2Seq(TransformerModel):
         tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
         scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
         lm_head_use_bias = check_bool("lm_head_use_bias", lm_head_use_bias)
+        # Before any variable exists: a get_layout_map map of the current distribution checks these.
+        sizes = bind_sizes(
+            model_sizes(
+                d_model,
+                num_heads,
+                d_ff,
+                num_key_value_heads,
+                source_size if shared else None,
+                source_vocabulary=source_size,
+                target_vocabulary=target_size,
+                output_vocabulary=target_size,
+            )
+        )
 
         # === Layers ===
         block_initializer = initializer(kernel_initializer, "glorot_uniform", "blocks")
@@ -333,7 +347,7 @@ class Seq2Seq(TransformerModel):
             kernel_initializer=kernel_initializer,
             dtype=dtype,
         )
-        self._init_model(inputs, logits, name, config, **kwargs)
+        self._init_model(inputs, logits, name, config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
         self.encoder_embedding = encoder_embedding
@@ -475,15 +489,9 @@ class Seq2Seq(TransformerModel):
 
     # ------------------------------------------------------------- text API
     def generate(self, inputs, max_new_tokens: int, **options):
-        """Decodes each source: text or token ids.
-
-        Token ids in: exactly `keras_tfm.generation.generate(model, inputs,
-        max_new_tokens, **options)` (`bos_id` or `decoder_prompt_ids`
-        required there). Text in (with `model.tokenizer`: one tokenizer or a
-        `(source, target)` pair): the sources tokenized by the source
-        tokenizer, decoded from `BOS` with stop id `EOS` (defaults of
-        `bos_id` / `eos_id`, as in the exported `translate`), the new ids
-        detokenized by the target tokenizer (see `keras_tfm.generation.text`).
+        """Decodes each source: token ids in, exactly `keras_tfm.generation.generate(model,
+        inputs, max_new_tokens, **options)` (`bos_id` or `decoder_prompt_ids` required); text in
+        (with `model.tokenizer`), decoded from `BOS` to `EOS` and detokenized as `translate`.
 
         Args:
             inputs: a str, a list of str, or source token ids.
@@ -498,7 +506,7 @@ class Seq2Seq(TransformerModel):
             Ids in: what `keras_tfm.generation.generate` returns.
 
         Raises:
-            ValueError / TypeError: as `translate`, and ids-only options with text.
+            ValueError / TypeError: as `translate`; ids-only options with text.
         """
         provider = extensions.provided("generate_text", "Seq2Seq.generate")
         return provider(self, inputs, max_new_tokens, **options)

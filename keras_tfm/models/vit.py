@@ -24,6 +24,7 @@ from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
+from keras_tfm.models.layout import bind_sizes, model_sizes
 from keras_tfm.models.parts import check_num_classes
 from keras_tfm.models.presets import check_known_options
 
@@ -92,6 +93,8 @@ class ViT(TransformerModel):
             raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
         check_choice("pooling", pooling, VIT_POOLINGS)
         rows, cols = height // ph, width // pw
+        # Before any variable exists: a get_layout_map map of the current distribution checks these.
+        sizes = bind_sizes(model_sizes(d_model, num_heads, d_ff))
 
         # === Layers ===
         patch_embedding = PatchEmbedding((ph, pw), d_model, dtype=dtype, name="patch_embedding")
@@ -159,7 +162,7 @@ class ViT(TransformerModel):
             layer_norm_epsilon=layer_norm_epsilon,
             dtype=dtype,
         )
-        self._init_model(images, logits, name, config, **kwargs)
+        self._init_model(images, logits, name, config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
         self.patch_embedding = patch_embedding
