@@ -1,4 +1,4 @@
-"""Text generation with keras_tfm models: cached, XLA-compiled decoding (TensorFlow).
+"""Text generation with keras_tfm models: cached, compiled decoding on every backend.
 
     generate(model, prompt_ids, max_new_tokens, sampler="greedy" | "sample", ...)
     beam_search(model, prompt_ids, max_new_tokens, num_beams=4, ...)
@@ -15,12 +15,11 @@ Modules: `api` (generate, beam_search), `samplers`, `causal_lm` / `seq2seq_gener
 (the generators), `base` (their shared checks and compiled-function cache),
 `decoding` (the cached decoding loop and the adapters between a model and it),
 `beam` (the beam-search loop), `cache` (key/value cache layout), `sliding_window`
-(generation past the context length), `interruptible` (compiled calls that Ctrl-C interrupts).
+(generation past the context length), `compiled` (the loop compiled per backend:
+TensorFlow XLA, `jax.jit`, eager PyTorch), `interruptible` (TensorFlow calls that Ctrl-C
+interrupts). Greedy decoding gives the same tokens on every backend, and so does seeded
+sampling (`samplers`: the random stream is backend-independent integer arithmetic).
 """
-
-from keras_tfm.backend import require_tensorflow as _require_tensorflow
-
-_require_tensorflow("keras_tfm.generation", backend_too=True)
 
 from keras_tfm.generation.api import beam_search, generate  # noqa: E402
 from keras_tfm.generation.causal_lm import CausalLMGenerator  # noqa: E402

@@ -8,7 +8,6 @@ caches, starting from `bos_id` (or left-padded decoder prompts).
 """
 
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_tfm.checks import check_token_id
@@ -109,11 +108,11 @@ class Seq2SeqGenerator(base.BaseGenerator):
 
     def decoder_inputs(
         self,
-        source_ids: tf.Tensor,
-        source_lengths: tf.Tensor,
-        decoder_prompt_ids: tf.Tensor,
-        decoder_prompt_lengths: tf.Tensor,
-    ) -> tuple[tf.Tensor, tf.Tensor, dict]:
+        source_ids: object,
+        source_lengths: object,
+        decoder_prompt_ids: object,
+        decoder_prompt_lengths: object,
+    ) -> tuple[object, object, dict]:
         """Traceable: encodes right-padded `source_ids` `(B, S)` once; the
         decoder starts from LEFT-padded `decoder_prompt_ids` `(B, P)`
         (usually just BOS)."""
