@@ -79,5 +79,5 @@ class CausalLMGenerator(base.BaseGenerator):
         max_new_tokens, slide = base.check_max_new_tokens(
             max_new_tokens, int(lengths.max()), self.adapter.max_length, sliding=sliding
         )
-        cache_length = cache_lib.cache_bucket(ids.shape[1] + max(max_new_tokens, 1))
+        cache_length = cache_lib.call_cache_length(ids.shape[1], max_new_tokens)
         return (ids, lengths), max_new_tokens, cache_length, slide

@@ -59,7 +59,7 @@ def compile_function(fn, model, *, jit_compile=True, run_eagerly=False):
     if run_eagerly:
         return fn
     if backend == "tensorflow":
-        return _tf.function(fn, jit_compile=jit_compile, reduce_retracing=False)
+        return _tf.function(fn, jit_compile=jit_compile, reduce_retracing=False, autograph=False)
     if backend == "jax":
         import jax
 

@@ -162,5 +162,5 @@ class Seq2SeqGenerator(base.BaseGenerator):
         if dec.shape[0] != src.shape[0]:
             raise ValueError(f"{dec.shape[0]} decoder prompts for {src.shape[0]} sources.")
         max_new_tokens, _ = base.check_max_new_tokens(max_new_tokens, int(dec_len.max()), a.max_length)
-        cache_length = cache_lib.cache_bucket(dec.shape[1] + max(max_new_tokens, 1))
+        cache_length = cache_lib.call_cache_length(dec.shape[1], max_new_tokens)
         return (src, src_len, dec, dec_len), max_new_tokens, cache_length, False
