@@ -5,8 +5,7 @@ The core (`layers`, `models`, `losses`, `metrics`, `schedules`, `optimizers`,
 PyTorch backends; keras_tfm never chooses the backend (Keras reads it from
 `KERAS_BACKEND` or `~/.keras/keras.json`). The parts built on TensorFlow itself
 — `data` (tf.data pipelines, tokenizers made of TF ops), `export` (SavedModel
-for TF Serving), `generation` (one XLA `tf.while_loop`), `training` (tf.distribute
-strategies, resumable tf.data) — import TensorFlow when they are first used and
+for TF Serving), `training` (tf.distribute strategies, resumable tf.data) — import TensorFlow when they are first used and
 call `require_tensorflow` to say so when it is not there.
 """
 
@@ -16,7 +15,7 @@ import importlib.util
 import keras
 
 #: Subpackages that are built on TensorFlow (see the module docstring).
-TENSORFLOW_ONLY = ("data", "export", "generation", "training", "recipes", "inspection", "cli")
+TENSORFLOW_ONLY = ("data", "export", "training", "recipes", "inspection", "cli")
 
 
 def backend():

@@ -1,4 +1,4 @@
-"""Text generation with keras_tfm models: cached, XLA-compiled decoding (TensorFlow).
+"""Text generation with keras_tfm models: cached, compiled decoding on every backend.
 
     generate(model, prompt_ids, max_new_tokens, sampler="greedy" | "sample", ...)
     beam_search(model, prompt_ids, max_new_tokens, num_beams=4, ...)
@@ -15,16 +15,20 @@ Modules: `api` (generate, beam_search), `samplers`, `causal_lm` / `seq2seq_gener
 (the generators), `base` (their shared checks and compiled-function cache),
 `decoding` (the cached decoding loop and the adapters between a model and it),
 `beam` (the beam-search loop), `cache` (key/value cache layout), `sliding_window`
-(generation past the context length), `interruptible` (compiled calls that Ctrl-C interrupts),
-`text` (text in, text out: the providers of `GPT.generate` / `beam_search` and
-`Seq2Seq.generate` / `beam_search` / `translate`, registered in `keras_tfm.models.extensions`).
+(generation past the context length), `compiled` (the loop compiled per backend:
+TensorFlow XLA, `jax.jit`, eager PyTorch), `interruptible` (TensorFlow calls that Ctrl-C
+interrupts), `text` (text in, text out: the providers of `GPT.generate` / `beam_search` and
+`Seq2Seq.generate` / `beam_search` / `translate`, registered in `keras_tfm.models.extensions`;
+imported where TensorFlow is installed, as the tokenizers are TensorFlow ops). Greedy decoding
+gives the same tokens on every backend, and so does seeded sampling (`samplers`: the random
+stream is backend-independent integer arithmetic).
 """
 
-from keras_tfm.backend import require_tensorflow as _require_tensorflow
+import importlib.util as _importlib_util
 
-_require_tensorflow("keras_tfm.generation", backend_too=True)
+if _importlib_util.find_spec("tensorflow") is not None:
+    from keras_tfm.generation import text  # noqa: F401  (registers the models' text methods)
 
-from keras_tfm.generation import text  # noqa: E402  (registers the models' text methods)
 from keras_tfm.generation.api import beam_search, generate  # noqa: E402
 from keras_tfm.generation.causal_lm import CausalLMGenerator  # noqa: E402
 from keras_tfm.generation.samplers import filter_top_k, filter_top_p, greedy, sample  # noqa: E402

@@ -1,5 +1,6 @@
 """Shared machinery of the generator classes: argument checks, prompt padding,
-length buckets and the cache of compiled (XLA) functions."""
+length buckets and the cache of compiled functions (TensorFlow: `tf.function`
+with XLA; JAX: `jax.jit`; PyTorch: eager)."""
 
 import numbers
 import secrets
@@ -7,7 +8,6 @@ from collections.abc import Sequence
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_tfm.checks import (
     SEED_MAX,
@@ -20,7 +20,7 @@ from keras_tfm.checks import (
 )
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import decoding, interruptible, samplers, sliding_window
+from keras_tfm.generation import compiled, decoding, samplers, sliding_window
 
 #: Most new tokens of one generation call. Past the model's context the caches
 #: slide and stay bounded, but the returned token buffer grows with
@@ -32,11 +32,11 @@ MAX_SCORES_BYTES = 1 << 32
 
 
 def to_id_array(name, x):
-    """Converts ids (list, numpy, tf tensor) to a numpy array, checking the dtype."""
-    if isinstance(x, tf.RaggedTensor):
+    """Converts ids (list, numpy, a tensor of any backend) to a numpy array, checking the dtype."""
+    if type(x).__name__ == "RaggedTensor":
         raise TypeError(f"`{name}`: pass a list of sequences instead of a RaggedTensor.")
-    if tf.is_tensor(x):
-        x = x.numpy()
+    if not isinstance(x, (np.ndarray, list, tuple)) and hasattr(x, "shape") and hasattr(x, "dtype"):
+        x = keras.ops.convert_to_numpy(x)
     arr = np.asarray(x)
     if arr.dtype == object:
         raise TypeError(f"`{name}` must hold integer token ids; received an object array.")
@@ -170,25 +170,17 @@ def check_sampler(sampler, temperature, top_k, top_p, vocabulary_size=None):
     return samplers.check_sampling_args(temperature, top_k, top_p, vocabulary_size=vocabulary_size)
 
 
-class _FunctionCache:
-    """Plain (non-trackable) holder of compiled functions, so that
-    `tf.saved_model.save(generator, ...)` saves only the model's variables and
-    the signatures one passes explicitly."""
-
-    def __init__(self):
-        self.functions = {}
-
-
-class BaseGenerator(tf.Module):
+class BaseGenerator(compiled.Module):
     """Holds a model and its compiled generation functions.
 
     Compiled functions are cached per static configuration (sampler, bucket
     shapes, ...); `trace_count` counts Python traces (a new bucket or batch
     size traces once, later calls in the same bucket do not retrace).
-    `jit_compile=False` uses a plain graph `tf.function`; `run_eagerly=True`
-    runs the same code eagerly (debugging, fast tests). A compiled call runs
-    in a worker thread (`generation.interruptible`), so Ctrl-C interrupts a
-    long generation at once.
+    TensorFlow: `jit_compile=False` uses a plain graph `tf.function`; JAX:
+    `jax.jit` whatever `jit_compile`; PyTorch: eager. `run_eagerly=True`
+    runs the same code eagerly (debugging, fast tests). On TensorFlow a
+    compiled call runs in a worker thread (`generation.interruptible`), so
+    Ctrl-C interrupts a long generation at once; see `generation.compiled`.
 
     `pad_id` (and the seq2seq `bos_id`) must be ids of the model's
     vocabulary, in [0, V); the model's `cache_dtype` a float dtype.
@@ -217,7 +209,7 @@ class BaseGenerator(tf.Module):
         self.pad_id = check_int("pad_id", pad_id, minimum=0)
         self.jit_compile = bool(jit_compile)
         self.run_eagerly = bool(run_eagerly)
-        self._cache = _FunctionCache()
+        self._cache = compiled.FunctionCache()
         self.trace_count = 0
 
     def _compiled(self, key, fn):
@@ -228,10 +220,9 @@ class BaseGenerator(tf.Module):
                 self.trace_count += 1
                 return fn(*args)
 
-            if self.run_eagerly:
-                functions[key] = traced
-            else:
-                functions[key] = tf.function(traced, jit_compile=self.jit_compile, reduce_retracing=False)
+            functions[key] = compiled.compile_function(
+                traced, self.model, jit_compile=self.jit_compile, run_eagerly=self.run_eagerly
+            )
         return functions[key]
 
     def _eos(self, eos_id):
@@ -255,10 +246,9 @@ class BaseGenerator(tf.Module):
         check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
 
     def _call(self, fn, *args):
-        """Runs a compiled function so that Ctrl-C interrupts it (eager: directly)."""
-        if self.run_eagerly:
-            return fn(*args)
-        return interruptible.call(fn, *args)
+        """Runs a compiled function on numpy inputs (TensorFlow: so that Ctrl-C
+        interrupts it); returns its outputs as numpy arrays."""
+        return compiled.call(fn, *args, run_eagerly=self.run_eagerly)
 
     def _check_scores_size(self, inputs, cache_length):
         """`output_scores` returns batch × (cache_length − P) × V float32 logits: at most `MAX_SCORES_BYTES`."""
@@ -284,7 +274,7 @@ class BaseGenerator(tf.Module):
     # ----------------------------------------------------------- traceable
     def generate_fn(self, *args, cache_length, sampler="greedy", output_scores=False, sliding=False):
         """Traceable generation (wrap it in a `tf.function`, e.g. with an
-        `input_signature` for export).
+        `input_signature` for export, or `jax.jit`; eager on PyTorch).
 
         Args:
             *args: the model's inputs (GPT: LEFT-padded `prompt_ids` int32
@@ -397,19 +387,19 @@ class BaseGenerator(tf.Module):
         )
         out = self._call(
             fn,
-            *(tf.constant(x) for x in inputs),
-            tf.constant(max_new_tokens, tf.int32),
-            tf.constant(seed),
-            tf.constant(temperature, tf.float32),
-            tf.constant(top_k, tf.int32),
-            tf.constant(top_p, tf.float32),
-            tf.constant(eos, tf.int32),
+            *inputs,
+            np.int32(max_new_tokens),
+            seed,
+            np.float32(temperature),
+            np.int32(top_k),
+            np.float32(top_p),
+            np.int32(eos),
         )
-        result = (out["tokens"].numpy()[:, :max_new_tokens],)
+        result = (out["tokens"][:, :max_new_tokens],)
         if return_lengths:
-            result += (out["lengths"].numpy(),)
+            result += (out["lengths"],)
         if output_scores:
-            result += (out["scores"].numpy()[:, :max_new_tokens],)
+            result += (out["scores"][:, :max_new_tokens],)
         return result[0] if len(result) == 1 else result
 
     def beam_search(
@@ -453,13 +443,9 @@ class BaseGenerator(tf.Module):
         )
         out = self._call(
             fn,
-            *(tf.constant(x) for x in inputs),
-            tf.constant(max_new_tokens, tf.int32),
-            tf.constant(length_penalty, tf.float32),
-            tf.constant(eos, tf.int32),
+            *inputs,
+            np.int32(max_new_tokens),
+            np.float32(length_penalty),
+            np.int32(eos),
         )
-        return (
-            out["sequences"].numpy()[:, :, :max_new_tokens],
-            out["scores"].numpy(),
-            out["lengths"].numpy(),
-        )
+        return out["sequences"][:, :, :max_new_tokens], out["scores"], out["lengths"]

@@ -12,9 +12,11 @@ Length buckets. Under XLA every shape is static, so attention over a cache of
 `length` slots costs O(length) whatever the number of filled slots. Two levels
 of power-of-two buckets keep the per-token cost O(current length):
 
-* a call picks its *cache length* `L = next_pow2(prompt_bucket + max_new_tokens)`
-  (at least `MIN_CACHE_LENGTH`), so a short generation never pays for a long
-  cache, and calls whose lengths fall into the same bucket reuse one trace;
+* a call picks its *cache length* `L = P + next_pow2(max_new_tokens)` (at
+  least `P + MIN_CACHE_LENGTH`, `call_cache_length`), so a short generation
+  never pays for a long cache, calls whose lengths fall into the same bucket
+  reuse one trace, and L is a segment size (below): no segment is compiled
+  that the call cannot reach;
 * inside one call, the decoding loop runs in *segments* of sizes
   P + 64, P + 128, P + 256, ..., L (`segment_sizes`, P = padded prompt
   length): while the write position is below P + 64 the cache is P + 64 slots
@@ -48,6 +50,12 @@ def prompt_bucket(length, minimum=MIN_PROMPT_LENGTH):
 def cache_bucket(total_length, minimum=MIN_CACHE_LENGTH):
     """Cache length for `prompt_bucket + max_new_tokens` positions."""
     return next_power_of_two(total_length, minimum)
+
+
+def call_cache_length(prompt_length, max_new_tokens, minimum=MIN_CACHE_LENGTH):
+    """Cache length of an in-process call: `P + next_pow2(max(max_new_tokens, minimum))`,
+    e.g. 272 for P = 16 and 256 new tokens (segments 80, 144, 272)."""
+    return int(prompt_length) + next_power_of_two(max_new_tokens, minimum)
 
 
 def segment_sizes(prompt_length, cache_length, minimum=MIN_CACHE_LENGTH):

@@ -1,7 +1,5 @@
 """Cached generation for decoder-only (GPT) models."""
 
-import tensorflow as tf
-
 from keras_tfm.checks import check_token_id
 from keras_tfm.generation import base, decoding
 from keras_tfm.generation import cache as cache_lib
@@ -70,9 +68,7 @@ class CausalLMGenerator(base.BaseGenerator):
         self.adapter = CausalLMAdapter(model)
         self.pad_id = check_token_id("pad_id", pad_id, self.adapter.vocabulary_size)
 
-    def decoder_inputs(
-        self, prompt_ids: tf.Tensor, prompt_lengths: tf.Tensor
-    ) -> tuple[tf.Tensor, tf.Tensor, None]:
+    def decoder_inputs(self, prompt_ids: object, prompt_lengths: object) -> tuple[object, object, None]:
         """Traceable: the prompts are the decoder prompts; no context."""
         return prompt_ids, prompt_lengths, None
 
@@ -83,5 +79,5 @@ class CausalLMGenerator(base.BaseGenerator):
         max_new_tokens, slide = base.check_max_new_tokens(
             max_new_tokens, int(lengths.max()), self.adapter.max_length, sliding=sliding
         )
-        cache_length = cache_lib.cache_bucket(ids.shape[1] + max(max_new_tokens, 1))
+        cache_length = cache_lib.call_cache_length(ids.shape[1], max_new_tokens)
         return (ids, lengths), max_new_tokens, cache_length, slide

@@ -20,7 +20,7 @@ position `c - pad_b` (`pad_b = P - length_b`):
 
 *Prefill*: the whole (padded) prompt goes through the model in one pass,
 filling slots `0 .. P-1` of every layer's cache. *Steps*: each iteration of a
-`tf.while_loop` chooses one token per row, records it and feeds it back at
+`keras.ops.while_loop` chooses one token per row, records it and feeds it back at
 slot `P + i` (one query against the cache). Finished rows (EOS emitted) keep
 emitting `pad_id`; the loop exits when all rows are finished or
 `max_new_tokens` are generated. The loop runs in cache-length segments (see
@@ -33,7 +33,7 @@ the keras_tfm model classes (`GPT`, `Seq2Seq`) through their methods;
 `FunctionAdapter` wraps a plain logits function (tests, toy models).
 """
 
-import tensorflow as tf
+import keras
 from keras import ops
 
 from keras_tfm.generation import cache as cache_lib
@@ -78,7 +78,7 @@ class DecoderAdapter:
 
     def tile_context(self, context, num_beams):
         """Repeats every per-row tensor of `context` `num_beams` times."""
-        return tf.nest.map_structure(lambda t: cache_lib.tile_beams(t, num_beams), context)
+        return keras.tree.map_structure(lambda t: cache_lib.tile_beams(t, num_beams), context)
 
 
 class FunctionAdapter(DecoderAdapter):
@@ -140,7 +140,8 @@ def prefill(adapter, prompt_ids, prompt_lengths, cache_length, context=None):
 
 
 def run_segments(state, prompt_length, sizes, keep_going, body, slot=None):
-    """Runs `tf.while_loop(keep_going & slot < size, body)` once per segment.
+    """Runs `keras.ops.while_loop(keep_going & slot < size, body)` once per segment
+    (TensorFlow: `tf.while_loop`; JAX: `lax.while_loop`; PyTorch: a Python loop).
 
     `state` is a dict with an int32 step counter `"i"`, the caches under
     `"caches"` and the bool `(batch, cache_length)` slot mask under
@@ -164,7 +165,7 @@ def run_segments(state, prompt_length, sizes, keep_going, body, slot=None):
         def loop_body(s, size=size):
             return (body(s, size),)
 
-        (state,) = tf.while_loop(cond, loop_body, (state,))
+        (state,) = ops.while_loop(cond, loop_body, (state,))
     return state
 
 
@@ -180,12 +181,14 @@ def mark_slot(valid, slot, token, mask_token_id):
 def make_selector(sampler, seed, temperature, top_k, top_p):
     """`select(logits, step) -> int32 (batch,)` for a static `sampler` name."""
     if sampler == "greedy":
-        return lambda logits, step: samplers.greedy(logits)
+        return lambda logits, step: samplers.greedy(logits, check_nan=False)
     if sampler == "sample":
         seed = ops.cast(seed, "int32")
 
         def select(logits, step):
-            return samplers.sample(logits, samplers.split_seed(seed, step), temperature, top_k, top_p)
+            return samplers.sample(
+                logits, samplers.split_seed(seed, step), temperature, top_k, top_p, check_nan=False
+            )
 
         return select
     raise ValueError(f"Unknown `sampler` {sampler!r}; expected one of {list(samplers.SAMPLERS)}.")
@@ -242,7 +245,8 @@ def decode(
 ):
     """THE decoding loop: prefill, then one token per step in a while loop.
 
-    Traceable (use inside `tf.function(jit_compile=True)`); all inputs other
+    Traceable (inside `tf.function(jit_compile=True)` or `jax.jit`; PyTorch
+    runs it eagerly); all inputs other
     than the adapter, `select`, `cache_length`, `pad_id` and `output_scores`
     may be tensors.
 

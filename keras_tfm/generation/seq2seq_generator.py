@@ -8,7 +8,6 @@ caches, starting from `bos_id` (or left-padded decoder prompts).
 """
 
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_tfm.checks import check_token_id
@@ -109,11 +108,11 @@ class Seq2SeqGenerator(base.BaseGenerator):
 
     def decoder_inputs(
         self,
-        source_ids: tf.Tensor,
-        source_lengths: tf.Tensor,
-        decoder_prompt_ids: tf.Tensor,
-        decoder_prompt_lengths: tf.Tensor,
-    ) -> tuple[tf.Tensor, tf.Tensor, dict]:
+        source_ids: object,
+        source_lengths: object,
+        decoder_prompt_ids: object,
+        decoder_prompt_lengths: object,
+    ) -> tuple[object, object, dict]:
         """Traceable: encodes right-padded `source_ids` `(B, S)` once; the
         decoder starts from LEFT-padded `decoder_prompt_ids` `(B, P)`
         (usually just BOS)."""
@@ -163,5 +162,5 @@ class Seq2SeqGenerator(base.BaseGenerator):
         if dec.shape[0] != src.shape[0]:
             raise ValueError(f"{dec.shape[0]} decoder prompts for {src.shape[0]} sources.")
         max_new_tokens, _ = base.check_max_new_tokens(max_new_tokens, int(dec_len.max()), a.max_length)
-        cache_length = cache_lib.cache_bucket(dec.shape[1] + max(max_new_tokens, 1))
+        cache_length = cache_lib.call_cache_length(dec.shape[1], max_new_tokens)
         return (src, src_len, dec, dec_len), max_new_tokens, cache_length, False

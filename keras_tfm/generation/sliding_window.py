@@ -36,7 +36,7 @@ one that is exact for the model's position scheme (`adapter.position`):
   kept key of layer 2 was computed when its token attended to the `W`
   tokens before it, some of which the current window no longer holds.
 
-Both paths run in `tf.while_loop`s under XLA with static shapes: an inner
+Both paths run in `keras.ops.while_loop`s with static shapes: an inner
 loop of decoding steps (the segments of `keras_tfm.generation.cache`) inside
 an outer loop over windows; the steps choose tokens with the global step
 number, so seeded sampling is reproducible and independent of where windows
@@ -280,7 +280,5 @@ def _shift(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, kee
 
 
 def _while(cond, body, state):
-    """`tf.while_loop` over a dict state (TensorFlow: the generation backend)."""
-    import tensorflow as tf
-
-    return tf.while_loop(cond, body, (state,))
+    """`keras.ops.while_loop` over a dict state."""
+    return ops.while_loop(cond, body, (state,))

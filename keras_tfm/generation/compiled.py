@@ -1,0 +1,105 @@
+"""Compiling and calling the generation functions on each Keras backend.
+
+The decoding loops (`decoding`, `beam`, `sliding_window`) are written once
+in `keras.ops` (`keras.ops.while_loop`, in-place `slice_update` of the
+caches); this module turns one of them into a callable for the active
+backend:
+
+* TensorFlow: `tf.function(jit_compile=...)` (XLA by default), called in a
+  worker thread so that Ctrl-C interrupts it (`generation.interruptible`);
+  generators are `tf.Module`s, so `tf.saved_model.save` can export their
+  signatures.
+* JAX: `jax.jit` of a stateless function of the model's variable values
+  (`keras.StatelessScope`), the values passed as arguments at every call: no
+  weights are baked into the compiled program, later training is seen, and
+  sharded variables (`keras.distribution`, e.g. `ModelParallel`) keep their
+  layout. It runs in the calling thread, inside the caller's distribution
+  scope.
+* PyTorch: eager, under `torch.no_grad()` (`keras.ops.while_loop` is a
+  Python loop there).
+
+Inputs are numpy arrays; outputs come back as a dict of numpy arrays.
+"""
+
+import keras
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as _tf
+
+    #: Base class of the generators: `tf.Module` on TensorFlow (export), else a plain object.
+    Module = _tf.Module
+else:
+
+    class Module:
+        """Stand-in for `tf.Module` off TensorFlow: holds a name only."""
+
+        def __init__(self, name=None):
+            self.name = name or type(self).__name__
+
+
+class FunctionCache:
+    """Plain (non-trackable) holder of compiled functions, so that
+    `tf.saved_model.save(generator, ...)` saves only the model's variables and
+    the signatures one passes explicitly."""
+
+    def __init__(self):
+        self.functions = {}
+
+
+def compile_function(fn, model, *, jit_compile=True, run_eagerly=False):
+    """`fn(*tensors) -> dict of tensors` compiled for the backend (see the module docstring).
+
+    Args:
+        fn: a traceable function of backend tensors that runs `model`.
+        model: the Keras model whose variables `fn` reads.
+        jit_compile: TensorFlow: XLA (True) or a plain graph function.
+        run_eagerly: `fn` itself, uncompiled (debugging, tests).
+    """
+    backend = keras.backend.backend()
+    if run_eagerly:
+        return fn
+    if backend == "tensorflow":
+        return _tf.function(fn, jit_compile=jit_compile, reduce_retracing=False, autograph=False)
+    if backend == "jax":
+        import jax
+
+        def stateless(values, *args):
+            with keras.StatelessScope(state_mapping=list(zip(model.variables, values))):
+                return fn(*args)
+
+        jitted = jax.jit(stateless)
+
+        def run(*args):
+            return jitted([v.value for v in model.variables], *args)
+
+        return run
+    if backend == "torch":
+        import torch
+
+        def run(*args):
+            with torch.no_grad():
+                return fn(*args)
+
+        return run
+    raise RuntimeError(
+        f"Generation runs on the tensorflow, jax and torch backends; the backend is {backend!r}."
+    )
+
+
+def call(fn, *args, run_eagerly=False):
+    """Runs a function from `compile_function` on numpy inputs.
+
+    TensorFlow (compiled): in a worker thread that Ctrl-C abandons
+    (`generation.interruptible`); elsewhere in the calling thread.
+
+    Returns:
+        `fn`'s dict with numpy values.
+    """
+    tensors = [keras.ops.convert_to_tensor(x) for x in args]
+    if keras.backend.backend() == "tensorflow" and not run_eagerly:
+        from keras_tfm.generation import interruptible
+
+        out = interruptible.call(fn, *tensors)
+    else:
+        out = fn(*tensors)
+    return {key: keras.ops.convert_to_numpy(value) for key, value in out.items()}
