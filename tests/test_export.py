@@ -24,6 +24,7 @@ from keras_tfm.cli import usage
 from keras_tfm.cli.generate import default_max_new_tokens, export_info
 from keras_tfm.export import detect_kind, export_for_serving, list_versions, read_warmup_requests
 from keras_tfm.export import warmup as warmup_lib
+from keras_tfm.export.exporter import select_signatures
 from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 
@@ -73,8 +74,9 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("saved_models")
     out = {"root": str(root)}
 
-    # ---- GPT (CharTokenizer): prompt width 8 × cache lengths 64, 128, and the sliding window; each
-    # for sampling and for beam search (max_beams 3). The GPT and the seq2seq model have one layer:
+    # ---- GPT (CharTokenizer), every signature: the loop of requests that fit the context (cache length
+    # 128; in process 64 or 128) and the sliding-window loop, each for sampling and for beam search
+    # (max_beams 3). The GPT and the seq2seq model have one layer:
     # every served output is compared with the same model in process, which does not depend on the
     # depth, and each decoding loop (compiled once in process and once per loader) compiles faster.
     char_tok = CharTokenizer.from_corpus(GPT_TEXT)
@@ -86,6 +88,7 @@ def exports(tmp_path_factory):
         max_new_tokens_limit=SLIDE_NEW,
         max_prompt_length=8,
         max_beams=BEAMS,
+        signatures="all",
     )
     gen = CausalLMGenerator(gpt_model)
     prompt_ids = ids_of(char_tok, GPT_PROMPTS)
@@ -467,6 +470,51 @@ def test_versions_and_atomic_writes(exports, tmp_path, monkeypatch):
     assert sorted(os.listdir(base)) == ["1", "2"]  # no version 3, no temporary directory left
 
 
+def test_default_signatures(exports, served):
+    """Beam search is exported on request: `signatures="all"` above; the defaults otherwise."""
+    assert select_signatures("gpt", None, has_tokenizer=True) == (
+        "serving_default",
+        "generate",
+        "generate_ids",
+    )
+    assert select_signatures("gpt", None, has_tokenizer=False) == ("serving_default", "generate_ids")
+    assert select_signatures("gpt", "all", has_tokenizer=False) == (
+        "serving_default",
+        "generate_ids",
+        "beam_search_ids",
+    )
+    assert select_signatures("gpt", ["beam_search", "generate"], True) == ("generate", "beam_search")
+    # Another kind's single signature is also its serving_default (TF Serving's default request).
+    assert served["models"][1]["signatures"] == ["serving_default", "translate"]
+    assert served["models"][2]["signatures"] == ["classify", "serving_default"]
+
+
+@pytest.mark.parametrize(
+    "kind, tokenizer, signatures, error, message",
+    [
+        ("gpt", True, ["generate", "sample"], ValueError, r"unknown signature 'sample'; a gpt export has"),
+        (
+            "gpt",
+            True,
+            ["translate"],
+            ValueError,
+            r"a gpt export has no 'translate' signature \(a seq2seq one\)",
+        ),
+        ("bert_classifier", True, "generate", ValueError, r"no 'generate' signature \(a gpt one\)"),
+        ("gpt", False, ("generate_ids", "beam_search"), ValueError, r"'beam_search' takes and returns text"),
+        ("gpt", True, [], ValueError, r"`signatures` is empty"),
+        ("gpt", True, 3, TypeError, r"`signatures` must be None, 'all', a signature name or a sequence"),
+        ("gpt", True, ["generate", 1], TypeError, r"`signatures` must be None"),
+    ],
+)
+def test_signatures_bad_input(exports, tmp_path, kind, tokenizer, signatures, error, message):
+    model = exports["gpt_model"] if kind == "gpt" else exports["clf_model"]
+    tok = (exports["char_tok"] if kind == "gpt" else exports["bert_tok"]) if tokenizer else None
+    with pytest.raises(error, match=message):
+        export_for_serving(model, tmp_path / "x", tokenizer=tok, signatures=signatures)
+    assert not os.path.exists(tmp_path / "x")  # refused before anything is written
+
+
 def test_export_argument_errors(exports, tmp_path):
     clf, tok = exports["clf_model"], exports["bert_tok"]
     assert detect_kind(clf) == "bert_classifier" and detect_kind(exports["gpt_model"]) == "gpt"
@@ -504,10 +552,17 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
             "--label-names",
             "neg,pos",
             "--no-warmup",
+            "--signatures",
+            "classify",
         ]
     )
     assert usage.run(args) == 0
     assert capsys.readouterr().out.strip().endswith(os.path.join("clf", "1"))
+    bad = ["export", "--model", str(model_path), "--tokenizer", str(vocab_path), "--name", "clf"]
+    bad += ["--export-dir", str(tmp_path / "sm")]
+    assert usage.run(parser.parse_args(bad + ["--signatures", "classify,generate"])) == 2
+    assert "--signatures: a bert_classifier export has no 'generate' signature" in capsys.readouterr().err
+    assert list_versions(tmp_path / "sm" / "clf") == [1]
     args = parser.parse_args(
         ["generate", "--model", str(tmp_path / "sm" / "clf"), "--prompt", BERT_TEXTS[0], "--json"]
     )
