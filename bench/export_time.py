@@ -4,8 +4,8 @@ Models (random weights): the tiny GPT (`gpt("tiny")`, a CharTokenizer of 41 ids)
 (`seq2seq("tiny")`, a WordTokenizer) and the tiny BERT classifier (`bert_classifier("tiny", 2)`, a
 WordTokenizer). For each:
 
-  export          `export_for_serving(model, ...)` with the kind's default signatures (GPT
-                  `--signatures all`: beam search too), warmup records included
+  export          `export_for_serving(model, ...)` with the kind's default signatures
+                  (`--gpt-signatures all`: the GPT's beam search too), warmup records included
   keras export    `model.export(path, format="tf_saved_model")`: the forward pass alone, the peer
 
 and, in a FRESH process where importing keras / keras_tfm fails (what TF Serving runs):
@@ -67,7 +67,12 @@ def child(spec_path):
         for name in row["signatures"]:
             fn = loaded.signatures[name]
             specs = fn.structured_input_signature[1]
-            if name in REQUESTS and row["kind"] != "keras":
+            # An alias (a seq2seq's serving_default is its translate): the request with its inputs.
+            request = next(
+                (r for r in [REQUESTS.get(name)] + list(REQUESTS.values()) if r and set(r) == set(specs)),
+                None,
+            )
+            if request is not None and row["kind"] != "keras":
                 feed = {
                     k: tf.constant(np.array(v, specs[k].dtype.as_numpy_dtype))
                     for k, v in REQUESTS[name].items()
@@ -131,12 +136,8 @@ def main(argv=None):
     for kind in ("gpt", "seq2seq", "bert_classifier"):
         model, tokenizer = build(kind)
         start = time.perf_counter()
-        path = export_for_serving(
-            model,
-            os.path.join(root, kind),
-            tokenizer=tokenizer,
-            signatures=gpt_signatures if kind == "gpt" else None,
-        )
+        options = {"signatures": gpt_signatures} if kind == "gpt" and gpt_signatures else {}
+        path = export_for_serving(model, os.path.join(root, kind), tokenizer=tokenizer, **options)
         export_s = time.perf_counter() - start
         start = time.perf_counter()
         model.export(os.path.join(root, f"{kind}_keras"), format="tf_saved_model", verbose=False)

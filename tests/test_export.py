@@ -275,7 +275,7 @@ def served(exports, tmp_path_factory):
     ]
     spec = {
         "models": [
-            {"path": exports["gpt_path"], "calls": gpt_calls, "bad": bad},
+            {"path": exports["gpt_path"], "calls": gpt_calls, "bad": bad, "tf1_calls": [0, 3, 7]},
             {"path": exports["s2s_path"], "calls": s2s_calls, "bad": s2s_bad},
             {
                 "path": exports["clf_path"],
@@ -318,26 +318,31 @@ def test_gpt_signatures_match_in_process(exports, served):
         "beam_search",
         "beam_search_ids",
     }
-    for loader in ("tf2", "tf1"):
-        # Each (signature, loop) pair compiles once per loader: the string signatures take other loops
-        # than the id signatures (cache lengths 128 / 64) to cover every loop with few compilations.
-        generate, ids, sampled, logits, slide, beam1, beam2, beam_slide = gpt_result[loader]
-        assert generate["completions"] == exports["gpt_long"], loader  # cache length 128: two segments
-        assert generate["num_tokens"] == [LONG_NEW] * len(GPT_PROMPTS)
-        assert ids["token_ids"] == exports["gpt_greedy_ids"], loader
-        # Same seed → same tokens as in-process sampling (both XLA on the same device).
-        assert sampled["token_ids"] == exports["gpt_sampled_ids"], loader
-        np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
-        # Past the model's 80 positions: the sliding-window loop, as in process.
-        assert slide["token_ids"] == exports["gpt_slide_ids"], loader
-        # num_beams is a request input: any width up to max_beams=3 from one 3-beam loop per shape is
-        # the in-process search of that width (1 = greedy), past the context too.
-        assert beam1["completions"] == exports["gpt_greedy"], loader
-        assert beam2["completions"] == exports["gpt_beam2"], loader
-        np.testing.assert_allclose(beam2["scores"], exports["gpt_beam2_scores"], rtol=1e-5)
-        assert beam_slide["token_ids"] == exports["gpt_beam_slide"]["token_ids"], loader
-        assert beam_slide["lengths"] == exports["gpt_beam_slide"]["lengths"], loader
-        np.testing.assert_allclose(beam_slide["scores"], exports["gpt_beam_slide"]["scores"], rtol=1e-5)
+    # The served fitting loop has one cache length (128) for every request; in process these calls take
+    # cache lengths 64 and 128 (two segments): the same tokens.
+    generate, ids, sampled, logits, slide, beam1, beam2, beam_slide = gpt_result["tf2"]
+    assert generate["completions"] == exports["gpt_long"]
+    assert generate["num_tokens"] == [LONG_NEW] * len(GPT_PROMPTS)
+    assert ids["token_ids"] == exports["gpt_greedy_ids"]
+    # Same seed → same tokens as in-process sampling (both XLA on the same device).
+    assert sampled["token_ids"] == exports["gpt_sampled_ids"]
+    np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
+    # Past the model's 80 positions: the sliding-window loop, as in process.
+    assert slide["token_ids"] == exports["gpt_slide_ids"]
+    # num_beams is a request input: any width up to max_beams=3 from one 3-beam loop is the in-process
+    # search of that width (1 = greedy), past the context too.
+    assert beam1["completions"] == exports["gpt_greedy"]
+    assert beam2["completions"] == exports["gpt_beam2"]
+    np.testing.assert_allclose(beam2["scores"], exports["gpt_beam2_scores"], rtol=1e-5)
+    # The TF1 session loader (as TF Serving): a text and an id signature, both loops, both searches
+    # (each loop compiles once per loader).
+    tf1_generate, tf1_logits, tf1_beam_slide = gpt_result["tf1"]
+    assert tf1_generate == generate
+    np.testing.assert_allclose(tf1_logits["logits"], exports["gpt_logits"], atol=1e-5)
+    for result in (beam_slide, tf1_beam_slide):
+        assert result["token_ids"] == exports["gpt_beam_slide"]["token_ids"]
+        assert result["lengths"] == exports["gpt_beam_slide"]["lengths"]
+        np.testing.assert_allclose(result["scores"], exports["gpt_beam_slide"]["scores"], rtol=1e-5)
     assert gpt_result["tf1_signatures"]["generate"] == {
         "inputs": ["max_new_tokens", "prompts", "seed", "temperature", "top_k", "top_p"],
         "outputs": ["completions", "num_tokens"],
