@@ -74,8 +74,7 @@ def child(spec_path):
             )
             if request is not None and row["kind"] != "keras":
                 feed = {
-                    k: tf.constant(np.array(v, specs[k].dtype.as_numpy_dtype))
-                    for k, v in REQUESTS[name].items()
+                    k: tf.constant(np.array(v, specs[k].dtype.as_numpy_dtype)) for k, v in request.items()
                 }
             else:  # Keras's forward pass: zeros (ones for masks) of the signature's dtypes, batch 1, length 8
                 feed = {
