@@ -3,7 +3,8 @@ loader), saved_model_cli, atomic versioned writes, request validation, CLI.
 
 The tiny models are exported once per module; a single subprocess
 (`tests/serving_client.py`, where importing keras / keras_tfm fails) checks
-every signature of every export through both loaders.
+every signature of every export through both loaders (the TF1 loader: three of
+the GPT calls, one per compiled loop).
 """
 
 import argparse
