@@ -4,7 +4,7 @@ loader), saved_model_cli, atomic versioned writes, request validation, CLI.
 The tiny models are exported once per module; a single subprocess
 (`tests/serving_client.py`, where importing keras / keras_tfm fails) checks
 every signature of every export through both loaders (the TF1 loader: three of
-the GPT calls, one per compiled loop).
+the GPT calls, text generation, logits and the sliding beam search).
 """
 
 import argparse
