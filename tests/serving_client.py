@@ -19,7 +19,8 @@ For every model in the spec it
   * replays the warmup records of assets.extra through the TF2 signatures.
 
 Spec: {"models": [{"path": ..., "calls": [{"signature": ..., "inputs": {...},
-"dtypes": {name: dtype}}], "bad": [same]}]}. Inputs are JSON lists/scalars;
+"dtypes": {name: dtype}}], "bad": [same], "tf1_calls": [indices of the calls
+the TF1 loader repeats; default all]}]}. Inputs are JSON lists/scalars;
 dtypes default to the signature's.
 """
 
@@ -136,7 +137,9 @@ def main(spec_path, result_path):
         entry["bad"] = run_bad(loaded, model.get("bad", []))
         entry["warmup"] = run_warmup(loaded, path)
         if model.get("tf1", True):
-            entry["tf1"], entry["tf1_signatures"] = run_tf1(path, model.get("calls", []))
+            calls = model.get("calls", [])
+            calls = [calls[i] for i in model.get("tf1_calls", range(len(calls)))]
+            entry["tf1"], entry["tf1_signatures"] = run_tf1(path, calls)
         results.append(entry)
     blocked_loaded = sorted(
         m for m, mod in sys.modules.items() if m.split(".")[0] in BLOCKED and mod is not None

@@ -116,7 +116,14 @@ class Env:
 
     @functools.cached_property
     def gpt_export(self):
-        return self.export("gpt", self.gpt, self.char_tokenizer, max_prompt_length=8, max_new_tokens_limit=2)
+        return self.export(
+            "gpt",
+            self.gpt,
+            self.char_tokenizer,
+            max_prompt_length=8,
+            max_new_tokens_limit=2,
+            signatures="all",
+        )
 
     @functools.cached_property
     def translate_export(self):

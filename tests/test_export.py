@@ -3,7 +3,8 @@ loader), saved_model_cli, atomic versioned writes, request validation, CLI.
 
 The tiny models are exported once per module; a single subprocess
 (`tests/serving_client.py`, where importing keras / keras_tfm fails) checks
-every signature of every export through both loaders.
+every signature of every export through both loaders (the TF1 loader: three of
+the GPT calls, text generation, logits and the sliding beam search).
 """
 
 import argparse
@@ -24,6 +25,7 @@ from keras_tfm.cli import usage
 from keras_tfm.cli.generate import default_max_new_tokens, export_info
 from keras_tfm.export import detect_kind, export_for_serving, list_versions, read_warmup_requests
 from keras_tfm.export import warmup as warmup_lib
+from keras_tfm.export.exporter import select_signatures
 from keras_tfm.generation import CausalLMGenerator
 from keras_tfm.generation.api import get_generator
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
@@ -74,8 +76,9 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("saved_models")
     out = {"root": str(root)}
 
-    # ---- GPT (CharTokenizer): prompt width 8 × cache lengths 64, 128, and the sliding window; each
-    # for sampling and for beam search (max_beams 3). The GPT and the seq2seq model have one layer:
+    # ---- GPT (CharTokenizer), every signature: the loop of requests that fit the context (cache length
+    # 128; in process 64 or 128) and the sliding-window loop, each for sampling and for beam search
+    # (max_beams 3). The GPT and the seq2seq model have one layer:
     # every served output is compared with the same model in process, which does not depend on the
     # depth, and each decoding loop (compiled once in process and once per loader) compiles faster.
     char_tok = CharTokenizer.from_corpus(GPT_TEXT)
@@ -87,6 +90,7 @@ def exports(tmp_path_factory):
         max_new_tokens_limit=SLIDE_NEW,
         max_prompt_length=8,
         max_beams=BEAMS,
+        signatures="all",
     )
     gen = CausalLMGenerator(gpt_model)
     prompt_ids = ids_of(char_tok, GPT_PROMPTS)
@@ -275,7 +279,7 @@ def served(exports, tmp_path_factory):
     ]
     spec = {
         "models": [
-            {"path": exports["gpt_path"], "calls": gpt_calls, "bad": bad},
+            {"path": exports["gpt_path"], "calls": gpt_calls, "bad": bad, "tf1_calls": [0, 3, 7]},
             {"path": exports["s2s_path"], "calls": s2s_calls, "bad": s2s_bad},
             {
                 "path": exports["clf_path"],
@@ -318,26 +322,31 @@ def test_gpt_signatures_match_in_process(exports, served):
         "beam_search",
         "beam_search_ids",
     }
-    for loader in ("tf2", "tf1"):
-        # Each (signature, loop) pair compiles once per loader: the string signatures take other loops
-        # than the id signatures (cache lengths 128 / 64) to cover every loop with few compilations.
-        generate, ids, sampled, logits, slide, beam1, beam2, beam_slide = gpt_result[loader]
-        assert generate["completions"] == exports["gpt_long"], loader  # cache length 128: two segments
-        assert generate["num_tokens"] == [LONG_NEW] * len(GPT_PROMPTS)
-        assert ids["token_ids"] == exports["gpt_greedy_ids"], loader
-        # Same seed → same tokens as in-process sampling (both XLA on the same device).
-        assert sampled["token_ids"] == exports["gpt_sampled_ids"], loader
-        np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
-        # Past the model's 80 positions: the sliding-window loop, as in process.
-        assert slide["token_ids"] == exports["gpt_slide_ids"], loader
-        # num_beams is a request input: any width up to max_beams=3 from one 3-beam loop per shape is
-        # the in-process search of that width (1 = greedy), past the context too.
-        assert beam1["completions"] == exports["gpt_greedy"], loader
-        assert beam2["completions"] == exports["gpt_beam2"], loader
-        np.testing.assert_allclose(beam2["scores"], exports["gpt_beam2_scores"], rtol=1e-5)
-        assert beam_slide["token_ids"] == exports["gpt_beam_slide"]["token_ids"], loader
-        assert beam_slide["lengths"] == exports["gpt_beam_slide"]["lengths"], loader
-        np.testing.assert_allclose(beam_slide["scores"], exports["gpt_beam_slide"]["scores"], rtol=1e-5)
+    # The served fitting loop has one cache length (128) for every request; in process these calls take
+    # cache lengths 64 and 128 (two segments): the same tokens.
+    generate, ids, sampled, logits, slide, beam1, beam2, beam_slide = gpt_result["tf2"]
+    assert generate["completions"] == exports["gpt_long"]
+    assert generate["num_tokens"] == [LONG_NEW] * len(GPT_PROMPTS)
+    assert ids["token_ids"] == exports["gpt_greedy_ids"]
+    # Same seed → same tokens as in-process sampling (both XLA on the same device).
+    assert sampled["token_ids"] == exports["gpt_sampled_ids"]
+    np.testing.assert_allclose(logits["logits"], exports["gpt_logits"], atol=1e-5)
+    # Past the model's 80 positions: the sliding-window loop, as in process.
+    assert slide["token_ids"] == exports["gpt_slide_ids"]
+    # num_beams is a request input: any width up to max_beams=3 from one 3-beam loop is the in-process
+    # search of that width (1 = greedy), past the context too.
+    assert beam1["completions"] == exports["gpt_greedy"]
+    assert beam2["completions"] == exports["gpt_beam2"]
+    np.testing.assert_allclose(beam2["scores"], exports["gpt_beam2_scores"], rtol=1e-5)
+    # The TF1 session loader (as TF Serving): a text and an id signature, both loops, both searches
+    # (each loop compiles once per loader).
+    tf1_generate, tf1_logits, tf1_beam_slide = gpt_result["tf1"]
+    assert tf1_generate == generate
+    np.testing.assert_allclose(tf1_logits["logits"], exports["gpt_logits"], atol=1e-5)
+    for result in (beam_slide, tf1_beam_slide):
+        assert result["token_ids"] == exports["gpt_beam_slide"]["token_ids"]
+        assert result["lengths"] == exports["gpt_beam_slide"]["lengths"]
+        np.testing.assert_allclose(result["scores"], exports["gpt_beam_slide"]["scores"], rtol=1e-5)
     assert gpt_result["tf1_signatures"]["generate"] == {
         "inputs": ["max_new_tokens", "prompts", "seed", "temperature", "top_k", "top_p"],
         "outputs": ["completions", "num_tokens"],
@@ -474,6 +483,51 @@ def test_versions_and_atomic_writes(exports, tmp_path, monkeypatch):
     assert sorted(os.listdir(base)) == ["1", "2"]  # no version 3, no temporary directory left
 
 
+def test_default_signatures(exports, served):
+    """Beam search is exported on request: `signatures="all"` above; the defaults otherwise."""
+    assert select_signatures("gpt", None, has_tokenizer=True) == (
+        "serving_default",
+        "generate",
+        "generate_ids",
+    )
+    assert select_signatures("gpt", None, has_tokenizer=False) == ("serving_default", "generate_ids")
+    assert select_signatures("gpt", "all", has_tokenizer=False) == (
+        "serving_default",
+        "generate_ids",
+        "beam_search_ids",
+    )
+    assert select_signatures("gpt", ["beam_search", "generate"], True) == ("generate", "beam_search")
+    # Another kind's single signature is also its serving_default (TF Serving's default request).
+    assert served["models"][1]["signatures"] == ["serving_default", "translate"]
+    assert served["models"][2]["signatures"] == ["classify", "serving_default"]
+
+
+@pytest.mark.parametrize(
+    "kind, tokenizer, signatures, error, message",
+    [
+        ("gpt", True, ["generate", "sample"], ValueError, r"unknown signature 'sample'; a gpt export has"),
+        (
+            "gpt",
+            True,
+            ["translate"],
+            ValueError,
+            r"a gpt export has no 'translate' signature \(a seq2seq one\)",
+        ),
+        ("bert_classifier", True, "generate", ValueError, r"no 'generate' signature \(a gpt one\)"),
+        ("gpt", False, ("generate_ids", "beam_search"), ValueError, r"'beam_search' takes and returns text"),
+        ("gpt", True, [], ValueError, r"`signatures` is empty"),
+        ("gpt", True, 3, TypeError, r"`signatures` must be None, 'all', a signature name or a sequence"),
+        ("gpt", True, ["generate", 1], TypeError, r"`signatures` must be None"),
+    ],
+)
+def test_signatures_bad_input(exports, tmp_path, kind, tokenizer, signatures, error, message):
+    model = exports["gpt_model"] if kind == "gpt" else exports["clf_model"]
+    tok = (exports["char_tok"] if kind == "gpt" else exports["bert_tok"]) if tokenizer else None
+    with pytest.raises(error, match=message):
+        export_for_serving(model, tmp_path / "x", tokenizer=tok, signatures=signatures)
+    assert not os.path.exists(tmp_path / "x")  # refused before anything is written
+
+
 def test_export_argument_errors(exports, tmp_path):
     clf, tok = exports["clf_model"], exports["bert_tok"]
     assert detect_kind(clf) == "bert_classifier" and detect_kind(exports["gpt_model"]) == "gpt"
@@ -511,10 +565,17 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
             "--label-names",
             "neg,pos",
             "--no-warmup",
+            "--signatures",
+            "classify",
         ]
     )
     assert usage.run(args) == 0
     assert capsys.readouterr().out.strip().endswith(os.path.join("clf", "1"))
+    bad = ["export", "--model", str(model_path), "--tokenizer", str(vocab_path), "--name", "clf"]
+    bad += ["--export-dir", str(tmp_path / "sm")]
+    assert usage.run(parser.parse_args(bad + ["--signatures", "classify,generate"])) == 2
+    assert "--signatures: a bert_classifier export has no 'generate' signature" in capsys.readouterr().err
+    assert list_versions(tmp_path / "sm" / "clf") == [1]
     args = parser.parse_args(
         ["generate", "--model", str(tmp_path / "sm" / "clf"), "--prompt", BERT_TEXTS[0], "--json"]
     )

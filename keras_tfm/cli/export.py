@@ -51,8 +51,16 @@ def _refuse_unused(args, kind):
             )
 
 
+def _signatures(names):
+    """--signatures → `export_for_serving(signatures=)`: None (the defaults), "all" or the names."""
+    if names is None:
+        return None
+    return "all" if names == ["all"] else tuple(names)
+
+
 def run_export(args):
-    """Exports `--model` with every signature it supports; prints the version folder."""
+    """Exports `--model` with the signatures of --signatures (default: its kind's); prints the version
+    folder."""
     from keras_tfm.atomic_files import write_guard
     from keras_tfm.export import detect_kind, export_for_serving
     from keras_tfm.recipes import load_trained
@@ -93,6 +101,7 @@ def run_export(args):
                 max_beams=DEFAULT_MAX_BEAMS if args.max_beams is None else args.max_beams,
                 eos_id=args.eos_id,
                 jit_compile=args.jit_compile,
+                signatures=_signatures(args.signatures),
             )
     except FileExistsError as error:
         raise usage.UsageError("--version", str(error)) from None
@@ -110,7 +119,7 @@ def register(subparsers):
     p = subparsers.add_parser(
         "export",
         help="export a trained model as a TF Serving SavedModel version",
-        description="Exports a trained model with every signature it supports. --model is a folder written by "
+        description="Exports a trained model with its kind's default signatures (--signatures for others). --model is a folder written by "
         "`keras-tfm train ... --output DIR` (model.keras, its tokenizer(s) and class names are read from it) "
         "or a .keras file (vocabulary files beside it are picked up the same way).",
     )
@@ -139,6 +148,14 @@ def register(subparsers):
         f"1..max; default: {DEFAULT_MAX_BEAMS})",
     )
     p.add_argument("--eos-id", type=int, default=None, help="stop id (GPT default: none)")
+    p.add_argument(
+        "--signatures",
+        type=comma_list,
+        default=None,
+        help="signatures to export, comma-separated, or 'all' (default: GPT serving_default,generate,"
+        "generate_ids (beam_search,beam_search_ids on request); seq2seq translate; classifier classify; "
+        "masked LM fill_mask; sentence encoder embed)",
+    )
     p.add_argument(
         "--ids-only",
         action="store_true",

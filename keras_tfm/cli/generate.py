@@ -128,11 +128,11 @@ def _refuse_unused(signature, args):
             continue  # one beam is greedy decoding, what `generate` does without sampling flags
         if getattr(args, name) is not None and name not in USES[signature]:
             used = ", ".join(usage.flag(n) for n in USES[signature]) or "none of the request flags"
-            hint = (
-                " (GPT: --num-beams above 1 runs beam_search, which does not sample)"
-                if (signature == "beam_search" and name in SAMPLING)
-                else ""
-            )
+            hint = ""
+            if signature == "beam_search" and name in SAMPLING:
+                hint = " (GPT: --num-beams above 1 runs beam_search, which does not sample)"
+            elif signature == "generate" and name == "num_beams":
+                hint = " (the export has no beam_search signature: `keras-tfm export --signatures all`)"
             raise usage.UsageError(
                 usage.flag(name),
                 f"the export's {signature!r} signature cannot use it; it takes {used}{hint}",

@@ -187,7 +187,7 @@ TRAINING_FLAGS = {
     ),
     "export": Flag(
         "output",
-        "also export a TF Serving SavedModel with every signature: EXPORT_DIR/NAME/VERSION",
+        "also export a TF Serving SavedModel (default signatures): EXPORT_DIR/NAME/VERSION",
         metavar="NAME",
         show_default=False,
     ),

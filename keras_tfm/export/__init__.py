@@ -18,11 +18,12 @@ from keras_tfm.export.client import (
     load_served,
     resolve_version_dir,
 )
-from keras_tfm.export.exporter import KINDS, detect_kind, export_for_serving
+from keras_tfm.export.exporter import KINDS, SIGNATURES, detect_kind, export_for_serving
 from keras_tfm.export.warmup import read_warmup_requests  # noqa: F401
 
 __all__ = [
     "KINDS",
+    "SIGNATURES",
     "call_signature",
     "detect_kind",
     "export_for_serving",

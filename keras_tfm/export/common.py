@@ -6,7 +6,6 @@ decoding loop. The design of the endpoints is in `keras_tfm.export.signatures`.
 
 import tensorflow as tf
 
-from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import samplers
 from keras_tfm.tokenizers import CharTokenizer
 from keras_tfm.tokenizers.special_tokens import (
@@ -103,41 +102,16 @@ def lookup(table, *indices):
     return tf.gather_nd(table, tf.stack(index))
 
 
-def generator_shapes(max_prompt_length, max_new_tokens_limit):
-    """The static shapes the in-process generator would pick, for every request.
-
-    Mirrors `CausalLMGenerator._prepare`: prompt width P =
-    `cache.prompt_bucket(longest prompt)` and cache length L =
-    `cache.cache_bucket(P + max(max_new_tokens, 1))`, so a served request runs
-    exactly the computation (shapes, cache segments) of the in-process call
-    and returns the same tokens.
-
-    Returns:
-        `(widths, configs, width_of_length, config_of)`: the prompt widths;
-        the sorted distinct (P, L) pairs (one compiled loop each); the
-        P-index of every prompt length 0..max_prompt_length; a table
-        [P-index][max_new_tokens] → index into `configs`.
-    """
-    bucket = cache_lib.prompt_bucket
-    widths = sorted({bucket(max(n, 1)) for n in range(max_prompt_length + 1)})
-    width_of_length = [widths.index(bucket(max(n, 1))) for n in range(max_prompt_length + 1)]
-    cache_of = [
-        [cache_lib.cache_bucket(p + max(m, 1)) for m in range(max_new_tokens_limit + 1)] for p in widths
-    ]
-    configs = sorted({(p, c) for p, row in zip(widths, cache_of) for c in row})
-    config_of = [[configs.index((p, c)) for c in row] for p, row in zip(widths, cache_of)]
-    return widths, configs, width_of_length, config_of
-
-
 def left_pad(ragged, width, pad_id):
-    """`[batch, (len)]` ragged ids → `[batch, width]` LEFT-padded (len <= width)."""
+    """`[batch, (len)]` ragged ids → `[batch, width]` LEFT-padded (len <= width; `width` a Python int
+    or an int32 scalar tensor)."""
     lengths = tf.cast(ragged.row_lengths(), tf.int32)
     dense = ragged.to_tensor(default_value=pad_id)
     dense = tf.pad(dense, [[0, 0], [0, width - tf.shape(dense)[1]]], constant_values=pad_id)
     index = tf.range(width, dtype=tf.int32)[None, :] - (width - lengths)[:, None]
     gathered = tf.gather(dense, tf.maximum(index, 0), batch_dims=1)
     out = tf.where(index >= 0, gathered, tf.cast(pad_id, dense.dtype))
-    return tf.ensure_shape(tf.cast(out, tf.int32), [None, width])
+    return tf.ensure_shape(tf.cast(out, tf.int32), [None, width if isinstance(width, int) else None])
 
 
 def ragged_from_padded(ids, lengths):

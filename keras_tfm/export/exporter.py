@@ -22,6 +22,76 @@ from keras_tfm.tokenizers.special_tokens import EOS
 
 KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
 
+#: The signatures each kind of model can export.
+SIGNATURES = {
+    "gpt": ("serving_default", "generate", "generate_ids", "beam_search", "beam_search_ids"),
+    "seq2seq": ("translate",),
+    "bert_classifier": ("classify",),
+    "bert_mlm": ("fill_mask",),
+    "sentence_encoder": ("embed",),
+}
+#: Those exported when `signatures` is None (GPT: beam search on request; without a tokenizer the
+#: text signatures are left out).
+DEFAULT_SIGNATURES = dict(SIGNATURES, gpt=("serving_default", "generate", "generate_ids"))
+#: GPT signatures that take or return strings (they need a tokenizer).
+TEXT_SIGNATURES = ("generate", "beam_search")
+
+
+def select_signatures(kind, signatures, has_tokenizer):
+    """The signature names to export: `signatures` checked against the `kind`'s.
+
+    Args:
+        kind: one of `KINDS`.
+        signatures: None (the kind's defaults, `DEFAULT_SIGNATURES`), "all", one name or a
+            sequence of names from `SIGNATURES[kind]`.
+        has_tokenizer: whether the export has a tokenizer (GPT text signatures need one).
+
+    Returns:
+        A tuple of names, in `SIGNATURES[kind]` order.
+
+    Raises:
+        TypeError: `signatures` is not None, a str or a sequence of str.
+        ValueError: an empty selection, a name no kind has, a name of another kind, or a text
+            signature of a GPT export without a tokenizer.
+    """
+    available = SIGNATURES[kind]
+    if signatures is None:
+        names = DEFAULT_SIGNATURES[kind]
+        if kind == "gpt" and not has_tokenizer:
+            names = tuple(n for n in names if n not in TEXT_SIGNATURES)
+        return names
+    if signatures == "all":
+        if kind == "gpt" and not has_tokenizer:
+            return tuple(n for n in available if n not in TEXT_SIGNATURES)
+        return available
+    if isinstance(signatures, str):
+        signatures = (signatures,)
+    if not isinstance(signatures, Sequence) or not all(isinstance(n, str) for n in signatures):
+        raise TypeError(
+            f"`signatures` must be None, 'all', a signature name or a sequence of names; received "
+            f"{signatures!r}."
+        )
+    if not signatures:
+        raise ValueError(f"`signatures` is empty; expected some of {list(available)} (or None, 'all').")
+    for name in signatures:
+        if name in available:
+            continue
+        owners = [k for k, names in SIGNATURES.items() if name in names]
+        if owners:
+            raise ValueError(
+                f"`signatures`: a {kind} export has no {name!r} signature (a {owners[0]} one); expected "
+                f"some of {list(available)}."
+            )
+        raise ValueError(f"`signatures`: unknown signature {name!r}; a {kind} export has {list(available)}.")
+    if kind == "gpt" and not has_tokenizer:
+        text = [n for n in signatures if n in TEXT_SIGNATURES]
+        if text:
+            raise ValueError(
+                f"`signatures`: {text[0]!r} takes and returns text and needs a tokenizer (pass `tokenizer` "
+                "or set `model.tokenizer`), or export the id signatures (generate_ids, beam_search_ids)."
+            )
+    return tuple(n for n in available if n in signatures)
+
 
 def detect_kind(model: keras.Model) -> str:
     """ "gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the model's class."""
@@ -118,6 +188,10 @@ def _tokenizers_of(serving):
     return out
 
 
+def _has_tokenizer(serving):
+    return any(getattr(serving, n, None) is not None for n in ("tokenizer", "target_tokenizer"))
+
+
 EXPORT_INFO = "keras_tfm.json"
 
 
@@ -151,6 +225,7 @@ def export_for_serving(
     jit_compile: bool = True,
     max_prompt_length: int | None = None,
     verbose: bool = False,
+    signatures: str | Sequence[str] | None = None,
 ) -> str:
     """Exports a keras_tfm model as a TF Serving model version, atomically.
 
@@ -163,7 +238,7 @@ def export_for_serving(
     version is never overwritten.
 
     Signatures (tokenization and request validation inside the graph; see
-    `keras_tfm.export.signatures`):
+    `keras_tfm.export.signatures`; `signatures` picks which):
 
     * GPT: `serving_default` (`token_ids` int32 [B, T] → `logits` float32
       [B, T, V]); `generate` (`prompts` string [B], `max_new_tokens`,
@@ -215,9 +290,15 @@ def export_for_serving(
             [0, vocabulary size) (a ValueError names `eos_id` and the size).
         jit_compile: compile the decoding loops with XLA.
         max_prompt_length: GPT: longest prompt accepted (default the model's
-            max_length); one decoding loop is compiled per power-of-two prompt
-            bucket up to it, so a smaller value exports faster.
+            max_length); with `max_new_tokens_limit` it sizes the decoding loops.
         verbose: print the endpoints (Keras' summary).
+        signatures: the signatures to export: None (the kind's defaults: GPT
+            `serving_default`, `generate` (with a tokenizer) and
+            `generate_ids`; the other kinds their one signature), "all", one
+            name or a sequence of names from `SIGNATURES[kind]`. Each decoding
+            loop costs export and load time (beam search: on request). Without
+            "serving_default" among them, the first is also exported as
+            `serving_default` (TF Serving's default).
 
     Returns:
         The path of the written version directory.
@@ -226,7 +307,10 @@ def export_for_serving(
         FileExistsError: the version directory already exists.
         ValueError: bad arguments, unknown model kind, a `kind` that does not
             match the model (a GPT exported as "bert_mlm"), tokenizer/model
-            mismatch, `max_prompt_length` < 1 or beyond the model's length.
+            mismatch, `max_prompt_length` < 1 or beyond the model's length,
+            `signatures` naming a signature the kind lacks or a GPT text
+            signature without a tokenizer.
+        TypeError: `signatures` is not None, a str or a sequence of str.
     """
     base = os.path.abspath(os.fspath(path))
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
@@ -242,6 +326,8 @@ def export_for_serving(
         jit_compile=jit_compile,
         max_prompt_length=max_prompt_length,
     )
+    kind = detect_kind(model) if kind == "auto" else kind
+    names = select_signatures(kind, signatures, _has_tokenizer(serving))
     os.makedirs(base, exist_ok=True)
     if version is None:
         existing = list_versions(base)
@@ -253,21 +339,20 @@ def export_for_serving(
         )
 
     archive = keras.export.ExportArchive()
-    archive.track(model)
-    for tok in _tokenizers_of(serving):
+    for tok in _tokenizers_of(serving):  # their lookup tables; the variables come with the functions
         archive.track(tok)
-    if hasattr(serving, "generator"):
-        archive.track(serving.generator)
     for name, fn, signature in serving.endpoints():
-        archive.add_endpoint(name, fn, signature)
+        if name in names:
+            archive.add_endpoint(name, fn, signature)
 
     remove_stale_temporaries(base)
     temp = temporary_directory(final)
     try:
         archive.write_out(temp, verbose=verbose)
         if warmup:
-            warmup_lib.write_warmup_requests(temp, os.path.basename(base), serving.warmup_requests())
-        _write_export_info(temp, kind if kind != "auto" else detect_kind(model), serving)
+            requests = [r for r in serving.warmup_requests() if r[0] in names]
+            warmup_lib.write_warmup_requests(temp, os.path.basename(base), requests)
+        _write_export_info(temp, kind, serving)
         if os.path.exists(final):
             raise FileExistsError(
                 errno.EEXIST, f"Model version already exists (never overwritten): {final}", final

@@ -3,8 +3,9 @@
 
 `max_new_tokens` may take a prompt past the model's maximum length: such a
 request runs the sliding-window loop of `keras_tfm.generation.sliding_window`
-(as `generate` and `beam_search` in process), one compiled loop per prompt
-width.
+(as `generate` and `beam_search` in process), compiled for the widest prompt
+width; the requests that fit the context run one loop of any prompt width
+(see `keras_tfm.export.signatures`).
 
 Beam search has its own signatures rather than a `num_beams` input of
 `generate`: a TF Serving request must feed every input of its signature, so
@@ -29,7 +30,6 @@ from keras_tfm.export.common import (
     check_nonempty_batch,
     check_sampling,
     detokenize,
-    generator_shapes,
     left_pad,
     longest,
     lookup,
@@ -41,6 +41,7 @@ from keras_tfm.export.common import (
 )
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import decoding, sliding_window
+from keras_tfm.generation.cache import cache_bucket, prompt_bucket
 from keras_tfm.generation.causal_lm import CausalLMGenerator
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
@@ -92,23 +93,20 @@ class GPTServing:
         self.eos_id = -1 if eos_id is None else int(eos_id)
         self.pad_id = int(pad_id)
         self.jit_compile = bool(jit_compile)
-        # Requests that fit the context: the in-process generator's (prompt width, cache length) loops.
+        # Requests that fit the context: one loop of dynamic prompt width (the in-process bucket of the
+        # longest prompt, XLA compiles each width on its first request) and one cache length, enough for
+        # every such request (a longer cache than in process only adds masked slots: the same tokens).
+        self.prompt_widths = sorted({prompt_bucket(max(n, 1)) for n in range(self.max_prompt_length + 1)})
+        self.width_of_length = [prompt_bucket(max(n, 1)) for n in range(self.max_prompt_length + 1)]
         self.fitting_limit = min(self.max_new_tokens_limit, self.max_length or self.max_new_tokens_limit)
-        self.prompt_widths, configs, self.width_of_length, self.config_of = generator_shapes(
-            self.max_prompt_length, self.fitting_limit
-        )
-        self.configs = [(p, c, False) for p, c in configs]
-        # Past the context (prompt + max_new_tokens > max_length): one sliding-window loop per prompt
-        # width (generation.sliding_window; its caches do not depend on max_new_tokens, its token buffer
-        # holds the limit), which returns the tokens of the in-process generator's sliding loop.
-        self.sliding_of = []
-        if (
+        self.cache_length = cache_bucket(self.prompt_widths[-1] + max(self.fitting_limit, 1))
+        # Past the context (prompt + max_new_tokens > max_length): one sliding-window loop
+        # (generation.sliding_window) of the widest prompt width (its caches do not depend on
+        # max_new_tokens, its token buffer holds the limit), the tokens of the in-process sliding loop.
+        self.sliding = (
             self.max_length is not None
             and self.max_prompt_length + self.max_new_tokens_limit > self.max_length
-        ):
-            for p in self.prompt_widths:
-                self.sliding_of.append(len(self.configs))
-                self.configs.append((p, p + self.max_new_tokens_limit, True))
+        )
         self._decoders = {}
         if tokenizer is not None and tokenizer.vocabulary_size > self.vocabulary_size:
             raise ValueError(
@@ -116,26 +114,33 @@ class GPTServing:
             )
 
     # ---- compiled pieces
-    def _concrete(self, key, run, scalars):
-        """`run(ids [B, P], lengths [B], *scalars)` traced once (eagerly, outside the endpoint being
-        traced) as an XLA-compiled ConcreteFunction shared by every endpoint."""
+    def _concrete(self, key, run, scalars, width):
+        """`run(ids [B, width], lengths [B], *scalars)` traced once (eagerly, outside the endpoint being
+        traced) as a ConcreteFunction (XLA-compiled with `jit_compile`) shared by every endpoint;
+        `width` None: any prompt width."""
         if key not in self._decoders:
-            p = key[1]
             with tf.init_scope():
                 self._decoders[key] = tf.function(
                     run,
                     jit_compile=self.jit_compile,
                     autograph=False,
-                    input_signature=[tf.TensorSpec([None, p], tf.int32), tf.TensorSpec([None], tf.int32)]
+                    input_signature=[tf.TensorSpec([None, width], tf.int32), tf.TensorSpec([None], tf.int32)]
                     + [tf.TensorSpec([], dtype) for dtype in scalars],
                 ).get_concrete_function()
         return self._decoders[key]
 
-    def decoder(self, p, cache_length, sliding=False):
-        """The XLA-compiled decoding loop of prompt width `p` and cache length
-        (with `sliding`: the sliding-window loop, `cache_length - p` tokens)."""
+    def _shape(self, sliding):
+        """`(prompt width or None, cache length)` of the fitting loop or the sliding-window loop."""
+        if sliding:
+            return self.prompt_widths[-1], self.prompt_widths[-1] + self.max_new_tokens_limit
+        return None, self.cache_length
+
+    def decoder(self, sliding=False):
+        """The decoding loop (`decoding.decode` for requests that fit the context, else the
+        sliding-window loop); `run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p)`."""
         adapter, eos, pad = self.generator.adapter, self.eos_id, self.pad_id
         loop = sliding_window.decode_sliding if sliding else decoding.decode
+        width, cache_length = self._shape(sliding)
 
         def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
             select = make_selector(seed, temperature, top_k, top_p)
@@ -152,13 +157,13 @@ class GPTServing:
             return out["tokens"], out["lengths"]
 
         scalars = (tf.int32, tf.int32, tf.float32, tf.int32, tf.float32)
-        return self._concrete(("sample", p, cache_length, sliding), run, scalars)
+        return self._concrete(("sample", sliding), run, scalars, width)
 
-    def beam_decoder(self, p, cache_length, sliding=False):
-        """The XLA-compiled beam search of `max_beams` beams (the request's
-        `num_beams` of them active) for prompt width `p` and cache length;
-        returns the best beam's tokens, length and score."""
+    def beam_decoder(self, sliding=False):
+        """The beam search of `max_beams` beams (the request's `num_beams` of them active), fitting or
+        sliding as `decoder`; returns the best beam's tokens, length and score."""
         generator, eos, k = self.generator, self.eos_id, self.max_beams
+        width, cache_length = self._shape(sliding)
 
         def run(ids, lengths, max_new_tokens, length_penalty, num_beams):
             out = generator.beam_search_fn(
@@ -174,11 +179,11 @@ class GPTServing:
             )
             return out["sequences"][:, 0], out["lengths"][:, 0], out["scores"][:, 0]
 
-        return self._concrete(("beam", p, cache_length, sliding), run, (tf.int32, tf.float32, tf.int32))
+        return self._concrete(("beam", sliding), run, (tf.int32, tf.float32, tf.int32), width)
 
     def _route(self, ragged, max_new_tokens, name, checks):
-        """Validates the prompts (and `checks`) → `(lengths, max_new, config index)`: the (prompt
-        width, cache length, sliding) loop the in-process generator would run for the request."""
+        """Validates the prompts (and `checks`) → `(lengths, max_new, slide)`: `slide` (bool scalar)
+        when prompt + max_new_tokens pass the model's maximum length."""
         lengths = tf.cast(ragged.row_lengths(), tf.int32)
         batch = tf.shape(lengths)[0]
         long = longest(lengths)
@@ -203,36 +208,39 @@ class GPTServing:
         ] + checks
         with tf.control_dependencies(checks):
             max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
-            width = lookup(self.width_of_length, long)
-            index = lookup(self.config_of, width, tf.minimum(max_new, self.fitting_limit))
-            if self.sliding_of:
-                index = tf.where(long + max_new > self.max_length, lookup(self.sliding_of, width), index)
-        return lengths, max_new, index
+            slide = long + max_new > self.max_length if self.sliding else tf.constant(False)
+        return lengths, max_new, slide
 
-    def _switch(self, ragged, index, max_new, call):
-        """Runs `call(ids, p, cache_length, sliding)` (outputs: `[B, L]` tokens first) for the
-        config `index`, on the prompts left-padded to its width; tokens cut to `max_new`."""
+    def _switch(self, ragged, slide, max_new, call):
+        """Runs `call(ids, sliding)` (outputs: `[B, L]` tokens first) on the prompts left-padded to the
+        in-process prompt width (fitting) or to the widest width (`slide`); tokens cut to `max_new`."""
 
-        def branch(p, cache_length, sliding):
+        def branch(sliding):
             def fn():
-                tokens, *rest = call(left_pad(ragged, p, self.pad_id), p, cache_length, sliding)
+                if sliding:
+                    width = self.prompt_widths[-1]
+                else:
+                    width = lookup(self.width_of_length, longest(ragged.row_lengths()))
+                tokens, *rest = call(left_pad(ragged, width, self.pad_id), sliding)
                 return (tokens[:, :max_new], *rest)
 
             return fn
 
-        outputs = tf.switch_case(index, [branch(*config) for config in self.configs])
+        if self.sliding:
+            outputs = tf.cond(slide, branch(True), branch(False))
+        else:
+            outputs = branch(False)()
         return [tf.ensure_shape(outputs[0], [None, None])] + [tf.ensure_shape(o, [None]) for o in outputs[1:]]
 
     def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
         """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
         checks = check_sampling(max_new_tokens, temperature, top_k, top_p, self.max_new_tokens_limit)
-        lengths, max_new, index = self._route(ragged, max_new_tokens, name, checks)
+        lengths, max_new, slide = self._route(ragged, max_new_tokens, name, checks)
 
-        def call(ids, p, cache_length, sliding):
-            decoder = self.decoder(p, cache_length, sliding)
-            return decoder(ids, lengths, max_new, seed, temperature, top_k, top_p)
+        def call(ids, sliding):
+            return self.decoder(sliding)(ids, lengths, max_new, seed, temperature, top_k, top_p)
 
-        tokens, out_lengths = self._switch(ragged, index, max_new, call)
+        tokens, out_lengths = self._switch(ragged, slide, max_new, call)
         return tokens, out_lengths
 
     def beam_search_ragged(self, ragged, max_new_tokens, num_beams, length_penalty, name):
@@ -240,14 +248,13 @@ class GPTServing:
         lengths [B], scores [B])."""
         checks = check_max_new_tokens(max_new_tokens, self.max_new_tokens_limit)
         checks += check_beams(num_beams, length_penalty, self.max_beams)
-        lengths, max_new, index = self._route(ragged, max_new_tokens, name, checks)
+        lengths, max_new, slide = self._route(ragged, max_new_tokens, name, checks)
         beams = tf.clip_by_value(num_beams, 1, self.max_beams)
 
-        def call(ids, p, cache_length, sliding):
-            decoder = self.beam_decoder(p, cache_length, sliding)
-            return decoder(ids, lengths, max_new, length_penalty, beams)
+        def call(ids, sliding):
+            return self.beam_decoder(sliding)(ids, lengths, max_new, length_penalty, beams)
 
-        tokens, out_lengths, scores = self._switch(ragged, index, max_new, call)
+        tokens, out_lengths, scores = self._switch(ragged, slide, max_new, call)
         return tokens, out_lengths, scores
 
     # ---- endpoints

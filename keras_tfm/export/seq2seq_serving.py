@@ -82,17 +82,16 @@ class Seq2SeqServing:
             min(cache_lib.prompt_bucket(max(n, 1)), max(a.source_max_length, n))
             for n in range(a.source_max_length + 1)
         ]
-        # Decoder: the prompt is [BOS] (width 1); cache length by max_new_tokens.
-        caches = [cache_lib.cache_bucket(1 + max(m, 1)) for m in range(limit + 1)]
-        # Loops: greedy (width 1) and, with max_beams > 1, beam search of max_beams beams.
-        widths = [1] + ([self.max_beams] if self.max_beams > 1 else [])
-        self.configs = [(w, c) for w in widths for c in sorted(set(caches))]
-        self.config_of = [[self.configs.index((w, c)) for c in caches] for w in widths]
+        # Decoder: the prompt is [BOS] (width 1); one cache length, enough for every request (a longer
+        # cache than in process only adds masked slots: the same tokens). Loops: greedy (width 1) and,
+        # with max_beams > 1, beam search of max_beams beams.
+        self.cache_length = cache_lib.cache_bucket(1 + limit)
         self._decoders = {}
 
-    def decoder(self, width, cache_length):
+    def decoder(self, width):
         """XLA-compiled greedy decoding (width 1) or beam search of `width` beams."""
-        if (width, cache_length) not in self._decoders:
+        cache_length = self.cache_length
+        if width not in self._decoders:
             gen, bos, eos = self.generator, self.bos_id, self.eos_id
 
             def run(source, source_lengths, max_new_tokens, length_penalty, num_beams):
@@ -130,7 +129,7 @@ class Seq2SeqServing:
                 return out["sequences"][:, 0], out["lengths"][:, 0]
 
             with tf.init_scope():
-                self._decoders[width, cache_length] = tf.function(
+                self._decoders[width] = tf.function(
                     run,
                     jit_compile=self.jit_compile,
                     autograph=False,
@@ -142,7 +141,7 @@ class Seq2SeqServing:
                         tf.TensorSpec([], tf.int32),
                     ],
                 ).get_concrete_function()
-        return self._decoders[width, cache_length]
+        return self._decoders[width]
 
     def endpoints(self):
         a = self.adapter
@@ -175,18 +174,18 @@ class Seq2SeqServing:
                 source = tf.pad(source, [[0, 0], [0, width - tf.shape(source)[1]]])
                 max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
                 beams = tf.clip_by_value(num_beams, 1, self.max_beams)
-                index = lookup(self.config_of, tf.cast(beams > 1, tf.int32), max_new)
 
-            def branch(w, cache_length):
+            def branch(w):
                 def fn():
-                    tokens, out_lengths = self.decoder(w, cache_length)(
-                        source, lengths, max_new, length_penalty, beams
-                    )
+                    tokens, out_lengths = self.decoder(w)(source, lengths, max_new, length_penalty, beams)
                     return tokens[:, :max_new], out_lengths
 
                 return fn
 
-            tokens, out_lengths = tf.switch_case(index, [branch(w, c) for w, c in self.configs])
+            if self.max_beams > 1:
+                tokens, out_lengths = tf.cond(beams > 1, branch(self.max_beams), branch(1))
+            else:
+                tokens, out_lengths = branch(1)()
             out_lengths = tf.minimum(out_lengths, max_new)
             return {"translations": detokenize(tgt_tok, tokens, out_lengths), "num_tokens": out_lengths}
 

@@ -12,21 +12,26 @@ Every endpoint is built from three parts:
 3. the *compiled decoding loop* (`keras_tfm.generation.decoding.decode` /
    `beam.beam_search_loop`), one XLA function per static configuration:
 
-   * GPT: one function per (prompt width P, cache length L) that the
-     in-process generator can pick for a request within the export's limits
-     (P = `prompt_bucket(longest prompt)`, L = `cache_bucket(P +
-     max_new_tokens)`); the request picks its function in the graph (a table
-     lookup and `tf.switch_case`), so it runs exactly the in-process shapes
-     and cache segments and returns the same tokens. A request whose prompt +
-     `max_new_tokens` passes the model's maximum length runs the
-     sliding-window loop of its prompt width
-     (`keras_tfm.generation.sliding_window`), as in process.
+   * GPT: one loop for the requests that fit the model's context, of any
+     prompt width (the prompts are left-padded to the in-process generator's
+     width, `prompt_bucket(longest prompt)`) and one cache length, enough
+     for the longest such request; XLA compiles it for each (batch size,
+     prompt width) on its first request, as in process. Its tokens are those
+     of the in-process call: a longer cache only adds masked slots. A request
+     whose prompt + `max_new_tokens` passes the model's maximum length runs
+     the sliding-window loop (`keras_tfm.generation.sliding_window`),
+     compiled for the widest prompt width, as in process. The request picks
+     its loop in the graph (`tf.cond`).
    * seq2seq: `num_beams` is a request input, any width in [1, max_beams]
      (fixed at export): width 1 runs the greedy loop, a wider request the
      beam search compiled for `max_beams` beams with the spare beams kept
-     dead (exactly a search of the requested width); one function per cache
-     length each. Source lengths stay dynamic (XLA compiles each padded
-     length once, as in process).
+     dead (exactly a search of the requested width); one cache length for
+     every `max_new_tokens`. Source lengths stay dynamic (XLA compiles each
+     padded length once, as in process).
+
+Only the signatures asked for are exported (`export_for_serving(signatures=)`;
+a GPT's beam search on request): each decoding loop is traced at export,
+loaded and compiled at the first request.
 
 Sampling parameters are request tensors: temperature 0 selects greedy
 decoding inside the compiled loop (a `tf.cond`, no recompilation), otherwise

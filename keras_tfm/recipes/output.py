@@ -4,7 +4,7 @@
     DIR/tokenizer.vocab          its tokenizer (seq2seq: source_tokenizer.vocab, target_tokenizer.vocab),
                                  keras_tfm vocabulary files (keras_tfm.tokenizers.load_tokenizer)
     DIR/training.json            {"task", "arguments", "metrics", "seconds", "tokenizers", "labels", ...}
-    DIR/saved_models/NAME/1/     with --export NAME: the TF Serving SavedModel (every signature)
+    DIR/saved_models/NAME/1/     with --export NAME: the TF Serving SavedModel (default signatures)
 
 One rule for where every recipe's export goes (`export_base`): `export NAME` writes
 `EXPORT_DIR/NAME/VERSION`, EXPORT_DIR being `export_dir` when given, else `OUTPUT/saved_models` with
@@ -214,7 +214,8 @@ def export_arguments(tokenizers, labels=None):
 
 
 def export(model, base_dir, name, tokenizers, labels=None):
-    """TF Serving SavedModel `base_dir/name/VERSION` with every signature of the model; returns its path."""
+    """TF Serving SavedModel `base_dir/name/VERSION` with the default signatures of the model's kind;
+    returns its path."""
     from keras_tfm.export.exporter import export_for_serving
 
     return export_for_serving(model, os.path.join(base_dir, name), **export_arguments(tokenizers, labels))
