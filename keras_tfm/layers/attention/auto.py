@@ -57,13 +57,12 @@ def auto_attention(
     if tk is not None:
         return chunked(inputs, **chunked_options) if tk >= threshold else standard(inputs)
     dtype = inputs.value.dtype
-    output = choose_at_run_time(
-        inputs,
-        ops.shape(inputs.key)[1] >= threshold,
-        lambda x: ops.cast(chunked(x, **chunked_options)[0], dtype),
-        lambda x: ops.cast(standard(x)[0], dtype),
-    )
-    return output, None
+    long = ops.shape(inputs.key)[1] >= threshold
+    if_long = lambda x: ops.cast(chunked(x, **chunked_options)[0], dtype)
+    if_short = lambda x: ops.cast(standard(x)[0], dtype)
+    if inputs.training is False:  # inference (predict, generation, SavedModel signatures): a plain cond
+        return ops.cond(long, lambda: if_long(inputs), lambda: if_short(inputs)), None
+    return choose_at_run_time(inputs, long, if_long, if_short), None
 
 
 def choose_at_run_time(inputs: AttentionInputs, long: Any, if_long: Any, if_short: Any) -> Any:
@@ -74,7 +73,9 @@ def choose_at_run_time(inputs: AttentionInputs, long: Any, if_long: Any, if_shor
     passes the forward branches' intermediates across the branches, and XLA
     (`jit_compile=True`, as `model.fit` compiles by default) cannot compile
     the untaken branch's: their shapes are unknown when a `None` length is
-    traced. The cost is one recomputed forward of the branch taken.
+    traced. The cost is one recomputed forward of the branch taken. Inference
+    calls (`training=False`) take a plain `cond`: a SavedModel then holds no
+    custom gradient, which TensorFlow warns about at every load.
     """
     import tensorflow as tf  # only reached with a TensorFlow graph (a `None` length)
 
