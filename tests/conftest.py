@@ -42,7 +42,7 @@ SLOWEST_FIRST = (
     "test_models.py",  # 63
     "test_distribution.py",  # ~60, estimated (one JAX subprocess on 8 virtual devices)
     "test_pretrained.py",  # 42
-    "test_generation_backends.py",  # 40 (a JAX and a PyTorch subprocess at once)
+    "test_generation_backends.py",  # 30 (a JAX subprocess)
     "test_backends.py",  # 35
     "test_sublayer_calls.py",  # 31
     "test_tokenizers_pretrained.py",  # 30
