@@ -307,3 +307,25 @@ def test_keras_file_moves_between_backends(tmp_path):
     assert out["gpt"] == type(gpt).__name__ and out["seq2seq"] == type(s2s).__name__
     for name in ("gpt", "seq2seq"):
         np.testing.assert_allclose(np.load(tmp_path / f"{name}.npy"), expected[name], rtol=1e-5, atol=1e-5)
+
+
+def test_text_generation_on_this_backend():
+    """`model.tokenizer` attaches on every backend (on PyTorch a Keras layer assigned to a
+    module attribute would otherwise become a submodule) and the text path of `generate` /
+    `beam_search` runs: the prompt comes back first, ids equal the ids path."""
+    import keras_tfm.generation  # noqa: F401  (registers the text methods off TensorFlow)
+    from keras_tfm import generation
+    from keras_tfm.tokenizers import CharTokenizer
+
+    keras.utils.set_random_seed(0)
+    model = keras_tfm.models.gpt("tiny", vocabulary_size=40, max_length=32)
+    model.tokenizer = CharTokenizer.from_corpus("hello world")
+    assert model.tokenizer is not None and model.tokenizer not in model.layers
+    text = model.generate("hello", max_new_tokens=4, eos_id=None)
+    assert isinstance(text, str) and text.startswith("hello")
+    ids = model.tokenizer.tokenize(["hello"]).to_list()
+    np.testing.assert_array_equal(
+        model.generate(ids, max_new_tokens=4), generation.generate(model, ids, max_new_tokens=4)
+    )
+    best = model.beam_search(["hello", "world"], max_new_tokens=3, num_beams=2)
+    assert [b[:5] for b in best] == ["hello", "world"]

@@ -280,6 +280,12 @@ class TransformerModel(keras.Model):
             tokenizer = self._check_tokenizer(tokenizer)
         self._tokenizer_slot = _TokenizerSlot(tokenizer)
 
+    def __setattr__(self, name, value):
+        if name == "tokenizer":  # the property above: on PyTorch, Module.__setattr__ would take a
+            object.__setattr__(self, name, value)  # tokenizer (a Keras layer) as a submodule
+            return
+        super().__setattr__(name, value)
+
     def _check_tokenizer(self, tokenizer):
         """Checks a tokenizer to attach: a keras_tfm tokenizer whose ids fit the model's
         vocabulary. Returns it (a subclass may accept more, e.g. a seq2seq pair)."""
