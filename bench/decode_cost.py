@@ -291,7 +291,7 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
             for dtype in CACHE_DTYPES:
                 total = per_token[(kv, dtype, 1024, 8)]
                 attention = LAYERS * step[(1024, 8, kv, dtype)]
-                # The step attends over the first segment's slots (P + 64, `cache.segment_sizes`).
+                # The step attends over P + 64 slots (a call of up to 64 new tokens, `cache.call_cache_length`).
                 nbytes = LAYERS * cache_read_bytes(8, 1024 + cache_lib.MIN_CACHE_LENGTH, kv, dtype)
                 rate, bandwidth = nbytes / total, read_bandwidth(nbytes, reps=reps)
                 emit(

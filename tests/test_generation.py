@@ -303,24 +303,40 @@ def test_buckets_and_segments():
     assert cache_lib.cache_bucket(16 + 10) == 64
     assert cache_lib.cache_bucket(16 + 256) == 512
     assert cache_lib.prompt_bucket(5) == 8 and cache_lib.prompt_bucket(9) == 16
-    assert cache_lib.segment_sizes(16, 512) == (80, 144, 272, 512)
-    assert cache_lib.segment_sizes(128, 512) == (192, 256, 384, 512)
+    assert cache_lib.segment_sizes(16, 1040) == (272, 528, 1040)
+    assert cache_lib.segment_sizes(16, 272) == (272,)  # up to 256 new tokens: one loop body
+    assert cache_lib.segment_sizes(16, 512, minimum=64) == (80, 144, 272, 512)
+    assert cache_lib.segment_sizes(128, 512, minimum=64) == (192, 256, 384, 512)
     assert cache_lib.segment_sizes(16, 64) == (64,)
     assert cache_lib.segment_sizes(None, 512) == (512,)
 
 
+def test_segments_do_not_change_the_tokens(gpt_learned, monkeypatch):
+    """A real GPT decoding across cache segments (first segment of 8 new slots: 24 → 32 → 48 → 64
+    slots for P = 16) gives the tokens of one segment, greedy and sampled, on the compiled loop."""
+    prompts = [[5, 6, 7], list(range(1, 12))]
+    sample = dict(sampler="sample", seed=4, top_k=5)
+    one = CausalLMGenerator(gpt_learned)
+    want, want_sampled = one.generate(prompts, 40), one.generate(prompts, 40, **sample)
+    monkeypatch.setattr(cache_lib, "MIN_SEGMENT_LENGTH", 8)
+    assert cache_lib.segment_sizes(16, 64) == (24, 32, 48, 64)
+    segmented = CausalLMGenerator(gpt_learned)  # a fresh generator: traced with the four segments
+    np.testing.assert_array_equal(segmented.generate(prompts, 40), want)
+    np.testing.assert_array_equal(segmented.generate(prompts, 40, **sample), want_sampled)
+
+
 def test_long_generation_crosses_segments():
-    """Cache segments (65 → 128) are transparent: a 100-token toy run."""
+    """Cache segments (257 → 512) are transparent: a 300-token toy run."""
     adapter, _ = counting_toy(vocab=7)
     out = decode(
         adapter,
         np.array([[3]], np.int32),
         np.array([1], np.int32),
-        100,
+        300,
         lambda l, s: generation.greedy(l),
-        cache_length=128,
+        cache_length=512,
     )
-    np.testing.assert_array_equal(out["tokens"].numpy()[0, :100], (np.arange(100) + 4) % 7)
+    np.testing.assert_array_equal(out["tokens"].numpy()[0, :300], (np.arange(300) + 4) % 7)
 
 
 def test_beam_width_as_an_input_is_the_narrower_search(gpt_learned):

@@ -119,19 +119,46 @@ def ragged_from_padded(ids, lengths):
     return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32), lengths=tf.cast(lengths, tf.int64))
 
 
+def _choose_token(logits, step, seed, temperature, top_k, top_p):
+    return tf.cond(
+        temperature < samplers.MIN_TEMPERATURE,
+        lambda: samplers.greedy(logits),
+        lambda: samplers.sample(logits, samplers.split_seed(seed, step), temperature, top_k, top_p),
+    )
+
+
+#: `choose_token` functions by vocabulary size.
+_CHOOSERS = {}
+
+
+def choose_token(vocabulary_size):
+    """`fn(logits, step, seed, temperature, top_k, top_p)`: one token per row, greedy when
+    temperature < 1e-6, else stateless sampling with `seed` folded with the step. One traced
+    function per vocabulary size, shared by every decoding loop of an export (saved once)."""
+    if vocabulary_size not in _CHOOSERS:
+        scalar = tf.TensorSpec([], tf.float32)
+        signature = [
+            tf.TensorSpec([None, vocabulary_size], tf.float32),  # logits
+            tf.TensorSpec([], tf.int32),  # step
+            tf.TensorSpec([2], tf.int32),  # seed
+            scalar,  # temperature
+            tf.TensorSpec([], tf.int32),  # top_k
+            scalar,  # top_p
+        ]
+        _CHOOSERS[vocabulary_size] = tf.function(_choose_token, input_signature=signature, autograph=False)
+    return _CHOOSERS[vocabulary_size]
+
+
 def make_selector(seed, temperature, top_k, top_p):
-    """Token chooser for the decoding loop: greedy when temperature < 1e-6
-    (decided once per call, inside the compiled loop), else stateless
-    sampling with `seed` folded with the step (as `decoding.make_selector`)."""
-    is_greedy = temperature < samplers.MIN_TEMPERATURE
+    """Token chooser for the decoding loop (`choose_token`): greedy when temperature < 1e-6
+    (decided inside the compiled loop), else stateless sampling with `seed` folded with the step
+    (as `decoding.make_selector`)."""
     seed = tf.stack([tf.zeros([], tf.int32), tf.cast(seed, tf.int32)])  # = generation.base.make_seed(int)
+    scalars = tf.cast(temperature, tf.float32), tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32)
 
     def select(logits, step):
-        return tf.cond(
-            is_greedy,
-            lambda: samplers.greedy(logits),
-            lambda: samplers.sample(logits, samplers.split_seed(seed, step), temperature, top_k, top_p),
-        )
+        choose = choose_token(logits.shape[-1])
+        return choose(tf.cast(logits, tf.float32), tf.cast(step, tf.int32), seed, *scalars)
 
     return select
 

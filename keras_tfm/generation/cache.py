@@ -18,11 +18,15 @@ of power-of-two buckets keep the per-token cost O(current length):
   reuse one trace, and L is a segment size (below): no segment is compiled
   that the call cannot reach;
 * inside one call, the decoding loop runs in *segments* of sizes
-  P + 64, P + 128, P + 256, ..., L (`segment_sizes`, P = padded prompt
-  length): while the write position is below P + 64 the cache is P + 64 slots
-  long, then it is zero-padded once to P + 128, and so on. A step at context c
-  therefore attends over fewer than max(P + 64, 2c) slots, and the cache is
-  resized only about log2(L / 64) times per call (never per token).
+  P + 256, P + 512, P + 1024, ..., L (`segment_sizes`, P = padded prompt
+  length): while the write position is below P + 256 the cache is P + 256
+  slots long, then it is zero-padded once to P + 512, and so on. A step at
+  context c therefore attends over fewer than max(P + 256, 2c) slots, and the
+  cache is resized only about log2(L / 256) times per call (never per token).
+  Each segment is one more loop body to trace and compile; below
+  `MIN_SEGMENT_LENGTH` new slots a second body costs more compile time than
+  the attention over the not yet written slots saves, so a call of at most
+  256 new tokens compiles a single body.
 """
 
 import numpy as np
@@ -32,6 +36,8 @@ from keras_tfm.layers.attention.decoding import CACHE_LENGTH_AXES
 
 #: Smallest cache length bucket.
 MIN_CACHE_LENGTH = 64
+#: New slots of the first decoding segment (`segment_sizes`).
+MIN_SEGMENT_LENGTH = 256
 #: Smallest prompt length bucket.
 MIN_PROMPT_LENGTH = 8
 
@@ -58,17 +64,19 @@ def call_cache_length(prompt_length, max_new_tokens, minimum=MIN_CACHE_LENGTH):
     return int(prompt_length) + next_power_of_two(max_new_tokens, minimum)
 
 
-def segment_sizes(prompt_length, cache_length, minimum=MIN_CACHE_LENGTH):
-    """Cache sizes of the decoding segments: P + 64·2^k (k = 0, 1, ...) below
-    `cache_length`, then `cache_length`; e.g. (80, 144, 272, 512) for P = 16,
-    L = 512. A step at context c attends over at most max(P + 64, P + 2(c − P))
-    slots, i.e. O(c) whatever the bucket. With an unknown (None) prompt length
-    a single segment of `cache_length` is used.
+def segment_sizes(prompt_length, cache_length, minimum=None):
+    """Cache sizes of the decoding segments: P + 256·2^k (k = 0, 1, ...) below
+    `cache_length`, then `cache_length`; e.g. (272, 528, 1040) for P = 16,
+    L = 1040, and (272,) for L = 272. A step at context c attends over at most
+    max(P + 256, P + 2(c − P)) slots, i.e. O(c) whatever the bucket. With an
+    unknown (None) prompt length a single segment of `cache_length` is used.
+    `minimum` (default `MIN_SEGMENT_LENGTH`, read at call time) is the first
+    segment's number of new slots.
     """
     if prompt_length is None:
         return (int(cache_length),)
     sizes = []
-    step = int(minimum)
+    step = int(MIN_SEGMENT_LENGTH if minimum is None else minimum)
     while prompt_length + step < cache_length:
         sizes.append(int(prompt_length + step))
         step *= 2

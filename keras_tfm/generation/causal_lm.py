@@ -1,7 +1,7 @@
 """Cached generation for decoder-only (GPT) models."""
 
 from keras_tfm.checks import check_token_id
-from keras_tfm.generation import base, decoding
+from keras_tfm.generation import base, compiled, decoding
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.models.gpt import GPT
 
@@ -21,15 +21,19 @@ class CausalLMAdapter(decoding.DecoderAdapter):
         self.max_length = model.max_length
         #: The position scheme ("learned", "sinusoidal", "rope", "alibi", "relative" or None).
         self.position = model.config.get("position")
+        self.step = compiled.SharedStep(self._run, cache_lib.length_axis)
 
     def init_caches(self, batch_size, length):
         return self.model.init_caches(batch_size, length)
 
-    def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
+    def _run(self, ids, positions, caches, cache_index, padding_mask):
         logits, caches = self.model.call_with_cache(
             ids, caches, cache_index, positions=positions, padding_mask=padding_mask, last_only=True
         )
         return logits[:, 0, :], caches
+
+    def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
+        return self.step(ids, positions, caches, cache_index, padding_mask)
 
 
 class CausalLMGenerator(base.BaseGenerator):

@@ -46,6 +46,48 @@ class FunctionCache:
         self.functions = {}
 
 
+class SharedStep:
+    """A decoding step traced once for every batch size and cache length.
+
+    `step(ids, positions, caches, cache_index, padding_mask) -> (logits,
+    caches)` runs one token per row (`ids` `(batch, 1)`). In a TensorFlow
+    graph it is called as one `tf.function` whose input signature leaves the
+    batch axis and the cache slot axes (`slot_axis(i)` of cache tensor `i`,
+    axis 1 of `padding_mask`) unknown: the loop bodies of every cache
+    segment, of the sliding window and of beam search call the same traced
+    function (XLA compiles it for each static shape it is called with), so
+    the model is traced, exported and loaded once instead of once per loop.
+    Eagerly, on JAX and PyTorch, and for several tokens (a prefill, whose
+    attention implementation is chosen from its static length) it calls
+    `step` directly.
+    """
+
+    def __init__(self, step, slot_axis):
+        self.step = step
+        self.slot_axis = slot_axis
+        self.functions = {}
+
+    def __call__(self, ids, positions, caches, cache_index, padding_mask):
+        if keras.backend.backend() != "tensorflow" or _tf.executing_eagerly() or ids.shape[1] != 1:
+            return self.step(ids, positions, caches, cache_index, padding_mask)
+
+        def spec(t, relaxed):
+            shape = [None if axis in relaxed else d for axis, d in enumerate(t.shape)]
+            return _tf.TensorSpec(shape, t.dtype)
+
+        signature = (
+            spec(ids, (0,)),
+            spec(positions, (0,)),
+            [spec(c, (0, self.slot_axis(i))) for i, c in enumerate(caches)],
+            _tf.TensorSpec([], cache_index.dtype),
+            spec(padding_mask, (0, 1)),
+        )
+        key = repr(signature)
+        if key not in self.functions:
+            self.functions[key] = _tf.function(self.step, input_signature=signature, autograph=False)
+        return self.functions[key](ids, positions, list(caches), cache_index, padding_mask)
+
+
 def compile_function(fn, model, *, jit_compile=True, run_eagerly=False):
     """`fn(*tensors) -> dict of tensors` compiled for the backend (see the module docstring).
 
