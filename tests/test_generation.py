@@ -313,7 +313,8 @@ def test_buckets_and_segments():
 
 def test_segments_do_not_change_the_tokens(gpt_learned, monkeypatch):
     """A real GPT decoding across cache segments (first segment of 8 new slots: 24 → 32 → 48 → 64
-    slots for P = 16) gives the tokens of one segment, greedy and sampled, on the compiled loop."""
+    slots for P = 16) gives the tokens of one segment, greedy and sampled, on the compiled loop,
+    with the model step traced once for the four loop bodies."""
     prompts = [[5, 6, 7], list(range(1, 12))]
     sample = dict(sampler="sample", seed=4, top_k=5)
     one = CausalLMGenerator(gpt_learned)
@@ -323,6 +324,8 @@ def test_segments_do_not_change_the_tokens(gpt_learned, monkeypatch):
     segmented = CausalLMGenerator(gpt_learned)  # a fresh generator: traced with the four segments
     np.testing.assert_array_equal(segmented.generate(prompts, 40), want)
     np.testing.assert_array_equal(segmented.generate(prompts, 40, **sample), want_sampled)
+    # The four loop bodies call one traced step (compiled.SharedStep); one segment calls the model directly.
+    assert len(segmented.adapter.step.functions) == 1 and not one.adapter.step.functions
 
 
 def test_long_generation_crosses_segments():

@@ -68,6 +68,7 @@ class GPTServing:
         self.model = model
         self.tokenizer = tokenizer
         self.generator = CausalLMGenerator(model, pad_id=pad_id, jit_compile=jit_compile)
+        self.generator.adapter.share_steps()  # several loops: the model step is traced and saved once
         adapter = self.generator.adapter
         self.vocabulary_size = adapter.vocabulary_size
         self.max_length = adapter.max_length

@@ -26,6 +26,9 @@ class CausalLMAdapter(decoding.DecoderAdapter):
     def init_caches(self, batch_size, length):
         return self.model.init_caches(batch_size, length)
 
+    def share_steps(self):
+        self.step.shared = True
+
     def _run(self, ids, positions, caches, cache_index, padding_mask):
         logits, caches = self.model.call_with_cache(
             ids, caches, cache_index, positions=positions, padding_mask=padding_mask, last_only=True

@@ -57,18 +57,22 @@ class SharedStep:
     segment, of the sliding window and of beam search call the same traced
     function (XLA compiles it for each static shape it is called with), so
     the model is traced, exported and loaded once instead of once per loop.
-    Eagerly, on JAX and PyTorch, and for several tokens (a prefill, whose
-    attention implementation is chosen from its static length) it calls
-    `step` directly.
+    Nesting costs a little tracing time, so it is on only once `shared` is
+    set (`DecoderAdapter.share_steps`: by the exporters, and by a loop with
+    several cache segments). Otherwise, eagerly, on JAX and PyTorch, and for
+    several tokens (a prefill, whose attention implementation is chosen from
+    its static length) it calls `step` directly.
     """
 
     def __init__(self, step, slot_axis):
         self.step = step
         self.slot_axis = slot_axis
+        self.shared = False
         self.functions = {}
 
     def __call__(self, ids, positions, caches, cache_index, padding_mask):
-        if keras.backend.backend() != "tensorflow" or _tf.executing_eagerly() or ids.shape[1] != 1:
+        direct = not self.shared or keras.backend.backend() != "tensorflow" or _tf.executing_eagerly()
+        if direct or ids.shape[1] != 1:
             return self.step(ids, positions, caches, cache_index, padding_mask)
 
         def spec(t, relaxed):

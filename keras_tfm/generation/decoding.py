@@ -76,6 +76,11 @@ class DecoderAdapter:
         """
         raise NotImplementedError
 
+    def share_steps(self):
+        """Called before tracing loops that run the one-token step from
+        several loop bodies (cache segments, exports): an adapter may then
+        trace the step once for all of them (`compiled.SharedStep`)."""
+
     def tile_context(self, context, num_beams):
         """Repeats every per-row tensor of `context` `num_beams` times."""
         return keras.tree.map_structure(lambda t: cache_lib.tile_beams(t, num_beams), context)
@@ -125,6 +130,8 @@ def prefill(adapter, prompt_ids, prompt_lengths, cache_length, context=None):
         valid = ops.logical_and(valid, ops.concatenate([real, rest], axis=1))
     positions = ops.arange(p, dtype="int32")[None, :] - pad[:, None]
     sizes = cache_lib.segment_sizes(static_p, cache_length)
+    if len(sizes) > 1:
+        adapter.share_steps()
     caches = adapter.init_caches(batch, sizes[0])
     logits, caches = adapter.forward(
         prompt_ids, positions, caches, ops.zeros((), "int32"), valid[:, : sizes[0]], context
