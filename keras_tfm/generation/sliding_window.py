@@ -224,16 +224,15 @@ def _recompute(adapter, outputs, prompt_ids, prompt_lengths, window, step, done,
         s = decoding.run_segments(s, width, pre["sizes"], going, body, slot=lambda s: s["slot"])
         return {k: s[k] for k in carried}
 
-    state = run_window(
-        dict(outputs, context=context, context_length=prompt_lengths), prompt_ids, prompt_lengths
-    )
-
     def next_window(outer):
         lengths = ops.where(outer["context_length"] > window, keep, outer["context_length"])
         real = ops.arange(window, dtype="int32")[None, :] >= (window - lengths)[:, None]
         ids = ops.where(real, outer["context"], pad_id)
         return (run_window(dict(outer, context_length=lengths), ids, lengths),)
 
+    # The first window is the prompt itself (its context is at most W tokens): one loop body
+    # (one prefill and one step to trace and compile) serves every window.
+    state = dict(outputs, context=context, context_length=prompt_lengths)
     (state,) = _while(keep_going, next_window, state)
     return state
 
@@ -266,16 +265,18 @@ def _shift(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, kee
         new["slot"] = slot + 1
         return new
 
-    def steps(s):
-        return decoding.run_segments(s, p, (capacity,), keep_going, body, slot=lambda s: s["slot"])
-
     def shifted(s):
         """Drops the oldest `shift` slots of every cache and of the slot mask."""
         caches = cache_lib.shift_caches(s["caches"], shift)
         valid = ops.concatenate([s["valid"][:, shift:], ops.ones_like(s["valid"][:, :shift])], axis=1)
-        return (steps(dict(s, caches=caches, valid=valid, slot=s["slot"] - shift)),)
+        return dict(s, caches=caches, valid=valid, slot=s["slot"] - shift)
 
-    (state,) = _while(keep_going, shifted, steps(state))
+    def steps(s):
+        """Steps until the cache is full, shifted first when it is (one loop body to compile)."""
+        s = ops.cond(s["slot"] >= capacity, lambda: shifted(s), lambda: dict(s))
+        return (decoding.run_segments(s, p, (capacity,), keep_going, body, slot=lambda s: s["slot"]),)
+
+    (state,) = _while(keep_going, steps, state)
     return state
 
 
