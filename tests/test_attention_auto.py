@@ -130,6 +130,36 @@ def test_auto_decides_at_run_time_for_unknown_lengths():
     assert fn.experimental_get_tracing_count() == 1
 
 
+def test_key_length_bound_decides_statically(spy):
+    """Under `key_length_bound(n)` with n below the threshold, an unknown length traces "standard"
+    alone (no run-time choice, no chunked path); a bound at or above it changes nothing."""
+    from keras_tfm.layers.attention.auto import key_length_bound
+
+    spec = tf.TensorSpec([B, None, H, D], tf.float32)
+
+    def traced(bound):
+        @tf.function(input_signature=[spec, spec, spec])
+        def fn(q, k, v):
+            with key_length_bound(bound):
+                out, _ = ac.dot_product_attention(q, k, v, causal=True, attention_options=SMALL)
+            return out
+
+        graph = fn.get_concrete_function().graph.as_graph_def()
+        return fn, {node.op for node in graph.node}
+
+    spy.clear()
+    fn, ops = traced(15)  # SMALL's min_key_length is 16
+    assert "If" not in ops and "StatelessIf" not in ops and {name for name, _ in spy} == {"standard"}
+    q, k, v = _qkv(2, 9)
+    _close(fn(q, k, v), ac.dot_product_attention(q, k, v, causal=True, attention_impl="reference")[0])
+    spy.clear()
+    _, ops = traced(16)
+    assert {name for name, _ in spy} == {"standard", "chunked"} and ops & {"If", "StatelessIf"}
+    with pytest.raises(ValueError, match="max_key_length"):
+        with key_length_bound(0):
+            pass
+
+
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_run_time_choice_gradients_with_bias_and_mask_under_xla(jit_compile):
     """A `None` length under `jit_compile=True` (as `model.fit` retraces for a second batch width):

@@ -43,6 +43,7 @@ from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import decoding, sliding_window
 from keras_tfm.generation.cache import cache_bucket, prompt_bucket
 from keras_tfm.generation.causal_lm import CausalLMGenerator
+from keras_tfm.layers.attention.auto import key_length_bound
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
 
 #: Default `max_new_tokens_limit` of a GPT export (or the model's max_length - 1 if larger).
@@ -286,7 +287,9 @@ class GPTServing:
             inputs = (
                 {"token_ids": token_ids, "padding_mask": tf.ones_like(token_ids)} if needs_mask else token_ids
             )
-            return {"logits": tf.cast(model(inputs, training=False), tf.float32)}
+            # Longer inputs are refused above: "auto" attention need not trace its long-input path.
+            with key_length_bound(self.max_length):
+                return {"logits": tf.cast(model(inputs, training=False), tf.float32)}
 
         def ragged_ids(token_ids, lengths):
             checks = [

@@ -11,9 +11,13 @@ The key length is read statically when it is known (always on JAX and
 PyTorch, and in TensorFlow graphs traced for fixed-length batches, as
 `model.fit` and XLA trace them); when it is unknown at trace time (a
 TensorFlow graph traced with a `None` length) the choice is made at run time
-inside the graph (`choose_at_run_time`: a `cond` whose gradient XLA compiles).
+inside the graph (`choose_at_run_time`: a `cond` whose gradient XLA compiles),
+unless a `key_length_bound` scope says the keys stay shorter than the threshold.
 """
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -29,6 +33,24 @@ from keras_tfm.layers.attention.toeplitz_bias import ToeplitzBias
 #: causal layer, forward + backward, standard against chunked); the figures are
 #: in bench/RESULTS.md.
 AUTO_MIN_KEY_LENGTH = 2048
+
+_BOUND = threading.local()
+
+
+@contextlib.contextmanager
+def key_length_bound(max_key_length: int | None) -> Iterator[None]:
+    """Within this scope, a graph traced with an unknown key length has keys of at
+    most `max_key_length` (None: no bound), so "auto" decides statically when that
+    bound is below its threshold instead of tracing both paths and a run-time
+    choice. For callers that refuse longer inputs themselves (a serving signature
+    that checks the model's maximum length).
+    """
+    previous = getattr(_BOUND, "value", None)
+    _BOUND.value = None if max_key_length is None else check_positive_int("max_key_length", max_key_length)
+    try:
+        yield
+    finally:
+        _BOUND.value = previous
 
 
 @register_attention_impl("auto")
@@ -56,6 +78,9 @@ def auto_attention(
         return standard(inputs)
     if tk is not None:
         return chunked(inputs, **chunked_options) if tk >= threshold else standard(inputs)
+    bound = getattr(_BOUND, "value", None)
+    if bound is not None and bound < threshold:  # `key_length_bound`: never long enough for "chunked"
+        return standard(inputs)
     dtype = inputs.value.dtype
     long = ops.shape(inputs.key)[1] >= threshold
     if_long = lambda x: ops.cast(chunked(x, **chunked_options)[0], dtype)
