@@ -57,9 +57,8 @@ from generate import (  # noqa: E402
     save,
 )
 
-from keras_tfm.generation import CausalLMGenerator, decoding  # noqa: E402
-from keras_tfm.generation import cache as cache_lib  # noqa: E402
-from keras_tfm.generation.causal_lm import CausalLMAdapter  # noqa: E402
+from keras_tfm.generation import Generator, decoding, samplers  # noqa: E402
+from keras_tfm.generation import prompts as prompts_lib  # noqa: E402
 from keras_tfm.layers import MultiHeadSelfAttention  # noqa: E402
 
 CONTEXTS = (64, 256, 1024, 4096)
@@ -166,9 +165,9 @@ def bfloat16_cache_error(model, batch=2, context=256, new=32):
     cache (same tokens fed: scores of the float32 run's steps), and the logit scale."""
     ids = prompts(batch, context, seed=2)
     model.cache_dtype = None
-    tokens, ref = CausalLMGenerator(model).generate(ids, new, output_scores=True)
+    tokens, ref = Generator(model).generate(ids, new, output_scores=True)
     model.cache_dtype = "bfloat16"
-    tokens_bf16, scores = CausalLMGenerator(model).generate(ids, new, output_scores=True)
+    tokens_bf16, scores = Generator(model).generate(ids, new, output_scores=True)
     model.cache_dtype = None
     # Steps up to the first differing token (later ones see different inputs).
     same = int(np.cumprod(np.all(tokens == tokens_bf16, axis=0)).sum())
@@ -178,16 +177,15 @@ def bfloat16_cache_error(model, batch=2, context=256, new=32):
 
 def decode_step_time(model, context, batch=1, steps=32, reps=5):
     """Seconds per decoding step of the whole model at `context`: the body of
-    `generate`'s loop (greedy choice, token record, `model.call_with_cache` of
+    `generate`'s loop (greedy choice, token record, `model.decode_step` of
     one token, slot mask) run `1 + steps` and `1` times in one XLA while loop
     over caches of `context + 64` slots holding random keys and values from
     slot `context` on, marginal time per step (`marginal_seconds`). No prefill:
     its run-to-run noise (±15 ms for 8 x 1024 prompt tokens) would swamp the
     difference of a few dozen steps."""
-    adapter = CausalLMAdapter(model)
-    slots = context + cache_lib.MIN_CACHE_LENGTH
+    slots = context + prompts_lib.MIN_CACHE_LENGTH
     caches = [random_like(zeros) for zeros in model.init_caches(batch, slots)]
-    select = decoding.make_selector("greedy", 0, 1.0, 0, 1.0)
+    select = samplers.make_selector("greedy", 0, 1.0, 0, 1.0)
     state = dict(
         decoding.start_state(batch, steps + 1, 0, VOCAB),
         logits=tf.random.normal((batch, VOCAB)),
@@ -201,7 +199,7 @@ def decode_step_time(model, context, batch=1, steps=32, reps=5):
         def body(s):
             new, token = decoding.emit(s, select, eos, 0)
             slot = context + s["i"]
-            new["logits"], new["caches"] = adapter.forward(
+            new["logits"], new["caches"] = model.decode_step(
                 token[:, None], (slot - pad)[:, None], s["caches"], slot, s["valid"]
             )
             return (new,)
@@ -291,8 +289,8 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
             for dtype in CACHE_DTYPES:
                 total = per_token[(kv, dtype, 1024, 8)]
                 attention = LAYERS * step[(1024, 8, kv, dtype)]
-                # The step attends over P + 64 slots (a call of up to 64 new tokens, `cache.call_cache_length`).
-                nbytes = LAYERS * cache_read_bytes(8, 1024 + cache_lib.MIN_CACHE_LENGTH, kv, dtype)
+                # The step attends over P + 64 slots (a call of up to 64 new tokens, `prompts.call_cache_length`).
+                nbytes = LAYERS * cache_read_bytes(8, 1024 + prompts_lib.MIN_CACHE_LENGTH, kv, dtype)
                 rate, bandwidth = nbytes / total, read_bandwidth(nbytes, reps=reps)
                 emit(
                     f"context 1024 batch 8, kv heads {kv}, {dtype} cache: {total * 1e3:.3f} ms/token = "

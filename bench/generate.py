@@ -4,7 +4,7 @@ Model: tiny GPT-2 layout (4 layers, 4 heads, d_model 128, d_ff 512, vocab 65,
 random weights). Workload: prompt 16 → 256 new tokens, greedy, batch 1 and 8.
 
 Rows:
-  keras_tfm cached   `CausalLMGenerator.generate` (KV cache, XLA while loop)
+  keras_tfm cached   `Generator.generate` (KV cache, XLA while loop)
   recompute          the same model re-run on the whole (fixed-size) prefix
                      buffer at every step, inside one XLA while loop
   keras_hub GPT2     `keras_hub.models.GPT2CausalLM` of the same sizes
@@ -40,8 +40,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_tfm.generation import CausalLMGenerator  # noqa: E402
+from keras_tfm.generation import Generator  # noqa: E402
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
+from keras_tfm.generation import prompts as prompts_lib  # noqa: E402
 from keras_tfm.models import gpt  # noqa: E402
 
 VOCAB, LAYERS, HEADS, D_MODEL, D_FF = 65, 4, 4, 128, 512
@@ -189,7 +190,7 @@ def keras_hub_gpt2(batch):
     return lambda: lm.generate(inputs, stop_token_ids=None)
 
 
-def per_token_time(generator, context, batch=1, extra=cache_lib.MIN_CACHE_LENGTH - 1, reps=5):
+def per_token_time(generator, context, batch=1, extra=prompts_lib.MIN_CACHE_LENGTH - 1, reps=5):
     """Marginal seconds per decode step at `context`: prompt of `context`
     tokens, (t(1 + extra) - t(1)) / extra, both in the same compiled bucket
     and, with the default `extra`, in one cache segment of `context + 64`
@@ -244,7 +245,7 @@ def main(argv=None):
     if not args.no_hub:
         candidates.append(("keras_hub GPT2CausalLM", None))
     for batch in (1, 8):
-        generator = CausalLMGenerator(model)
+        generator = Generator(model)
         runs = {
             "keras_tfm cached": lambda: keras_tfm_cached(generator, batch),
             "recompute (no cache)": lambda: recompute(model, batch),
@@ -287,13 +288,13 @@ def main(argv=None):
     emit()
     emit("per-token decode time (keras_tfm cached, marginal over 63 steps, prompt = context):")
     emit(f"{'context':>8} {'cache length':>13} {'slots attended':>15} {'batch 1 ms':>11} {'batch 8 ms':>11}")
-    generator = CausalLMGenerator(model)
+    generator = Generator(model)
     per_token = {}
     for context in (64, 256, 1024):
         t1 = per_token_time(generator, context, batch=1, reps=args.reps)
         t8 = per_token_time(generator, context, batch=8, reps=args.reps)
         per_token[context] = (t1, t8)
-        length = cache_lib.call_cache_length(context, cache_lib.MIN_CACHE_LENGTH - 1)
+        length = prompts_lib.call_cache_length(context, prompts_lib.MIN_CACHE_LENGTH - 1)
         slots = cache_lib.segment_sizes(context, length)[0]
         emit(f"{context:>8} {length:>13} {slots:>15} {t1 * 1e3:>11.3f} {t8 * 1e3:>11.3f}")
     for i, b in enumerate((1, 8)):

@@ -4,7 +4,7 @@ Checkpoint: all-MiniLM-L6-v2 (BERT, 6 layers, 12 heads, d 384, 22.7M parameters)
 ../shared/data (nothing is downloaded). Workload: the 872 SST-2 dev sentences.
 
 Rows:
-  load            `keras_tfm.checkpoints.sentence_encoder(path)` after TensorFlow, Keras and keras_tfm
+  load            `keras_tfm.models.sentence_encoder(path)` after TensorFlow, Keras and keras_tfm
                   are imported (first call, then the median of the repeats; wall and CPU seconds,
                   CPU being steadier on a shared machine); the tokenizer
                   (`WordPieceTokenizer.from_pretrained`) separately. Target: <= 3 s.
@@ -45,9 +45,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import keras_tfm  # noqa: E402,F401
-from keras_tfm.checkpoints import sentence_encoder  # noqa: E402
-from keras_tfm.data import load_label_sentence_lines
-from keras_tfm.data.text_batches import LengthBucketedBatches, embed_texts, encode_texts  # noqa: E402
+from keras_tfm.data import LengthBucketedBatches, embed_texts, encode_texts, load_label_sentence_lines  # noqa: E402
+from keras_tfm.models import sentence_encoder  # noqa: E402
 from keras_tfm.tokenizers import WordPieceTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,9 +103,9 @@ def bench_load(checkpoint, reps):
 
 # (label, file suffix, function name) of the profile rows; indented rows are part of the row above.
 LOAD_PHASES = (
-    ("total: sentence_encoder(path)", "keras_tfm/checkpoints/pretrained.py", "sentence_encoder"),
+    ("total: sentence_encoder(path)", "keras_tfm/models/sentence_encoder.py", "sentence_encoder"),
     ("  read model.safetensors", "keras_tfm/checkpoints/files.py", "read_weights"),
-    ("  build the Keras model", "keras_tfm/checkpoints/pretrained.py", "_build"),
+    ("  build the Keras model", "keras_tfm/models/base.py", "_from_checkpoint"),
     (
         "    symbolic calls traced for output shapes",
         "keras/src/backend/tensorflow/core.py",
@@ -190,7 +189,7 @@ def bench_embedding(checkpoint, texts, reps, hub):
 def bench_finetune(checkpoint, data_dir, steps):
     import warnings
 
-    from keras_tfm.checkpoints import from_pretrained
+    from keras_tfm.models import from_pretrained
     from keras_tfm.recipes import finetune_classifier
 
     texts, labels = read_sst2(data_dir, "train")

@@ -3,7 +3,7 @@
 Tiny GPT (4 layers, 4 heads, d_model 128, ByteTokenizer, 263 ids), greedy,
 16-token prompts → 256 new tokens, batch 1 and 8:
 
-* in-process: `CausalLMGenerator.generate` (cached, XLA-compiled loop) on the
+* in-process: `Generator.generate` (cached, XLA-compiled loop) on the
   Keras model, in this process;
 * served: `keras_tfm.export.export_for_serving` → `tf.saved_model.load` in a
   FRESH process where importing keras / keras_tfm fails, calling the
@@ -107,7 +107,7 @@ def main():
     import numpy as np
 
     from keras_tfm.export import export_for_serving
-    from keras_tfm.generation import CausalLMGenerator
+    from keras_tfm.generation import Generator
     from keras_tfm.models import gpt
     from keras_tfm.tokenizers import ByteTokenizer
 
@@ -121,7 +121,7 @@ def main():
         d_model=128,
         dropout=0.0,
     )
-    gen = CausalLMGenerator(model)
+    gen = Generator(model)
     variants = ("in_process", "generate_ids", "generate")
     times = {(v, b): [] for v in variants for b in BATCHES}
     tokens = {}

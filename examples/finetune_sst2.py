@@ -4,7 +4,7 @@
         --data ../shared/data/sst2_sentence_level
     python examples/finetune_sst2.py ... --steps 60          # a quick check that it learns
 
-1. `keras_tfm.checkpoints.from_pretrained(CHECKPOINT, task="classifier", num_classes=2)` builds the
+1. `keras_tfm.models.from_pretrained(CHECKPOINT, task="classifier", num_classes=2)` builds the
    encoder from config.json, loads model.safetensors and adds a freshly initialised classifier;
    `WordPieceTokenizer.from_pretrained` reads the checkpoint's vocabulary.
 2. Fine-tuning: AdamW, learning rate 2e-5 with linear warmup (10 %) and linear decay to 0,
@@ -76,8 +76,8 @@ def main(argv=None):
             return 2
     import numpy as np
 
-    from keras_tfm.checkpoints import from_pretrained
     from keras_tfm.export import export_for_serving
+    from keras_tfm.models import from_pretrained
     from keras_tfm.recipes import evaluate_classifier, finetune_classifier
     from keras_tfm.tokenizers import WordPieceTokenizer
 

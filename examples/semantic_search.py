@@ -3,7 +3,7 @@
     python examples/semantic_search.py --checkpoint ../shared/data/all-MiniLM-L6-v2 \\
         --data ../shared/data/sst2_sentence_level --query "a moving story about family"
 
-`keras_tfm.checkpoints.sentence_encoder(CHECKPOINT)` builds the BERT encoder with the checkpoint's
+`keras_tfm.models.sentence_encoder(CHECKPOINT)` builds the BERT encoder with the checkpoint's
 pooling (all-MiniLM-L6-v2: mean over real tokens, then L2 normalisation, as its
 1_Pooling/config.json and modules.json say), so the cosine similarity of two texts is the dot
 product of their vectors. The corpus is embedded once (batched by length), the query ranked
@@ -40,9 +40,8 @@ def main(argv=None):
 
     import numpy as np
 
-    from keras_tfm.checkpoints import sentence_encoder
-    from keras_tfm.data import load_label_sentence_lines
-    from keras_tfm.data.text_batches import embed_texts
+    from keras_tfm.data import embed_texts, load_label_sentence_lines
+    from keras_tfm.models import sentence_encoder
     from keras_tfm.tokenizers import WordPieceTokenizer
 
     texts, labels = [], []

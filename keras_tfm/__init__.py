@@ -53,11 +53,6 @@ from keras_tfm import (  # noqa: E402,F401
     schedules,
 )
 
-# The text API and `from_preset` of the models (`keras_tfm.models.extensions`) are implemented in
-# packages built on TensorFlow, which register them when imported: import them on its backend.
-if _keras.backend.backend() == "tensorflow":
-    from keras_tfm import checkpoints, data, generation, tokenizers  # noqa: E402,F401
-
 _LAZY = (
     "analysis",
     "atomic_files",

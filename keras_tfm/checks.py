@@ -1,17 +1,17 @@
 """Argument checks of plain values shared by every keras_tfm module: ints,
-floats, rates, choices, seeds, dtypes, sizes and files. Each raises a
-ValueError, TypeError or FileNotFoundError that names the argument, the value
+floats, rates, choices, seeds, dtypes, sizes, text batches and the generation
+options. Each raises a ValueError or TypeError that names the argument, the value
 received and what was expected. Check an option once, where it is stored.
 
-Only `check_file` and `as_string_tensor` use TensorFlow, and import it lazily.
 The checks of tensors (ranks, token ids, lengths, masks; eager or in a graph)
-live in `keras_tfm.tensor_checks`; the command line's argparse types in
-`keras_tfm.cli.options`.
+live in `keras_tfm.tensor_checks`; files and memory in `keras_tfm.resources`;
+the command line's argparse types in `keras_tfm.cli.options`.
 """
 
 import math
 import numbers
-import os
+
+import numpy as np
 
 
 def _is_int(value):
@@ -89,33 +89,81 @@ def check_cache_dtype(name, value):
     return dtype
 
 
-def check_file(name, path):
-    """Returns `path` as a str, raising FileNotFoundError when it is missing."""
-    import tensorflow as tf  # lazily: the rest of this module is backend-agnostic
-
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"`{name}` must be a path (str or os.PathLike); received {path!r}.")
-    path = os.fspath(path)
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"`{name}`: no such file: {path!r}.")
-    if tf.io.gfile.isdir(path):
-        raise FileNotFoundError(f"`{name}`: expected a file but found a directory: {path!r}.")
-    return path
+def _as_str(name, item):
+    if isinstance(item, bytes):
+        try:
+            return item.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"`{name}` is not UTF-8 text ({error}).") from None
+    return item
 
 
-def as_string_tensor(name, value):
-    """Converts `value` to a tf.string tensor, raising TypeError for any other dtype."""
-    import tensorflow as tf  # lazily: the rest of this module is backend-agnostic
+def text_batch(name, inputs):
+    """`(texts, single)` when `inputs` is text, else None (token ids, other data).
 
-    if isinstance(value, tf.RaggedTensor):
-        raise TypeError(f"`{name}` must be a dense string tensor; received a RaggedTensor.")
-    try:
-        tensor = tf.convert_to_tensor(value)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"`{name}` must be a string or a list of strings; received {value!r}.") from error
-    if tensor.dtype != tf.string:
-        raise TypeError(f"`{name}` must be a string tensor; received dtype {tensor.dtype.name}.")
-    return tensor
+    Text is a str or bytes (`single` True); a list or tuple whose items are all str/bytes;
+    a 1-D NumPy array of strings (or of str/bytes objects); a scalar or 1-D string tensor
+    of any backend. Bytes are UTF-8. An empty list or array is text (an empty batch: a
+    ValueError). A list mixing text and other items, or a 2-D string array, raises.
+
+    Raises:
+        TypeError: a list mixing text and other items.
+        ValueError: an empty batch, a string array or tensor that is not 1-D, bytes that are
+            not UTF-8.
+    """
+    if hasattr(inputs, "numpy") and getattr(getattr(inputs, "dtype", None), "name", None) == "string":
+        inputs = inputs.numpy()  # a TensorFlow string tensor
+    if isinstance(inputs, (str, bytes)):
+        return [_as_str(name, inputs)], True
+    if isinstance(inputs, np.ndarray):
+        is_text = inputs.dtype.kind in "USO" and (
+            inputs.dtype.kind != "O" or all(isinstance(x, (str, bytes)) for x in inputs.flat)
+        )
+        if not is_text or (inputs.dtype.kind == "O" and inputs.size == 0):
+            return None
+        if inputs.ndim == 0:
+            return [_as_str(name, inputs.item())], True
+        if inputs.ndim != 1:
+            raise ValueError(
+                f"`{name}` must be a 1-D list of texts; received a string array of shape {inputs.shape}."
+            )
+        inputs = inputs.tolist()
+    if not isinstance(inputs, (list, tuple)):
+        return None
+    if not inputs:
+        raise ValueError(f"`{name}` is an empty batch; pass a str, a non-empty list of str or token ids.")
+    is_text = [isinstance(item, (str, bytes)) for item in inputs]
+    if not any(is_text):
+        return None
+    if not all(is_text):
+        index = is_text.index(False)
+        raise TypeError(
+            f"`{name}[{index}]` must be a str like the other items of `{name}`; received "
+            f"{inputs[index]!r:.60} ({type(inputs[index]).__name__}): pass a list of str, or token ids only."
+        )
+    return [_as_str(f"{name}[{i}]", item) for i, item in enumerate(inputs)], False
+
+
+def is_text(x) -> bool:
+    """Whether a model method's input is text: a str (or bytes), a list / tuple holding one
+    (or empty), a NumPy array of strings, or a TensorFlow string tensor. The text methods
+    then run (`keras_tfm.models.bert_text`); any other input goes to Keras."""
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, (list, tuple)):
+        return not x or any(isinstance(item, (str, bytes)) for item in x)
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "O":
+            return any(isinstance(item, (str, bytes)) for item in x.flat)
+        return x.dtype.kind in "US"
+    return getattr(getattr(x, "dtype", None), "name", None) == "string"
+
+
+def refuse_with_texts(method, **arguments):
+    """A ValueError for Keras arguments (not None) that have no meaning with texts."""
+    for name, value in arguments.items():
+        if value is not None:
+            raise ValueError(f"`{method}` on texts does not take `{name}`; received {value!r:.60}.")
 
 
 # --------------------------------------------------------------------------- #
@@ -192,35 +240,6 @@ def check_token_id(name, value, vocabulary_size, minimum=0, consequence=""):
     return value
 
 
-def memory_bytes():
-    """The machine's physical memory in bytes (None where the platform does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def format_bytes(nbytes):
-    """`nbytes` as "1.2 GB" (decimal units)."""
-    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{int(nbytes)} B"
-
-
-def check_allocation(what, nbytes, memory=None):
-    """A ValueError when `nbytes` (an estimate made before allocating) exceeds the machine's
-    physical memory, so a huge size fails with the bytes it needs instead of an out-of-memory
-    error from the backend. `what` names the argument(s), e.g. "`vocabulary_size`=10**12".
-    """
-    memory = memory_bytes() if memory is None else memory
-    if memory and nbytes > memory:
-        raise ValueError(
-            f"{what} needs {format_bytes(nbytes)}, more than this machine's {format_bytes(memory)} of "
-            "memory; check the size."
-        )
-
-
 #: The largest random seed: one range, [0, SEED_MAX], for every seed of the recipes, the command line
 #: and the serving signatures (an int32 there; NumPy's `set_random_seed` takes up to 2**32 - 1).
 SEED_MAX = 2**31 - 1
@@ -287,48 +306,111 @@ def check_known_keys(name, mapping, valid):
     return mapping
 
 
-def read_text_file(name, path, compression=None):
-    """The decoded text of a UTF-8 file (gzip/zlib-compressed on request), checked in full.
+# --------------------------------------------------------------------------- #
+# Generation options: the rules of in-process generation, the served signatures
+# and the command line.
+# --------------------------------------------------------------------------- #
 
-    Raises a ValueError naming `name` and the file for: an empty file, a
-    truncated or corrupt gzip/zlib stream, bytes that are not UTF-8 (with the
-    byte offset) and binary content (NUL bytes).
+#: The `sampler` names of the decoding loops: `greedy`, or `sample` (temperature,
+#: top-k and top-p are arguments of `sample`; each filter is off at its default).
+SAMPLERS = ("greedy", "sample")
+
+#: Largest beam-search length penalty α: ((5 + n) / 6)^α stays finite in float32 for every
+#: n <= `generation.prompts.MAX_NEW_TOKENS` (a larger α overflows it and every score becomes 0).
+MAX_LENGTH_PENALTY = 5.0
+
+
+def check_sampling_args(
+    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, vocabulary_size: int | None = None
+) -> tuple[float, int, float]:
+    """Validates Python sampling arguments before they reach a graph.
+
+    Rules (the same for `generate`, `sample` and the served `generate`
+    signature, which checks its tensor inputs the same way):
+
+    * `temperature` 0 (or below 1e-6) means greedy decoding; NaN, inf and
+      negative values are refused.
+    * `top_k` 0 disables the filter; `top_k` equal to the vocabulary size
+      keeps every token (no filter); a Python `top_k` *larger* than the
+      vocabulary is refused (it is almost always a mistake: the model has
+      fewer tokens than asked for). A tensor `top_k` cannot be checked
+      inside a compiled graph and larger values then mean "no filter".
+    * `top_p` must be in (0, 1]; 1 disables the filter.
 
     Args:
-        name: the argument that held the path.
-        path: the file.
-        compression: "", "GZIP" or "ZLIB" (None: "GZIP" for `.gz`).
+        temperature: float >= 0 (values < 1e-6 mean greedy).
+        top_k: int >= 0 (0 disables top-k filtering), at most
+            `vocabulary_size` when that is given.
+        top_p: float in (0, 1] (1 disables nucleus filtering).
+        vocabulary_size: the model's vocabulary size, or None (not checked).
+
+    Returns:
+        The tuple `(float(temperature), int(top_k), float(top_p))`.
+
+    Raises:
+        TypeError: an argument has the wrong type.
+        ValueError: an argument is out of range.
     """
-    import gzip
-    import zlib
+    temperature = check_float("temperature", temperature, low=0.0)
+    top_k = check_int("top_k", top_k, minimum=0, maximum=vocabulary_size, maximum_name="the vocabulary size")
+    top_p = check_float("top_p", top_p, low=0.0, high=1.0, low_open=True)
+    return float(temperature), int(top_k), float(top_p)
 
-    import tensorflow as tf  # lazily: gfile reads local and remote paths
 
-    path = check_file(name, path)
-    if compression is None:
-        compression = "GZIP" if path.endswith(".gz") else ""
-    with tf.io.gfile.GFile(path, "rb") as file:
-        data = file.read()
-    if not data:
-        raise ValueError(f"`{name}`: the file {path!r} is empty.")
-    try:
-        if compression == "GZIP":
-            data = gzip.decompress(data)
-        elif compression == "ZLIB":
-            data = zlib.decompress(data)
-    except EOFError:
+def check_sampling(
+    sampler: str | None,
+    temperature: float | None,
+    top_k: int | None,
+    top_p: float | None,
+    seed: object = None,
+    vocabulary_size: int | None = None,
+) -> tuple[str, float, int, float]:
+    """The sampler of a generation call and its checked arguments; no option is ever ignored.
+
+    `sampler` None picks "sample" when any of `temperature`, `top_k`, `top_p`, `seed` is
+    given, else "greedy". `sampler="greedy"` with any of them is refused (greedy decoding
+    would ignore them). Unset options take the defaults of `sample` (1.0, 0, 1.0).
+
+    Returns:
+        `(sampler, temperature, top_k, top_p)`, checked as `check_sampling_args` does (an int
+        `seed` too; a seed array is checked where it is converted).
+
+    Raises:
+        ValueError: an unknown sampler, a sampling option with "greedy", an option out of range.
+        TypeError: an option of the wrong type.
+    """
+    given = {
+        name: value
+        for name, value in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p), ("seed", seed))
+        if value is not None
+    }
+    if sampler is None:
+        sampler = "sample" if given else "greedy"
+    check_choice("sampler", sampler, SAMPLERS)
+    if sampler == "greedy" and given:
+        name, value = next(iter(given.items()))
         raise ValueError(
-            f"`{name}`: the {compression.lower()} file {path!r} is truncated (the compressed stream ends early)."
-        ) from None
-    except (OSError, zlib.error) as error:
-        raise ValueError(f"`{name}`: {path!r} is not a valid {compression.lower()} file ({error}).") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(
-            f"`{name}`: {path!r} is not UTF-8 text: byte {data[error.start : error.start + 1]!r} at offset "
-            f"{error.start} ({error.reason})."
-        ) from None
-    if "\x00" in text:
-        raise ValueError(f"`{name}`: {path!r} looks binary (it holds NUL bytes), not text.")
-    return text
+            f"`{name}`={value!r} has no effect with sampler='greedy' (the most likely token is always "
+            "chosen); pass sampler='sample' (or leave `sampler` unset) to sample with it."
+        )
+    temperature, top_k, top_p = check_sampling_args(
+        1.0 if temperature is None else temperature,
+        0 if top_k is None else top_k,
+        1.0 if top_p is None else top_p,
+        vocabulary_size=vocabulary_size,
+    )
+    if isinstance(seed, (numbers.Number, str, bytes)):  # arrays are checked where they are converted
+        check_seed("seed", seed)
+    return sampler, temperature, top_k, top_p
+
+
+def check_num_beams(num_beams, vocabulary_size):
+    """Beams per input: an int in [1, vocabulary size]."""
+    return check_int(
+        "num_beams", num_beams, minimum=1, maximum=vocabulary_size, maximum_name="the vocabulary size"
+    )
+
+
+def check_length_penalty(alpha):
+    """The beam search's length penalty α of ((5 + len) / 6)^α, in [0, `MAX_LENGTH_PENALTY`]."""
+    return check_float("length_penalty", alpha, low=0.0, high=MAX_LENGTH_PENALTY)

@@ -6,6 +6,8 @@
   nanoGPT, built from Keras's own `CosineDecay`.
 * `WarmupStableDecay`: linear warmup, a constant plateau, then a linear decay
   to a floor over the last steps ("WSD" or trapezoidal schedule).
+* `LinearWarmup`: linear warmup to a constant rate (the fine-tuning default of
+  the task models' `compile`, when the run length is not known).
 """
 
 import math
@@ -16,6 +18,7 @@ from keras import ops
 from keras_tfm.checks import check_closed_rate, check_positive_int
 
 __all__ = [
+    "LinearWarmup",
     "TransformerSchedule",
     "WarmupStableDecay",
     "nanogpt_schedule",
@@ -211,3 +214,33 @@ class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
             "decay_fraction": self.decay_fraction,
             "min_ratio": self.min_ratio,
         }
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup to a constant rate:
+
+        lr(step) = learning_rate · min(1, (step + 1) / warmup_steps)
+
+    Warmup keeps the first updates of a fine-tuned model small while Adam's
+    moment estimates are still noisy (the lecture's fine-tuning advice: AdamW,
+    a low rate, a warmup). All math is float32.
+
+    Args:
+        learning_rate: the rate after the warmup; positive float.
+        warmup_steps: steps to reach it; int >= 0 (0: constant from the start).
+    """
+
+    def __init__(self, learning_rate, warmup_steps=100):
+        super().__init__()
+        self.learning_rate = _check_positive_float("learning_rate", learning_rate)
+        self.warmup_steps = _check_warmup_steps(warmup_steps)
+
+    def __call__(self, step):
+        if not self.warmup_steps:
+            return ops.full_like(ops.cast(step, "float32"), self.learning_rate)
+        progress = ops.minimum((ops.cast(step, "float32") + 1.0) / float(self.warmup_steps), 1.0)
+        return ops.cast(self.learning_rate * progress, "float32")
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps}

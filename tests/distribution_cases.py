@@ -232,7 +232,7 @@ def test_keras_file_of_a_sharded_model_loads_on_one_device(sharded_models, refer
 def test_from_pretrained_loads_straight_into_a_sharded_layout():
     from safetensors import safe_open
 
-    from keras_tfm.checkpoints.pretrained import from_pretrained
+    from keras_tfm.models import from_pretrained
 
     with pytest.warns(UserWarning, match=r"token_embedding/embeddings` dimension 0 \(vocabulary=30522\)"):
         with distribution(BertEncoder, (2, 4)).scope():

@@ -17,6 +17,7 @@ from model_harness import tiny_gpt
 
 import keras_tfm.layers as L
 from keras_tfm.layers import attention as ac
+from keras_tfm.layers.attention import dot_product
 
 B, T, H, D = 2, 37, 3, 8
 SMALL = dict(min_key_length=16, query_chunk_size=8, key_chunk_size=8)
@@ -40,21 +41,24 @@ def _close(a, b, tol=1e-5):
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Records the calls that reach the registered "standard" and "chunked" impls."""
+    """Records the paths `dot_product_attention` takes: "standard" (the formula's scores),
+    "chunked" and "one_query" (its fast paths)."""
     calls = []
 
-    def wrap(name):
-        fn = ac.ATTENTION_IMPLS[name]
+    def wrap(attribute, name):
+        fn = getattr(dot_product, attribute)
 
-        @functools.wraps(fn)  # keeps the signature (the layers read the accepted options from it)
-        def spied(inputs, **options):
-            calls.append((name, inputs._asdict()))
-            return fn(inputs, **options)
+        @functools.wraps(fn)
+        def spied(*args, **kwargs):
+            inputs = args[0]._asdict() if isinstance(args[0], ac.AttentionInputs) else None
+            calls.append((name, inputs))
+            return fn(*args, **kwargs)
 
-        monkeypatch.setitem(ac.ATTENTION_IMPLS, name, spied)
+        monkeypatch.setattr(dot_product, attribute, spied)
 
-    wrap("standard")
-    wrap("chunked")
+    wrap("attention_scores", "standard")
+    wrap("chunked_attention", "chunked")
+    wrap("attend_one_query", "one_query")
     return calls
 
 
@@ -93,7 +97,7 @@ def test_auto_picks_chunked_for_long_keys_and_equals_reference(spy, causal):
     assert [name for name, _ in spy] == ["standard"]
 
 
-def test_auto_takes_standard_for_weights_dropout_and_single_queries(spy):
+def test_auto_takes_the_formula_for_weights_and_dropout_and_one_query_for_a_step(spy):
     q, k, v = _qkv()
     _, w = ac.dot_product_attention(
         q, k, v, return_attention_scores=True, attention_impl="auto", attention_options=SMALL
@@ -106,7 +110,7 @@ def test_auto_takes_standard_for_weights_dropout_and_single_queries(spy):
     ac.dot_product_attention(
         q[:, :1], k, v, attention_impl="auto", attention_options=SMALL
     )  # a decoding step
-    assert [name for name, _ in spy] == ["standard"] * 3
+    assert [name for name, _ in spy] == ["standard", "standard", "one_query"]
     spy.clear()
     ac.dot_product_attention(
         q, k, v, dropout=drop, training=False, attention_impl="auto", attention_options=SMALL
@@ -133,7 +137,7 @@ def test_auto_decides_at_run_time_for_unknown_lengths():
 def test_key_length_bound_decides_statically(spy):
     """Under `key_length_bound(n)` with n below the threshold, an unknown length traces "standard"
     alone (no run-time choice, no chunked path); a bound at or above it changes nothing."""
-    from keras_tfm.layers.attention.auto import key_length_bound
+    from keras_tfm.layers.attention.dot_product import key_length_bound
 
     spec = tf.TensorSpec([B, None, H, D], tf.float32)
 

@@ -39,7 +39,7 @@ from keras_tfm.data import (
 )
 from keras_tfm.export import export_for_serving
 from keras_tfm.export.exporter import build_serving
-from keras_tfm.generation import CausalLMGenerator, beam_search, generate, samplers
+from keras_tfm.generation import Generator, beam_search, generate, samplers
 from keras_tfm.layers import (
     FeedForward,
     LearnedPositionalEmbedding,
@@ -124,7 +124,7 @@ class Env:
     def generator(self):
         """The tiny GPT's generator, run eagerly: every argument check runs before any compilation,
         and the few tokens these cases decode need no XLA compile."""
-        return CausalLMGenerator(self.gpt, run_eagerly=True)
+        return Generator(self.gpt, run_eagerly=True)
 
     @functools.cached_property
     def attention(self):

@@ -20,9 +20,10 @@ from bad_input_table import RECOVERS, Table, run_case
 from model_harness import tiny_bert_classifier, tiny_bert_encoder, tiny_gpt, tiny_seq2seq, tiny_vit
 
 from keras_tfm import models
-from keras_tfm.checkpoints import from_pretrained, pretrained_tokenizer, save_pretrained, sentence_encoder
+from keras_tfm.checkpoints import pretrained_tokenizer, save_pretrained
 from keras_tfm.layers import MultiHeadSelfAttention, TransformerBlock
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
+from keras_tfm.models import from_pretrained, sentence_encoder
 from keras_tfm.tokenizers import BytePairTokenizer, CharTokenizer, WordPieceTokenizer
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")

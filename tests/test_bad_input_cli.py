@@ -235,14 +235,14 @@ def _sigkill(proc):
 SAVE_PRETRAINED_WRITER = """
 import sys, time
 from model_harness import tiny_gpt
-import keras_tfm.checkpoints.pretrained as pretrained
-original = pretrained.write_weights
+import keras_tfm.checkpoints.saving as saving
+original = saving.write_weights
 def slow(*args, **kwargs):
     out = original(*args, **kwargs)
     print("WRITING", flush=True)
     time.sleep(600)
     return out
-pretrained.write_weights = slow
+saving.write_weights = slow
 pretrained.save_pretrained(tiny_gpt(), sys.argv[1], overwrite=True)
 """
 
@@ -267,7 +267,8 @@ sys.exit(main(sys.argv[1:]))
 
 @case("save-pretrained-sigkill-temporary-removed-by-next-save", RECOVERS)
 def _(env):
-    from keras_tfm.checkpoints import from_pretrained, save_pretrained
+    from keras_tfm.checkpoints import save_pretrained
+    from keras_tfm.models import from_pretrained
 
     target = env.path("ckpt")
     killed = _writer(SAVE_PRETRAINED_WRITER, target)

@@ -26,8 +26,8 @@ from keras_tfm.cli.generate import default_max_new_tokens, export_info
 from keras_tfm.export import detect_kind, export_for_serving, list_versions, read_warmup_requests
 from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.export.exporter import select_signatures
-from keras_tfm.generation import CausalLMGenerator
-from keras_tfm.generation.api import get_generator
+from keras_tfm.generation import Generator
+from keras_tfm.generation.generator import get_generator
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,7 +92,7 @@ def exports(tmp_path_factory):
         max_beams=BEAMS,
         signatures="all",
     )
-    gen = CausalLMGenerator(gpt_model)
+    gen = Generator(gpt_model)
     prompt_ids = ids_of(char_tok, GPT_PROMPTS)
     tokens, lengths = gen.generate(prompt_ids, LONG_NEW, return_lengths=True)  # cache length 128
     out["gpt_long"] = detok(char_tok, tokens, lengths)

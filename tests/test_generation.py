@@ -16,13 +16,15 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from model_harness import tiny_gpt, tiny_llama, tiny_seq2seq  # noqa: E402
+from toy_decoder import ToyDecoder  # noqa: E402
 
 from keras_tfm import generation  # noqa: E402
-from keras_tfm.generation import CausalLMGenerator, Seq2SeqGenerator  # noqa: E402
+from keras_tfm.generation import Generator  # noqa: E402
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
-from keras_tfm.generation.api import get_generator  # noqa: E402
+from keras_tfm.generation import prompts as prompts_lib  # noqa: E402
 from keras_tfm.generation.beam import beam_search_loop  # noqa: E402
-from keras_tfm.generation.decoding import FunctionAdapter, decode  # noqa: E402
+from keras_tfm.generation.decoding import decode  # noqa: E402
+from keras_tfm.generation.generator import get_generator  # noqa: E402
 
 POSITIONS = ["learned", "sinusoidal", "rope", "alibi", "relative"]
 PROMPTS = [[5, 6, 7, 8, 9], [3, 4], [10, 11, 12, 13, 14, 15, 16, 17, 18]]
@@ -72,7 +74,7 @@ def reference_seq2seq_greedy(model, source, bos_id, steps, eos_id):
 @pytest.mark.parametrize("position", POSITIONS)
 def test_gpt_cached_logits_match_full_recompute(position):
     model = tiny_gpt(position=position, max_length=64)
-    generator = CausalLMGenerator(model, run_eagerly=True)
+    generator = Generator(model, run_eagerly=True)
     steps = 10
     tokens, lengths, scores = generator.generate(PROMPTS, steps, return_lengths=True, output_scores=True)
     assert tokens.shape == (3, steps) and lengths.tolist() == [steps] * 3
@@ -89,7 +91,7 @@ def test_gpt_cached_logits_match_full_recompute(position):
 def test_gpt_untied_post_norm_cached_matches_recompute():
     model = tiny_gpt(seed=3, position="rope", max_length=64, tie_embeddings=False, norm_first=False)
     assert model.head is model.get_layer("lm_head")
-    generator = CausalLMGenerator(model, run_eagerly=True)
+    generator = Generator(model, run_eagerly=True)
     tokens, scores = generator.generate(PROMPTS, 6, output_scores=True)
     for b, prompt in enumerate(PROMPTS):
         full = full_logits(model, list(prompt) + tokens[b].tolist())
@@ -107,7 +109,7 @@ def test_multi_query_greedy_generation_equals_full_recompute():
 @pytest.mark.parametrize("position", ["sinusoidal", "rope"])
 def test_seq2seq_cached_matches_full_recompute(position):
     model = tiny_seq2seq(seed=1, position=position)
-    generator = Seq2SeqGenerator(model, bos_id=1, run_eagerly=True)
+    generator = Generator(model, bos_id=1, run_eagerly=True)
     steps = 8
     tokens, lengths, scores = generator.generate(
         SOURCES, steps, eos_id=2, return_lengths=True, output_scores=True
@@ -124,8 +126,8 @@ def test_seq2seq_cached_matches_full_recompute(position):
 
 # --------------------------------------------------------------------------- XLA loop, buckets, seeds
 def test_xla_loop_no_retrace_seeded_and_temperature_zero(gpt_learned):
-    eager = CausalLMGenerator(gpt_learned, run_eagerly=True)
-    xla = CausalLMGenerator(gpt_learned)  # jit_compile=True
+    eager = Generator(gpt_learned, run_eagerly=True)
+    xla = Generator(gpt_learned)  # jit_compile=True
     greedy = eager.generate(PROMPTS, 12, eos_id=7)
     # One compiled sampling function: temperature/top_k/top_p/seed/eos are tensors.
     out_t0 = xla.generate(PROMPTS, 12, sampler="sample", temperature=0.0, seed=3, eos_id=7)
@@ -144,7 +146,7 @@ def test_xla_loop_no_retrace_seeded_and_temperature_zero(gpt_learned):
 
 
 def test_same_seed_same_output_eager(gpt_learned):
-    generator = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    generator = Generator(gpt_learned, run_eagerly=True)
     kwargs = dict(sampler="sample", temperature=1.5, top_p=0.95)
     a = generator.generate(PROMPTS, 8, seed=5, **kwargs)
     b = generator.generate(PROMPTS, 8, seed=5, **kwargs)
@@ -153,7 +155,7 @@ def test_same_seed_same_output_eager(gpt_learned):
 
 
 def test_top_k_never_samples_outside_top_k(gpt_learned):
-    generator = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    generator = Generator(gpt_learned, run_eagerly=True)
     k = 3
     for seed in range(3):
         tokens, scores = generator.generate(
@@ -174,7 +176,7 @@ def counting_toy(vocab=12, eos=1):
         nxt = (last + 1) % vocab
         return tf.one_hot(nxt, vocab) * 10.0
 
-    return FunctionAdapter(logits_fn, vocab), calls
+    return ToyDecoder(logits_fn, vocab), calls
 
 
 def test_eos_stops_rows_independently_and_loop_exits_early():
@@ -200,7 +202,7 @@ def test_eos_stops_rows_independently_and_loop_exits_early():
 
 
 def test_gpt_eos_rows_finish_independently(gpt_learned):
-    generator = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    generator = Generator(gpt_learned, run_eagerly=True)
     free = generator.generate(PROMPTS, 10)
     eos = int(free[0, 2])  # row 0 emits this at step 2
     tokens, lengths = generator.generate(PROMPTS, 10, eos_id=eos, return_lengths=True)
@@ -214,7 +216,7 @@ def test_gpt_eos_rows_finish_independently(gpt_learned):
 
 # --------------------------------------------------------------------------- beam search
 def test_beam_width_one_equals_greedy(gpt_learned):
-    generator = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    generator = Generator(gpt_learned, run_eagerly=True)
     greedy = generator.generate(PROMPTS, 8)
     sequences, scores, lengths = generator.beam_search(PROMPTS, 8, num_beams=1, length_penalty=0.6)
     np.testing.assert_array_equal(sequences[:, 0], greedy)
@@ -236,7 +238,7 @@ def toy_beam_lm():
     def logits_fn(last, position):
         return tf.gather(logits, last)
 
-    return FunctionAdapter(logits_fn, 6)
+    return ToyDecoder(logits_fn, 6)
 
 
 def test_beam_finds_better_sequence_than_greedy():
@@ -278,7 +280,7 @@ def test_beam_length_penalty_gnmt_and_frozen_beams():
 
 def test_seq2seq_beam_width_one_equals_greedy():
     model = tiny_seq2seq(seed=2)
-    generator = Seq2SeqGenerator(model, bos_id=1, run_eagerly=True)
+    generator = Generator(model, bos_id=1, run_eagerly=True)
     greedy = generator.generate(SOURCES, 6, eos_id=2)
     sequences, _, _ = generator.beam_search(SOURCES, 6, num_beams=1, eos_id=2)
     np.testing.assert_array_equal(sequences[:, 0], greedy)
@@ -287,11 +289,11 @@ def test_seq2seq_beam_width_one_equals_greedy():
 
 
 def test_public_generate_and_beam_search(gpt_learned):
-    assert isinstance(get_generator(gpt_learned), CausalLMGenerator)
-    assert isinstance(get_generator(tiny_seq2seq()), Seq2SeqGenerator)
+    assert isinstance(get_generator(gpt_learned), Generator)
+    assert isinstance(get_generator(tiny_seq2seq()), Generator)
     assert get_generator(gpt_learned) is get_generator(gpt_learned)
     # A generator object is accepted in place of the model (eager here, for speed).
-    eager = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    eager = Generator(gpt_learned, run_eagerly=True)
     tokens = generation.generate(eager, PROMPTS, 4)
     assert tokens.shape == (3, 4) and tokens.dtype == np.int32
     seqs, scores, lengths = generation.beam_search(eager, PROMPTS, 4, num_beams=2)
@@ -300,9 +302,9 @@ def test_public_generate_and_beam_search(gpt_learned):
 
 # --------------------------------------------------------------------------- buckets
 def test_buckets_and_segments():
-    assert cache_lib.cache_bucket(16 + 10) == 64
-    assert cache_lib.cache_bucket(16 + 256) == 512
-    assert cache_lib.prompt_bucket(5) == 8 and cache_lib.prompt_bucket(9) == 16
+    assert prompts_lib.cache_bucket(16 + 10) == 64
+    assert prompts_lib.cache_bucket(16 + 256) == 512
+    assert prompts_lib.prompt_bucket(5) == 8 and prompts_lib.prompt_bucket(9) == 16
     assert cache_lib.segment_sizes(16, 1040) == (272, 528, 1040)
     assert cache_lib.segment_sizes(16, 272) == (272,)  # up to 256 new tokens: one loop body
     assert cache_lib.segment_sizes(16, 512, minimum=64) == (80, 144, 272, 512)
@@ -317,15 +319,15 @@ def test_segments_do_not_change_the_tokens(gpt_learned, monkeypatch):
     with the model step traced once for the four loop bodies."""
     prompts = [[5, 6, 7], list(range(1, 12))]
     sample = dict(sampler="sample", seed=4, top_k=5)
-    one = CausalLMGenerator(gpt_learned)
+    one = Generator(gpt_learned)
     want, want_sampled = one.generate(prompts, 40), one.generate(prompts, 40, **sample)
     monkeypatch.setattr(cache_lib, "MIN_SEGMENT_LENGTH", 8)
     assert cache_lib.segment_sizes(16, 64) == (24, 32, 48, 64)
-    segmented = CausalLMGenerator(gpt_learned)  # a fresh generator: traced with the four segments
+    segmented = Generator(gpt_learned)  # a fresh generator: traced with the four segments
     np.testing.assert_array_equal(segmented.generate(prompts, 40), want)
     np.testing.assert_array_equal(segmented.generate(prompts, 40, **sample), want_sampled)
     # The four loop bodies call one traced step (compiled.SharedStep); one segment calls the model directly.
-    assert len(segmented.adapter.step.functions) == 1 and not one.adapter.step.functions
+    assert len(segmented.step.functions) == 1 and not one.step.functions
 
 
 def test_long_generation_crosses_segments():
@@ -344,9 +346,9 @@ def test_long_generation_crosses_segments():
 
 def test_beam_width_as_an_input_is_the_narrower_search(gpt_learned):
     """A loop compiled for K beams with `active_beams=n` returns the width-n search (served `translate`)."""
-    g = CausalLMGenerator(gpt_learned, run_eagerly=True)
-    ids, lengths = generation.base.pad_prompts("prompt_ids", PROMPTS, vocabulary_size=64)
-    cache_length = cache_lib.cache_bucket(ids.shape[1] + 6)
+    g = Generator(gpt_learned, run_eagerly=True)
+    ids, lengths = generation.prompts.pad_prompts("prompt_ids", PROMPTS, vocabulary_size=64)
+    cache_length = prompts_lib.cache_bucket(ids.shape[1] + 6)
     for n in (1, 3):
         want, want_scores, _ = g.beam_search(PROMPTS, 6, num_beams=n, eos_id=7)
         out = g.beam_search_fn(
@@ -359,7 +361,7 @@ def test_beam_width_as_an_input_is_the_narrower_search(gpt_learned):
 
 # --------------------------------------------------------------------------- argument checks
 def test_malformed_arguments(gpt_learned):
-    g = CausalLMGenerator(gpt_learned, run_eagerly=True)
+    g = Generator(gpt_learned, run_eagerly=True)
     with pytest.raises(ValueError, match="max_new_tokens"):
         g.generate(PROMPTS, -1)
     with pytest.raises(ValueError, match="maximum length"):
@@ -398,7 +400,7 @@ def test_malformed_arguments(gpt_learned):
     with pytest.raises(ValueError, match="length_penalty"):
         g.beam_search(PROMPTS, 2, length_penalty=-1.0)
     assert g.generate(PROMPTS, 0).shape == (3, 0)
-    s2s = Seq2SeqGenerator(tiny_seq2seq(), run_eagerly=True)
+    s2s = Generator(tiny_seq2seq(), run_eagerly=True)
     with pytest.raises(ValueError, match="bos_id"):
         s2s.generate(SOURCES, 2)
     with pytest.raises(ValueError, match="maximum length"):

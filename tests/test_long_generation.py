@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from model_harness import tiny_gpt  # noqa: E402
 
-from keras_tfm.generation import CausalLMGenerator, beam_search, generate, sliding_window  # noqa: E402
+from keras_tfm.generation import Generator, beam_search, generate, prompts, sliding_window  # noqa: E402
 
 W = 8
 STEPS = 21  # three window restarts of the longest prompt
@@ -84,7 +84,7 @@ def reference_band(model, prompt, steps):
 def test_recompute_path_matches_reference(models, position):
     model = model_of(models, position)
     assert not sliding_window.uses_shift(position)
-    got = CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS)
+    got = Generator(model, run_eagerly=True).generate(PROMPTS, STEPS)
     assert got.tolist() == [reference_recompute(model, p, STEPS) for p in PROMPTS]
 
 
@@ -92,7 +92,7 @@ def test_recompute_path_matches_reference(models, position):
 def test_shift_path_matches_banded_forward(models, position):
     model = model_of(models, position)
     assert sliding_window.uses_shift(position)
-    got = CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS)
+    got = Generator(model, run_eagerly=True).generate(PROMPTS, STEPS)
     assert got.tolist() == [reference_band(model, p, STEPS) for p in PROMPTS]
 
 
@@ -100,7 +100,7 @@ def test_one_layer_shift_is_the_last_window_forward(models):
     """One layer: nothing but the window reaches the last token, so the shift
     path is the plain forward pass over the last W tokens at every step."""
     model = model_of(models, "alibi", num_layers=1)
-    got = CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS).tolist()
+    got = Generator(model, run_eagerly=True).generate(PROMPTS, STEPS).tolist()
     for row, prompt in zip(got, PROMPTS):
         sequence = list(prompt)
         for token in row:
@@ -111,9 +111,9 @@ def test_one_layer_shift_is_the_last_window_forward(models):
 @pytest.mark.parametrize("position", ["learned", "alibi"])
 def test_xla_matches_eager_and_sampling_is_reproducible(models, position):
     model = model_of(models, position)
-    xla = CausalLMGenerator(model)
+    xla = Generator(model)
     np.testing.assert_array_equal(
-        xla.generate(PROMPTS, STEPS), CausalLMGenerator(model, run_eagerly=True).generate(PROMPTS, STEPS)
+        xla.generate(PROMPTS, STEPS), Generator(model, run_eagerly=True).generate(PROMPTS, STEPS)
     )
     options = dict(sampler="sample", temperature=1.0, top_k=10)
     a = xla.generate(PROMPTS, STEPS, seed=[1, 2], **options)
@@ -123,7 +123,7 @@ def test_xla_matches_eager_and_sampling_is_reproducible(models, position):
 
 def test_rows_independent_and_first_window_unchanged(models):
     model = model_of(models, "learned")
-    g = CausalLMGenerator(model, run_eagerly=True)
+    g = Generator(model, run_eagerly=True)
     tokens = g.generate(PROMPTS, STEPS)
     # The first tokens are those of a call that fits the context (no window).
     np.testing.assert_array_equal(tokens[:, :2], g.generate(PROMPTS, 2))
@@ -134,7 +134,7 @@ def test_rows_independent_and_first_window_unchanged(models):
 
 def test_eos_lengths_and_scores_past_the_context(models):
     model = model_of(models, "learned")
-    g = CausalLMGenerator(model, run_eagerly=True)
+    g = Generator(model, run_eagerly=True)
     free = g.generate(PROMPTS, STEPS)
     eos = int(free[0, 12])  # emitted after the first window restart of row 0
     tokens, lengths = g.generate(PROMPTS, STEPS, eos_id=eos, return_lengths=True)
@@ -214,7 +214,7 @@ def reference_beam(model, prompt, steps, shift, eos=-1, pad=0):
 def test_beam_search_past_the_context_matches_reference(models, position):
     """Beams slide their windows as greedy rows do (issue 15 §2): token for token the naive search."""
     model = model_of(models, position)
-    g = CausalLMGenerator(model, run_eagerly=True)
+    g = Generator(model, run_eagerly=True)
     shift = sliding_window.uses_shift(position)
     sequences, scores, lengths = g.beam_search(PROMPTS, BEAM_STEPS, num_beams=BEAMS, length_penalty=ALPHA)
     for b, prompt in enumerate(PROMPTS):
@@ -227,7 +227,7 @@ def test_beam_search_past_the_context_matches_reference(models, position):
 def test_beam_search_past_the_context_eos_and_narrower_width(models):
     """EOS freezes beams past the context; a loop of K beams with n active is the width-n search."""
     model = model_of(models, "learned")
-    g = CausalLMGenerator(model, run_eagerly=True)
+    g = Generator(model, run_eagerly=True)
     free, _, _ = g.beam_search(PROMPTS, BEAM_STEPS, num_beams=BEAMS)
     eos = int(free[0, 0, 9])  # emitted by the best beam after the first window restart of row 0
     sequences, scores, lengths = g.beam_search(PROMPTS, BEAM_STEPS, num_beams=BEAMS, eos_id=eos)
@@ -238,8 +238,7 @@ def test_beam_search_past_the_context_eos_and_narrower_width(models):
     assert (lengths < BEAM_STEPS).any()
     import tensorflow as tf
 
-    ids, prompt_lengths = (np.asarray(x) for x in g._prepare(PROMPTS, BEAM_STEPS, sliding=True)[0])
-    cache_length = g._prepare(PROMPTS, BEAM_STEPS, sliding=True)[2]
+    (ids, prompt_lengths), cache_length, _ = prompts.prepare(g, "beam_search", PROMPTS, BEAM_STEPS, {})
     out = g.beam_search_fn(
         ids, prompt_lengths, BEAM_STEPS, ALPHA, -1, num_beams=BEAMS, cache_length=cache_length,
         active_beams=tf.constant(2), sliding=True,

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from keras_tfm.checkpoints import from_pretrained, pretrained_tokenizer, save_pretrained, sentence_encoder
+from keras_tfm.checkpoints import pretrained_tokenizer, save_pretrained
 from keras_tfm.models import (
     GPT,
     BertClassifier,
@@ -22,9 +22,11 @@ from keras_tfm.models import (
     Seq2Seq,
     TransformerModel,
     ViT,
+    from_pretrained,
     get_preset,
     gpt_num_params,
     list_presets,
+    sentence_encoder,
     seq2seq_num_params,
 )
 from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer

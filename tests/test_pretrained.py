@@ -1,4 +1,4 @@
-"""`keras_tfm.checkpoints.from_pretrained` / `save_pretrained` / `sentence_encoder`.
+"""`keras_tfm.models.from_pretrained` / `checkpoints.save_pretrained` / `sentence_encoder`.
 
 Reference outputs come from HuggingFace `transformers` (PyTorch, CPU) and were
 written once by tests/fixtures/pretrained/make_fixtures.py into small
@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 from model_harness import tiny_bert_masked_lm, tiny_gpt
 
-from keras_tfm.checkpoints import from_pretrained, save_pretrained, sentence_encoder
-from keras_tfm.checkpoints.pretrained import pretrained_tokenizer
+from keras_tfm.checkpoints import pretrained_tokenizer, save_pretrained
 from keras_tfm.generation import generate
-from keras_tfm.models import SentenceEncoder
+from keras_tfm.models import SentenceEncoder, from_pretrained, sentence_encoder
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 TINY_BERT = os.path.join(FIXTURES, "tiny_bert")  # BertForPreTraining
@@ -493,7 +492,7 @@ def test_missing_encoder_weight_is_an_error(tmp_path):
 def test_sentence_encoder_exports_an_embed_signature(tmp_path):
     import tensorflow as tf
 
-    from keras_tfm.data.text_batches import embed_texts
+    from keras_tfm.data import embed_texts
     from keras_tfm.export import export_for_serving
 
     model = sentence_encoder(TINY_BERT)

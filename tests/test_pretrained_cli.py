@@ -20,9 +20,9 @@ def run(*argv):
 
 
 def test_embed_prints_unit_vectors_equal_to_the_library(capsys):
-    from keras_tfm.checkpoints import sentence_encoder
-    from keras_tfm.checkpoints.pretrained import pretrained_tokenizer
-    from keras_tfm.data.text_batches import embed_texts
+    from keras_tfm.checkpoints import pretrained_tokenizer
+    from keras_tfm.data import embed_texts
+    from keras_tfm.models import sentence_encoder
 
     texts = ["the quick brown fox", "a funny film , not bad"]
     assert run("embed", "--checkpoint", TINY_BERT, *texts) == 0
@@ -47,8 +47,7 @@ def _labelled_file(tmp_path):
 
 
 def test_finetune_trains_evaluates_and_saves_a_checkpoint(tmp_path, capsys):
-    from keras_tfm.checkpoints import from_pretrained
-    from keras_tfm.models import BertClassifier
+    from keras_tfm.models import BertClassifier, from_pretrained
 
     data = _labelled_file(tmp_path)
     output = tmp_path / "run"

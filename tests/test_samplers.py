@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 from keras_tfm import generation
+from keras_tfm.checks import check_sampling_args
 from keras_tfm.generation import filter_top_k, filter_top_p, greedy, sample
-from keras_tfm.generation.samplers import MASK_VALUE, check_sampling_args, split_seed
+from keras_tfm.generation.samplers import MASK_VALUE, split_seed
 
 VOCAB = 12
 

@@ -18,8 +18,8 @@ from keras import ops
 from model_harness import images, tiny_bert_classifier, tiny_bert_masked_lm, tiny_gpt, tiny_seq2seq, tiny_vit
 
 from keras_tfm import layers as L
-from keras_tfm.layers.attention import decoding, projections
-from keras_tfm.layers.attention.core import dot_product_attention
+from keras_tfm.layers.attention import dot_product, projections
+from keras_tfm.layers.attention.dot_product import dot_product_attention
 from keras_tfm.layers.feed_forward import get_activation
 
 MODES = ("plain", "lora", "int8", "float8")
@@ -275,7 +275,7 @@ def test_grouped_query_decoding_step_reads_the_cache_once(kv_heads, monkeypatch)
     padding = np.ones((3, 16), bool)
     padding[0, :2] = False  # a left-padded row
     step, _ = attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
-    monkeypatch.setattr(decoding, "attend_one_query_grouped", None)
+    monkeypatch.setattr(dot_product, "attend_one_query", None)
     with pytest.raises(TypeError):  # the step really takes the grouped path
         attn(x[:, -1:], cache=cache, cache_index=T - 1, padding_mask=padding)
     monkeypatch.undo()
@@ -335,14 +335,14 @@ def test_decoding_step_reads_the_cache_in_place(kv_heads):
 def test_bfloat16_cache_decoding():
     """`model.cache_dtype = "bfloat16"`: half-size caches (stored as bfloat16
     bits), logits within bfloat16 rounding of the float32 cache."""
-    from keras_tfm.generation import CausalLMGenerator
+    from keras_tfm.generation import Generator
 
     model = tiny_gpt(kernel_initializer="glorot_uniform", embeddings_initializer="glorot_uniform")
     prompts = np.random.default_rng(1).integers(1, 64, size=(2, 8)).astype("int32")
-    tokens, ref = CausalLMGenerator(model).generate(prompts, 8, output_scores=True)
+    tokens, ref = Generator(model).generate(prompts, 8, output_scores=True)
     model.cache_dtype = "bfloat16"
     assert all(c.dtype == "uint16" for c in model.init_caches(2, 16))  # bfloat16 bits
-    bf16_tokens, scores = CausalLMGenerator(model).generate(prompts, 8, output_scores=True)
+    bf16_tokens, scores = Generator(model).generate(prompts, 8, output_scores=True)
     np.testing.assert_array_equal(bf16_tokens, tokens)
     # Measured max |diff| 0.005 for logits up to 2.8 (0.2 %); exactly 0 would mean float32 kept.
     diff = np.abs(scores - ref).max()

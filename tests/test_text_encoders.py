@@ -1,4 +1,4 @@
-"""The text methods of the BERT-family models (`keras_tfm.data.text_inputs`).
+"""The text methods of the BERT-family models (`keras_tfm.models.bert_text`).
 
 Each text path is checked against the ids path: the tokenizer's ids wrapped as `[CLS] … [SEP]`
 by hand, the model called on them, the answer read off the logits; and against the served
@@ -17,8 +17,8 @@ from model_harness import tiny_bert_encoder
 
 import keras_tfm  # noqa: F401  (registers the text methods)
 from keras_tfm import models
+from keras_tfm.checks import is_text
 from keras_tfm.export.bert_serving import BertClassifierServing, BertMaskedLMServing, SentenceEncoderServing
-from keras_tfm.models.bert_tasks import is_text
 from keras_tfm.tokenizers import CharTokenizer, WordPieceTokenizer
 from keras_tfm.training import compile_for_classification
 
@@ -120,12 +120,12 @@ def test_classifier_predict_equals_ids_path_and_served_classify(tokenizer):
 
 def test_cls_sep_tokenizer_gives_the_same_rows(tokenizer):
     """A tokenizer that adds [CLS]/[SEP] itself (pretrained ones do) gives the same rows."""
-    from keras_tfm.data.text_inputs import encode_rows
+    from keras_tfm.models.bert_text import encode_texts
 
     wrapped = WordPieceTokenizer(tokenizer.get_vocabulary()[7:], add_cls_sep=True, sequence_length=8)
     model = tiny_bert_classifier(num_classes=2)
-    plain_rows = encode_rows(model, tokenizer, TEXTS, max_length=8)
-    for a, b in zip(plain_rows, encode_rows(model, wrapped, TEXTS)):
+    plain_rows = encode_texts(tokenizer, TEXTS, 8, model.max_length)
+    for a, b in zip(plain_rows, encode_texts(wrapped, TEXTS, None, model.max_length)):
         np.testing.assert_array_equal(a, b)
     assert max(len(r) for r in plain_rows) == 8 and all(r[0] == tokenizer.cls_id for r in plain_rows)
 
@@ -192,7 +192,8 @@ def test_embed_equals_ids_path_and_is_unit_length(tokenizer):
 def minilm():
     if not os.path.isdir(MINILM):
         pytest.skip(f"the shared MiniLM checkpoint is absent ({MINILM})")
-    from keras_tfm.checkpoints import pretrained_tokenizer, sentence_encoder
+    from keras_tfm.checkpoints import pretrained_tokenizer
+    from keras_tfm.models import sentence_encoder
 
     return sentence_encoder(MINILM), pretrained_tokenizer(MINILM)
 
@@ -267,9 +268,9 @@ def test_bad_inputs_name_the_argument(tokenizer):
     ):
         bare.predict(["good film"])
     model = _trainable(tokenizer)
-    with pytest.raises(ValueError, match=r"`x` is an empty list"):
+    with pytest.raises(ValueError, match=r"`x` is an empty batch"):
         model.predict([])
-    with pytest.raises(TypeError, match=r"`x\[1\]` must be a str; received 3"):
+    with pytest.raises(TypeError, match=r"`x\[1\]` must be a str .*received 3"):
         model.predict(["good", 3])
     with pytest.raises(ValueError, match=r"does not take `steps`"):
         model.predict(["good"], steps=1)

@@ -1,37 +1,32 @@
-"""Published checkpoints in HuggingFace's layout: read, convert, write.
+"""Published checkpoints in HuggingFace's layout: read, convert, write (no model class here).
 
-    from_pretrained(path, task=None)     a checkpoint directory → a keras_tfm model (its
-                                         tokenizer attached as `model.tokenizer`)
-    sentence_encoder(path)               → a `SentenceEncoder` (pooling as 1_Pooling says)
-    pretrained_tokenizer(path)           → the checkpoint's WordPiece or byte-pair tokenizer
+    Checkpoint(path)                     a checkpoint directory (or "hf://org/name") read: config,
+                                         family, constructor options, weights, tokenizer
     save_pretrained(model, path)         a keras_tfm model → the same layout (atomic)
+    pretrained_tokenizer(path)           → the checkpoint's WordPiece or byte-pair tokenizer
     checkpoint_path(path)                a directory, or "hf://org/name" → its folder in the
                                          Hugging Face cache (downloaded when online; `hub`)
 
-One module per concern: `files` (config.json, safetensors, atomic directories),
-`weight_mapping` (checkpoint name ↔ Keras variable, both directions) and one
-converter per family (`bert`, `gpt2`, `llama`); `pretrained` dispatches on
-`model_type`; `hub` resolves "hf://" names (every `path` above may be one; `pip install
-keras-tfm[hub]`). Importing the package registers `presets.load_preset_directory`, which the
-model classes' `from_preset(directory | "hf://org/name")` calls.
+The model classes build themselves from a checkpoint: `GPT.from_preset(path)`,
+`BertClassifier.from_preset(path)`, ... (`keras_tfm.models.base`), and
+`keras_tfm.models.from_pretrained(path, task)` picks the class. This package sits below
+`models`: one module per concern, `files` (config.json, safetensors, atomic directories),
+`weight_mapping` (checkpoint name ↔ Keras variable, both directions), one converter per
+family (`bert`, `gpt2`, `llama`), `loading` (`Checkpoint`), `saving`, `tokenizer_files`
+and `hub`.
 """
 
-from keras_tfm.checkpoints import presets  # registers `from_preset` for checkpoints
 from keras_tfm.checkpoints.files import CheckpointError, MissingCheckpointFile
 from keras_tfm.checkpoints.hub import checkpoint_path
-from keras_tfm.checkpoints.pretrained import (
-    from_pretrained,
-    pretrained_tokenizer,
-    save_pretrained,
-    sentence_encoder,
-)
+from keras_tfm.checkpoints.loading import Checkpoint
+from keras_tfm.checkpoints.saving import save_pretrained
+from keras_tfm.checkpoints.tokenizer_files import pretrained_tokenizer
 
 __all__ = [
+    "Checkpoint",
     "CheckpointError",
     "MissingCheckpointFile",
     "checkpoint_path",
-    "from_pretrained",
     "pretrained_tokenizer",
     "save_pretrained",
-    "sentence_encoder",
 ]

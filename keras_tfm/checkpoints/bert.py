@@ -47,7 +47,7 @@ MODEL_TYPE = "bert"
 TASKS = ("masked_lm", "classifier", "token_classifier", "sentence_embedding")
 
 ARCHITECTURES = {
-    None: "BertModel",
+    "encoder": "BertModel",
     "sentence_embedding": "BertModel",
     "masked_lm": "BertForMaskedLM",
     "classifier": "BertForSequenceClassification",
@@ -94,11 +94,8 @@ def builder_options(config, read):
 
 def parts(model):
     """The layers of a BERT encoder or task model that hold checkpoint weights."""
-    from keras_tfm.models.bert import BertEncoder
-    from keras_tfm.models.bert_tasks import BertTask
-
     wm.check_model_class(
-        model, (BertEncoder, BertTask), "a keras_tfm BERT model (BertEncoder or a task model on one)"
+        model, ("BertEncoder", "BertTask"), "a keras_tfm BERT model (BertEncoder or a task model on one)"
     )
     mlm_bias = getattr(model, "mlm_output_bias", None)
     return types.SimpleNamespace(
@@ -109,7 +106,7 @@ def parts(model):
         blocks=list(model.blocks),
         final_norm=model.final_norm,
         # The encoder's pooler, also under a head that does not use it (`model.encoder` stays complete).
-        pooler=model.encoder.pooler if isinstance(model, BertTask) else model.pooler,
+        pooler=model.encoder.pooler if wm.is_model_class(model, ("BertTask",)) else model.pooler,
         uses_pooler=model.pooler is not None,
         mlm_dense=getattr(model, "mlm_transform_dense", None),
         mlm_norm=getattr(model, "mlm_transform_norm", None),
@@ -174,7 +171,7 @@ def entries(model, prefix="", pooler=True):
 
 
 def save_prefix(task):
-    return "" if task in (None, "sentence_embedding") else STATE_DICT_PREFIX
+    return "" if task in ("encoder", "sentence_embedding") else STATE_DICT_PREFIX
 
 
 def save_entries(model, task):

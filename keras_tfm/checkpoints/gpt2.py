@@ -82,9 +82,7 @@ def builder_options(config, read):
 
 def parts(model):
     """The layers of a keras_tfm GPT model that hold checkpoint weights."""
-    from keras_tfm.models.gpt import GPT
-
-    wm.check_model_class(model, GPT, "a keras_tfm GPT model (`keras_tfm.models.gpt`)")
+    wm.check_model_class(model, ("GPT",), "a keras_tfm GPT model (`keras_tfm.models.gpt`)")
     return types.SimpleNamespace(
         token_embeddings=model.token_embedding.embeddings,
         position_embeddings=getattr(model.position_embedding, "position_embeddings", None),

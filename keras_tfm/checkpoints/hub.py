@@ -22,7 +22,9 @@ import re
 
 from keras_tfm.checkpoints.files import MissingCheckpointFile, check_directory
 from keras_tfm.checks import check_bool
-from keras_tfm.models.base import HUB_PREFIX
+
+#: The prefix of a Hugging Face Hub name (`"hf://org/name"`).
+HUB_PREFIX = "hf://"
 
 #: The repository files a checkpoint load may read (the hub client's patterns; `*` matches `/` too).
 ALLOW_PATTERNS = ("*.json", "*.safetensors", "*.txt")

@@ -254,7 +254,14 @@ def state_dict_prefix(names, prefix):
     return prefix if any(name.startswith(prefix) for name in names) else ""
 
 
-def check_model_class(model, classes, expected):
-    """A TypeError naming `expected` and the class received unless `model` is one of `classes`."""
-    if not isinstance(model, classes):
+def is_model_class(model, names):
+    """Whether `model` is an instance of a keras_tfm model class named in `names` (or of a
+    subclass): the converters read models through their attributes and import no model class."""
+    return any(c.__name__ in names and c.__module__.startswith("keras_tfm.") for c in type(model).__mro__)
+
+
+def check_model_class(model, names, expected):
+    """A TypeError naming `expected` and the class received unless `model` is a keras_tfm
+    model of a class named in `names` (`is_model_class`)."""
+    if not is_model_class(model, names):
         raise TypeError(f"Expected {expected}; received {type(model).__name__}.")

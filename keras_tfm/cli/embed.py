@@ -23,8 +23,8 @@ def run_embed(args):
         raise usage.UsageError("TEXTS", "give at least one text (arguments or lines on stdin)")
     import numpy as np
 
-    from keras_tfm.checkpoints import sentence_encoder
-    from keras_tfm.data.text_batches import embed_texts
+    from keras_tfm.models import sentence_encoder
+    from keras_tfm.models.bert_text import embed_texts
     from keras_tfm.tokenizers import WordPieceTokenizer
 
     try:

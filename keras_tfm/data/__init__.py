@@ -7,9 +7,10 @@ One module per step:
     seq2seq_batches  seq2seq_pairs                     teacher-forcing batches (source, [BOS] y, y [EOS])
     padding          pad_and_batch, bucket_by_length   batches of variable-length examples
     mlm_masking      mlm_mask                          BERT's masked-language-model corruption
-    text_batches     encode_texts, LengthBucketedBatches, embed_texts   length-bucketed BERT batches
-    text_inputs      the text methods of the BERT models (predict / fit / evaluate on texts,
-                     embed, fill_mask), registered in `keras_tfm.models.extensions`
+
+and, from `keras_tfm.models` (where the BERT models' text methods use them):
+`encode_texts` ([CLS] … [SEP] rows), `LengthBucketedBatches` (length-bucketed batches with
+dynamic padding) and `embed_texts` (a `SentenceEncoder` over a list of texts).
     dataset_common   what the pipelines share: seeds, integer checks, the finish
                      (autotuning off, a small prefetch)
     loaders          TFDS (tiny_shakespeare, ted_hrlr_translate, glue/sst2) and
@@ -20,8 +21,6 @@ from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.data")
 
-# Registers the BERT models' text methods (`keras_tfm.models.extensions`).
-from keras_tfm.data import text_inputs  # noqa: E402,F401
 from keras_tfm.data.lm_batches import lm_windows  # noqa: E402
 from keras_tfm.data.loaders import (  # noqa: E402
     TED_HRLR_PAIRS,
@@ -38,8 +37,9 @@ from keras_tfm.data.loaders import (  # noqa: E402
 from keras_tfm.data.mlm_masking import mlm_mask  # noqa: E402
 from keras_tfm.data.padding import bucket_by_length, pad_and_batch  # noqa: E402
 from keras_tfm.data.seq2seq_batches import seq2seq_pairs  # noqa: E402
-from keras_tfm.data.text_batches import LengthBucketedBatches, embed_texts, encode_texts  # noqa: E402
 from keras_tfm.data.tokenization import tokenize_dataset  # noqa: E402
+from keras_tfm.models.bert_text import embed_texts, encode_texts  # noqa: E402
+from keras_tfm.models.text_batches import LengthBucketedBatches  # noqa: E402
 
 __all__ = [
     "tokenize_dataset",

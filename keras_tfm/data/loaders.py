@@ -17,7 +17,7 @@ Two kinds:
   are checked when the function is called (FileNotFoundError naming the
   path), and line formats are validated up front by default (ValueError with
   `path:line`). Files ending in `.gz` are read as gzip. Every local file is
-  read once in Python when the function is called (`checks.read_text_file`),
+  read once in Python when the function is called (`resources.read_text_file`),
   whatever `validate` says: an empty file, a truncated or non-gzip `.gz`, bytes
   that are not UTF-8 and binary files raise a ValueError naming the file
   instead of loading partial or garbled data later inside tf.data.
@@ -29,7 +29,7 @@ import sys
 
 import tensorflow as tf
 
-from keras_tfm.checks import check_file, read_text_file
+from keras_tfm.resources import check_file, read_text_file
 
 TINY_SHAKESPEARE_SPLITS = ("train", "validation", "test")
 TED_HRLR_PAIRS = (

@@ -3,19 +3,12 @@
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.export.common import (
-    FILL_MASK_TOP_K,
-    MASK_TOKEN,
-    check_nonempty_batch,
-    raw_encode,
-    require,
-    sample_text,
-    special_id,
-    string_vector,
-)
+from keras_tfm.export.common import FILL_MASK_TOP_K, MASK_TOKEN, check_nonempty_batch, require, string_vector
 from keras_tfm.generation import samplers
 from keras_tfm.models.bert_tasks import BertTask
+from keras_tfm.models.bert_text import text_limit
 from keras_tfm.tokenizers.special_tokens import CLS, MASK, PAD, SEP
+from keras_tfm.tokenizers.text import raw_encode, sample_text, special_id
 
 
 # --------------------------------------------------------------------------- BERT
@@ -34,6 +27,7 @@ class _BertBase:
             )
         self.vocabulary_size = model.vocabulary_size
         self.max_length = model.max_length
+        self.limit = text_limit(model.max_length, tokenizer)  # text tokens per row, as in process
         if tokenizer.vocabulary_size > self.vocabulary_size:
             raise ValueError(
                 f"The tokenizer has {tokenizer.vocabulary_size} ids but the model only {self.vocabulary_size}."
@@ -43,7 +37,7 @@ class _BertBase:
         """`[CLS] ids [SEP]` truncated to the model length → model inputs dict + padded ids."""
         batch = tf.shape(ragged_text_ids.row_lengths())[0]
         with tf.control_dependencies([check_nonempty_batch(name, batch)]):
-            ids = ragged_text_ids[:, : self.max_length - 2]
+            ids = ragged_text_ids[:, : self.limit]
         rows = ids.nrows(out_type=tf.int64)
         cls_id, sep_id = special_id(self.tokenizer, "cls", CLS), special_id(self.tokenizer, "sep", SEP)
         cls = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(cls_id, tf.int32)))
@@ -87,7 +81,7 @@ class BertClassifierServing(_BertBase):
         def classify(inputs):
             raw = raw_encode(self.tokenizer, string_vector("inputs", inputs))
             # Inputs longer than the model are cut to its length; the response says which.
-            truncated = raw.row_lengths() > self.max_length - 2
+            truncated = raw.row_lengths() > self.limit
             x = self.encode(raw, "inputs")
             logits = tf.cast(model(x, training=False), tf.float32)
             if self.binary_sigmoid:
@@ -113,7 +107,7 @@ class SentenceEncoderServing(_BertBase):
 
         def embed(inputs):
             raw = raw_encode(self.tokenizer, string_vector("inputs", inputs))
-            truncated = raw.row_lengths() > self.max_length - 2
+            truncated = raw.row_lengths() > self.limit
             embeddings = tf.cast(model(self.encode(raw, "inputs"), training=False), tf.float32)
             return {"embeddings": embeddings, "truncated": truncated}
 

@@ -1,20 +1,14 @@
 """Graph pieces shared by the serving endpoints of every model kind: request
-validation (`tf.debugging.Assert`, outside XLA), tokenization helpers,
-prompt padding and length buckets, and the token chooser of the compiled
-decoding loop. The design of the endpoints is in `keras_tfm.export.signatures`.
+validation (`tf.debugging.Assert`, outside XLA), prompt padding and length buckets,
+and the token chooser of the compiled decoding loops. Text goes in and out by
+`keras_tfm.tokenizers.text`, the rules of the models' text methods. The design of
+the endpoints is in `keras_tfm.export.signatures`.
 """
 
 import tensorflow as tf
 
 from keras_tfm.generation import samplers
-from keras_tfm.tokenizers import CharTokenizer
-from keras_tfm.tokenizers.special_tokens import (
-    MASK,
-    NUM_SPECIAL_TOKENS,
-    PAD,
-    SPECIAL_TOKENS,
-    UNK,
-)
+from keras_tfm.tokenizers.special_tokens import MASK, SPECIAL_TOKENS
 
 MASK_TOKEN = SPECIAL_TOKENS[MASK]
 FILL_MASK_TOP_K = 5
@@ -119,22 +113,13 @@ def ragged_from_padded(ids, lengths):
     return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32), lengths=tf.cast(lengths, tf.int64))
 
 
-def _choose_token(logits, step, seed, temperature, top_k, top_p):
-    return tf.cond(
-        temperature < samplers.MIN_TEMPERATURE,
-        lambda: samplers.greedy(logits),
-        lambda: samplers.sample(logits, samplers.split_seed(seed, step), temperature, top_k, top_p),
-    )
-
-
 #: `choose_token` functions by vocabulary size.
 _CHOOSERS = {}
 
 
 def choose_token(vocabulary_size):
-    """`fn(logits, step, seed, temperature, top_k, top_p)`: one token per row, greedy when
-    temperature < 1e-6, else stateless sampling with `seed` folded with the step. One traced
-    function per vocabulary size, shared by every decoding loop of an export (saved once)."""
+    """`samplers.choose_token` as one traced function per vocabulary size, shared by every
+    decoding loop of an export (saved once): `fn(logits, step, seed, temperature, top_k, top_p)`."""
     if vocabulary_size not in _CHOOSERS:
         scalar = tf.TensorSpec([], tf.float32)
         signature = [
@@ -145,22 +130,15 @@ def choose_token(vocabulary_size):
             tf.TensorSpec([], tf.int32),  # top_k
             scalar,  # top_p
         ]
-        _CHOOSERS[vocabulary_size] = tf.function(_choose_token, input_signature=signature, autograph=False)
+        _CHOOSERS[vocabulary_size] = tf.function(
+            samplers.choose_token, input_signature=signature, autograph=False
+        )
     return _CHOOSERS[vocabulary_size]
 
 
-def make_selector(seed, temperature, top_k, top_p):
-    """Token chooser for the decoding loop (`choose_token`): greedy when temperature < 1e-6
-    (decided inside the compiled loop), else stateless sampling with `seed` folded with the step
-    (as `decoding.make_selector`)."""
-    seed = tf.stack([tf.zeros([], tf.int32), tf.cast(seed, tf.int32)])  # = generation.base.make_seed(int)
-    scalars = tf.cast(temperature, tf.float32), tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32)
-
-    def select(logits, step):
-        choose = choose_token(logits.shape[-1])
-        return choose(tf.cast(logits, tf.float32), tf.cast(step, tf.int32), seed, *scalars)
-
-    return select
+def served_seed(seed):
+    """The int32 `(2,)` seed of a served int `seed` (as `generation.prompts.make_seed(int)`)."""
+    return tf.stack([tf.zeros([], tf.int32), tf.cast(seed, tf.int32)])
 
 
 def string_vector(name, strings):
@@ -172,50 +150,3 @@ def string_vector(name, strings):
     with expected shape [?]" instead.
     """
     return tf.ensure_shape(strings, [None], name=name)
-
-
-def special_id(tokenizer, role, default):
-    """The tokenizer's id of a special token (`cls`, `sep`, `pad`, ...): where its
-    vocabulary has it (a published checkpoint: [CLS]=101 in BERT), else `default`."""
-    value = getattr(tokenizer, f"{role}_id", None)
-    return default if value is None else int(value)
-
-
-def raw_encode(tokenizer, strings):
-    """Tokenizer ids WITHOUT the special tokens the tokenizer may be configured
-    to add (BOS/EOS/CLS-SEP), as a ragged `[batch, (len)]`."""
-    ids = tokenizer.tokenize(strings)
-    if not isinstance(ids, tf.RaggedTensor):  # a tokenizer with `sequence_length` pads to it: unpad
-        ids = tf.RaggedTensor.from_tensor(ids, padding=special_id(tokenizer, "pad", PAD))
-    prefix = len(getattr(tokenizer, "prefix_ids", None) or ())
-    suffix = len(getattr(tokenizer, "suffix_ids", None) or ())
-    if prefix or suffix:
-        ids = ids[:, prefix : (-suffix if suffix else None)]
-    return ids
-
-
-def detokenize(tokenizer, ids, lengths):
-    """Generated ids → strings; ids the tokenizer does not know (a model
-    vocabulary larger than the tokenizer's) become `[UNK]` (or are dropped
-    without special tokens)."""
-    ragged = ragged_from_padded(ids, lengths)
-    if getattr(tokenizer, "special_tokens", False):
-        ragged = tf.ragged.map_flat_values(
-            lambda v: tf.where(v < tokenizer.vocabulary_size, v, tf.constant(UNK, v.dtype)), ragged
-        )
-    else:
-        ragged = tf.ragged.boolean_mask(
-            ragged, tf.ragged.map_flat_values(tf.less, ragged, tokenizer.vocabulary_size)
-        )
-    return tokenizer.detokenize(ragged)
-
-
-def sample_text(tokenizer, count=4):
-    """A short string made of ordinary vocabulary tokens (for warmup requests)."""
-    vocabulary = tokenizer.get_vocabulary()
-    start = NUM_SPECIAL_TOKENS if getattr(tokenizer, "special_tokens", False) else 0
-    tokens = [t for t in vocabulary[start : start + 64] if t.isprintable() and not t.startswith("#")][:count]
-    if not tokens or any(t.startswith("<0x") for t in tokens):
-        return "hello"
-    joiner = "" if all(len(t) == 1 for t in tokens) and isinstance(tokenizer, CharTokenizer) else " "
-    return joiner.join(tokens)

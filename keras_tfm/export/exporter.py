@@ -13,12 +13,12 @@ from keras_tfm.checks import check_token_id
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.export.client import list_versions
-from keras_tfm.models.bert_tasks import BertClassifier, BertMaskedLM
+from keras_tfm.models.bert_classifiers import BertClassifier
+from keras_tfm.models.bert_tasks import BertMaskedLM
 from keras_tfm.models.gpt import GPT
 from keras_tfm.models.sentence_encoder import SentenceEncoder
 from keras_tfm.models.seq2seq import Seq2Seq
 from keras_tfm.tokenizers.base import Tokenizer
-from keras_tfm.tokenizers.special_tokens import EOS
 
 KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
 
@@ -169,7 +169,7 @@ def build_serving(
             target,
             max_new_tokens_limit=max_new_tokens_limit,
             max_beams=max_beams,
-            eos_id=EOS if eos_id is None else eos_id,
+            eos_id=eos_id,
             jit_compile=jit_compile,
         )
     if kind == "sentence_encoder":
@@ -286,8 +286,10 @@ def export_for_serving(
             `translate`, GPT `beam_search` / `beam_search_ids`: `num_beams`
             in [1, max_beams]; the loops are compiled for it, a narrower
             request keeps the spare beams dead).
-        eos_id: GPT: stop id (default none); seq2seq: default EOS. An id in
-            [0, vocabulary size) (a ValueError names `eos_id` and the size).
+        eos_id: GPT: stop id (default none); seq2seq: default the target
+            tokenizer's EOS (first decoder token: the model's `decoder_start_id`,
+            else the tokenizer's BOS; a tokenizer without them is refused). An id
+            in [0, vocabulary size) (a ValueError names `eos_id` and the size).
         jit_compile: compile the decoding loops with XLA.
         max_prompt_length: GPT: longest prompt accepted (default the model's
             max_length); with `max_new_tokens_limit` it sizes the decoding loops.

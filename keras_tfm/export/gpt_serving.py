@@ -21,7 +21,7 @@ keeps the spare beams dead, which is exactly the search of that width
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import check_int, check_positive_int
+from keras_tfm.checks import check_int, check_num_beams, check_positive_int
 from keras_tfm.export.common import (
     BEAM_SIGNATURE,
     SAMPLING_SIGNATURE,
@@ -29,22 +29,20 @@ from keras_tfm.export.common import (
     check_max_new_tokens,
     check_nonempty_batch,
     check_sampling,
-    detokenize,
+    choose_token,
     left_pad,
     longest,
     lookup,
-    make_selector,
     ragged_from_padded,
     require,
-    sample_text,
+    served_seed,
     string_vector,
 )
-from keras_tfm.generation import beam as beam_lib
-from keras_tfm.generation import decoding, sliding_window
-from keras_tfm.generation.cache import cache_bucket, prompt_bucket
-from keras_tfm.generation.causal_lm import CausalLMGenerator
-from keras_tfm.layers.attention.auto import key_length_bound
+from keras_tfm.generation.generator import Generator
+from keras_tfm.generation.prompts import cache_bucket, prompt_bucket
+from keras_tfm.layers.attention.dot_product import key_length_bound
 from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS
+from keras_tfm.tokenizers.text import detokenize, sample_text
 
 #: Default `max_new_tokens_limit` of a GPT export (or the model's max_length - 1 if larger).
 DEFAULT_MAX_NEW_TOKENS_LIMIT = 256
@@ -68,11 +66,10 @@ class GPTServing:
     ):
         self.model = model
         self.tokenizer = tokenizer
-        self.generator = CausalLMGenerator(model, pad_id=pad_id, jit_compile=jit_compile)
-        self.generator.adapter.share_steps()  # several loops: the model step is traced and saved once
-        adapter = self.generator.adapter
-        self.vocabulary_size = adapter.vocabulary_size
-        self.max_length = adapter.max_length
+        self.generator = Generator(model, pad_id=pad_id, jit_compile=jit_compile)
+        self.generator.step.shared = True  # several loops: the model step is traced and saved once
+        self.vocabulary_size = model.vocabulary_size
+        self.max_length = model.max_length
         if max_prompt_length is None:
             max_prompt_length = self.max_length
         if max_prompt_length is None:
@@ -91,7 +88,7 @@ class GPTServing:
             max_new_tokens_limit = max(self.max_length - 1, DEFAULT_MAX_NEW_TOKENS_LIMIT)
         self.max_new_tokens_limit = check_positive_int("max_new_tokens_limit", max_new_tokens_limit)
         self.max_beams = check_int("max_beams", max_beams, minimum=1)
-        beam_lib.check_num_beams(self.max_beams, self.vocabulary_size)
+        check_num_beams(self.max_beams, self.vocabulary_size)
         self.eos_id = -1 if eos_id is None else int(eos_id)
         self.pad_id = int(pad_id)
         self.jit_compile = bool(jit_compile)
@@ -140,21 +137,24 @@ class GPTServing:
     def decoder(self, sliding=False):
         """The decoding loop (`decoding.decode` for requests that fit the context, else the
         sliding-window loop); `run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p)`."""
-        adapter, eos, pad = self.generator.adapter, self.eos_id, self.pad_id
-        loop = sliding_window.decode_sliding if sliding else decoding.decode
+        generator, eos = self.generator, self.eos_id
         width, cache_length = self._shape(sliding)
+        choose = choose_token(self.vocabulary_size)
 
         def run(ids, lengths, max_new_tokens, seed, temperature, top_k, top_p):
-            select = make_selector(seed, temperature, top_k, top_p)
-            out = loop(
-                adapter,
+            out = generator.generate_fn(
                 ids,
                 lengths,
                 max_new_tokens,
-                select,
+                served_seed(seed),
+                temperature,
+                top_k,
+                top_p,
+                eos,
                 cache_length=cache_length,
-                eos_id=eos,
-                pad_id=pad,
+                sampler="sample",
+                sliding=sliding,
+                choose=choose,
             )
             return out["tokens"], out["lengths"]
 

@@ -9,23 +9,22 @@ which is exactly a search of the requested width.
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import check_int
+from keras_tfm.checks import check_int, check_num_beams
 from keras_tfm.export.common import (
     BEAM_SIGNATURE,
     check_beams,
     check_max_new_tokens,
     check_nonempty_batch,
-    detokenize,
     longest,
     lookup,
     require,
-    sample_text,
     string_vector,
 )
-from keras_tfm.generation import beam as beam_lib
-from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation.seq2seq_generator import Seq2SeqGenerator
-from keras_tfm.tokenizers.special_tokens import BOS, EOS, PAD
+from keras_tfm.generation import prompts as prompts_lib
+from keras_tfm.generation.generator import Generator
+from keras_tfm.generation.text import seq2seq_ids
+from keras_tfm.tokenizers.special_tokens import PAD
+from keras_tfm.tokenizers.text import detokenize, sample_text
 
 
 # --------------------------------------------------------------------------- seq2seq
@@ -39,8 +38,8 @@ class Seq2SeqServing:
         target_tokenizer,
         max_new_tokens_limit=None,
         max_beams=4,
-        bos_id=BOS,
-        eos_id=EOS,
+        bos_id=None,
+        eos_id=None,
         jit_compile=True,
     ):
         if source_tokenizer is None or target_tokenizer is None:
@@ -48,9 +47,12 @@ class Seq2SeqServing:
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.generator = Seq2SeqGenerator(model, bos_id=bos_id, pad_id=0, jit_compile=jit_compile)
-        a = self.generator.adapter
-        self.adapter = a
+        if bos_id is None or eos_id is None:
+            start, stop = seq2seq_ids(model, target_tokenizer, "export_for_serving")
+            bos_id = start if bos_id is None else bos_id
+            eos_id = stop if eos_id is None else eos_id
+        self.generator = Generator(model, bos_id=bos_id, pad_id=0, jit_compile=jit_compile)
+        a = self.model
         if source_tokenizer.vocabulary_size > a.source_vocabulary_size:
             raise ValueError(
                 f"The source tokenizer has {source_tokenizer.vocabulary_size} ids but the model only "
@@ -61,7 +63,7 @@ class Seq2SeqServing:
                 f"The target tokenizer has {target_tokenizer.vocabulary_size} ids but the model only "
                 f"{a.vocabulary_size}."
             )
-        if a.source_max_length is None or a.max_length is None:
+        if a.max_length is None:
             raise ValueError("The seq2seq model must have a maximum length (its embeddings' max_length).")
         limit = (
             a.max_length - 1
@@ -72,20 +74,19 @@ class Seq2SeqServing:
             raise ValueError(f"`max_new_tokens_limit` must be >= 1; received {max_new_tokens_limit}.")
         self.max_new_tokens_limit = limit
         self.max_beams = check_int("max_beams", max_beams, minimum=1)
-        beam_lib.check_num_beams(self.max_beams, a.vocabulary_size)
+        check_num_beams(self.max_beams, a.vocabulary_size)
         self.bos_id = int(bos_id)
-        self.eos_id = -1 if eos_id is None else int(eos_id)
+        self.eos_id = int(eos_id)
         self.jit_compile = bool(jit_compile)
-        # Source width (right padding) as in Seq2SeqGenerator._prepare: the prompt
+        # Source width (right padding) as in the in-process `Generator`: the prompt
         # bucket of the longest source, cut to the model's source length.
         self.source_width_of_length = [
-            min(cache_lib.prompt_bucket(max(n, 1)), max(a.source_max_length, n))
-            for n in range(a.source_max_length + 1)
+            min(prompts_lib.prompt_bucket(max(n, 1)), max(a.max_length, n)) for n in range(a.max_length + 1)
         ]
         # Decoder: the prompt is [BOS] (width 1); one cache length, enough for every request (a longer
         # cache than in process only adds masked slots: the same tokens). Loops: greedy (width 1) and,
         # with max_beams > 1, beam search of max_beams beams.
-        self.cache_length = cache_lib.cache_bucket(1 + limit)
+        self.cache_length = prompts_lib.cache_bucket(1 + limit)
         self._decoders = {}
 
     def decoder(self, width):
@@ -144,7 +145,7 @@ class Seq2SeqServing:
         return self._decoders[width]
 
     def endpoints(self):
-        a = self.adapter
+        a = self.model
         src_tok, tgt_tok = self.source_tokenizer, self.target_tokenizer
 
         def translate(inputs, max_new_tokens, num_beams, length_penalty):
@@ -159,8 +160,8 @@ class Seq2SeqServing:
                     lengths,
                 ),
                 require(
-                    long <= a.source_max_length,
-                    f"an item of `inputs` is longer than the model's maximum source length {a.source_max_length} "
+                    long <= a.max_length,
+                    f"an item of `inputs` is longer than the model's maximum source length {a.max_length} "
                     "tokens; longest:",
                     long,
                 ),
@@ -170,7 +171,7 @@ class Seq2SeqServing:
             with tf.control_dependencies(checks):
                 # Right-padded to the same width as the in-process generator.
                 width = lookup(self.source_width_of_length, long)
-                source = ragged.to_tensor(default_value=PAD)
+                source = ragged.to_tensor(default_value=PAD)  # 0, as the in-process generator pads
                 source = tf.pad(source, [[0, 0], [0, width - tf.shape(source)[1]]])
                 max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
                 beams = tf.clip_by_value(num_beams, 1, self.max_beams)

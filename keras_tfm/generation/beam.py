@@ -21,29 +21,13 @@ same step runs inside `sliding_window.slide`: every beam's window follows
 the rule of greedy generation for the model's position scheme.
 """
 
+import keras
 from keras import ops
 
-from keras_tfm.checks import check_float, check_int
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding, sliding_window
-from keras_tfm.generation.decoding import mark_slot
 
 NEG = decoding.NEG_INF
-
-
-#: Largest length penalty α: ((5 + n) / 6)^α stays finite in float32 for every
-#: n <= `base.MAX_NEW_TOKENS` (a larger α overflows it and every score becomes 0).
-MAX_LENGTH_PENALTY = 5.0
-
-
-def check_length_penalty(alpha):
-    return check_float("length_penalty", alpha, low=0.0, high=MAX_LENGTH_PENALTY)
-
-
-def check_num_beams(num_beams, vocabulary_size):
-    return check_int(
-        "num_beams", num_beams, minimum=1, maximum=vocabulary_size, maximum_name="the vocabulary size"
-    )
 
 
 def length_penalty_factor(length, alpha):
@@ -52,7 +36,7 @@ def length_penalty_factor(length, alpha):
 
 
 def beam_search_loop(
-    adapter,
+    model,
     prompt_ids,
     prompt_lengths,
     max_new_tokens,
@@ -65,11 +49,12 @@ def beam_search_loop(
     context=None,
     active_beams=None,
     sliding=False,
+    step=None,
 ):
     """Traceable beam search (use inside `tf.function(jit_compile=True)`).
 
     Args:
-        adapter: a `decoding.DecoderAdapter`.
+        model: a decoder (`decoding`).
         prompt_ids: int32 `(batch, P)` left-padded prompts.
         prompt_lengths: int32 `(batch,)`.
         max_new_tokens: int32 scalar.
@@ -79,7 +64,7 @@ def beam_search_loop(
         length_penalty: α (float scalar tensor or number).
         eos_id: int32 scalar (-1: never finishes early).
         pad_id: Python int.
-        context: adapter context of the `batch` rows (tiled here).
+        context: the model's context of the `batch` rows (tiled here).
         active_beams: optional int32 scalar `n` in [1, K] (a request input):
             beams `n .. K-1` are kept dead (finished, score -1e9), so the
             search is exactly a width-`n` search in a loop compiled for K;
@@ -89,6 +74,7 @@ def beam_search_loop(
             `generation.sliding_window` for the model's position scheme
             (beams of one prompt hold the same number of tokens, so they
             restart their windows at the same step).
+        step: the step function (default `model.decode_step`).
 
     Returns:
         dict: `sequences` int32 `(batch, K, cache_length - P)` sorted best
@@ -116,7 +102,8 @@ def beam_search_loop(
         )
         state["log_probs"] = ops.where(spare, NEG, state["log_probs"])
         state["finished"] = spare
-    choose = beam_step(batch, k, adapter.vocabulary_size, alpha, ops.cast(eos_id, "int32"), pad_id, spare)
+    step = model.decode_step if step is None else step
+    choose = beam_step(batch, k, model.vocabulary_size, alpha, ops.cast(eos_id, "int32"), pad_id, spare)
 
     def keep_going(s):
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["finished"])))
@@ -125,7 +112,8 @@ def beam_search_loop(
         if context is not None:
             raise ValueError("A sliding window is for decoder-only models (no encoder context).")
         state = sliding_window.slide(
-            adapter,
+            model,
+            step,
             state,
             cache_lib.tile_beams(ops.cast(prompt_ids, "int32"), k),
             cache_lib.tile_beams(ops.cast(prompt_lengths, "int32"), k),
@@ -136,7 +124,7 @@ def beam_search_loop(
         )
     else:
         state = _search(
-            adapter, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going
+            model, step, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going
         )
     scores = state["log_probs"] / length_penalty_factor(state["lengths"], alpha)
     order_scores, order = ops.top_k(scores, k)
@@ -192,28 +180,28 @@ def beam_step(batch, k, vocab, alpha, eos_id, pad_id, spare=None):
     return step
 
 
-def _search(adapter, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going):
+def _search(model, step, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going):
     """Beam search within the context: one prefill, then one step per token in cache segments."""
-    pre = decoding.prefill(adapter, prompt_ids, prompt_lengths, cache_length, context)
+    pre = decoding.prefill(model, step, prompt_ids, prompt_lengths, cache_length, context)
     p = pre["prompt_length"]
     pad = cache_lib.tile_beams(pre["pad"], k)
     if context is not None:
-        context = adapter.tile_context(context, k)
+        context = keras.tree.map_structure(lambda t: cache_lib.tile_beams(t, k), context)
     state = dict(
         state,
         logits=cache_lib.tile_beams(pre["logits"], k),
         caches=[cache_lib.tile_beams(c, k) for c in pre["caches"]],
         valid=cache_lib.tile_beams(pre["valid"], k),
     )
-    mask_id = getattr(adapter, "mask_token_id", None)
+    padding_id = decoding.padding_token(model)
 
     def body(s, size):
         new, token, parent = choose(s)
         caches = [cache_lib.gather_beams(c, parent) for c in s["caches"]]
         slot = p + s["i"]
-        valid = mark_slot(cache_lib.gather_beams(s["valid"], parent), slot, token, mask_id)
+        valid = decoding.mark_slot(cache_lib.gather_beams(s["valid"], parent), slot, token, padding_id)
         new["valid"] = valid
-        new["logits"], new["caches"] = adapter.forward(
+        new["logits"], new["caches"] = step(
             token[:, None], (slot - pad)[:, None], caches, slot, valid[:, :size], context
         )
         return new

@@ -1,4 +1,4 @@
-"""Preallocated key/value caches and length buckets for incremental decoding.
+"""Preallocated key/value caches and their segments for incremental decoding.
 
 The caches of a model are a flat list of tensors, keys and values of every
 block (`GPT.init_caches`): keys `(batch, kv_heads, head_dim, length)` (stored
@@ -8,15 +8,11 @@ plain matmuls and writes the new slot in place (never a concatenation inside a
 step). The loops below only need the batch on axis 0 and the slot axis of
 each tensor (`length_axis`).
 
-Length buckets. Under XLA every shape is static, so attention over a cache of
-`length` slots costs O(length) whatever the number of filled slots. Two levels
-of power-of-two buckets keep the per-token cost O(current length):
+Segments. Under XLA every shape is static, so attention over a cache of
+`length` slots costs O(length) whatever the number of filled slots. A call
+picks its cache length `L` from power-of-two buckets (`prompts.call_cache_length`:
+`P + next_pow2(max_new_tokens)`), and:
 
-* a call picks its *cache length* `L = P + next_pow2(max_new_tokens)` (at
-  least `P + MIN_CACHE_LENGTH`, `call_cache_length`), so a short generation
-  never pays for a long cache, calls whose lengths fall into the same bucket
-  reuse one trace, and L is a segment size (below): no segment is compiled
-  that the call cannot reach;
 * inside one call, the decoding loop runs in *segments* of sizes
   P + 256, P + 512, P + 1024, ..., L (`segment_sizes`, P = padded prompt
   length): while the write position is below P + 256 the cache is P + 256
@@ -34,34 +30,8 @@ from keras import ops
 
 from keras_tfm.layers.attention.decoding import CACHE_LENGTH_AXES
 
-#: Smallest cache length bucket.
-MIN_CACHE_LENGTH = 64
 #: New slots of the first decoding segment (`segment_sizes`).
 MIN_SEGMENT_LENGTH = 256
-#: Smallest prompt length bucket.
-MIN_PROMPT_LENGTH = 8
-
-
-def next_power_of_two(n, minimum=1):
-    """Smallest power of two >= max(n, minimum) (Python ints)."""
-    n = max(int(n), int(minimum), 1)
-    return 1 << (n - 1).bit_length()
-
-
-def prompt_bucket(length, minimum=MIN_PROMPT_LENGTH):
-    """Padded prompt length for a longest prompt of `length` tokens."""
-    return next_power_of_two(length, minimum)
-
-
-def cache_bucket(total_length, minimum=MIN_CACHE_LENGTH):
-    """Cache length for `prompt_bucket + max_new_tokens` positions."""
-    return next_power_of_two(total_length, minimum)
-
-
-def call_cache_length(prompt_length, max_new_tokens, minimum=MIN_CACHE_LENGTH):
-    """Cache length of an in-process call: `P + next_pow2(max(max_new_tokens, minimum))`,
-    e.g. 272 for P = 16 and 256 new tokens (segments 80, 144, 272)."""
-    return int(prompt_length) + next_power_of_two(max_new_tokens, minimum)
 
 
 def segment_sizes(prompt_length, cache_length, minimum=None):

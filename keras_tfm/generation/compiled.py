@@ -6,7 +6,7 @@ caches); this module turns one of them into a callable for the active
 backend:
 
 * TensorFlow: `tf.function(jit_compile=...)` (XLA by default), called in a
-  worker thread so that Ctrl-C interrupts it (`generation.interruptible`);
+  worker thread so that Ctrl-C interrupts it (`interruptible_call`, below);
   generators are `tf.Module`s, so `tf.saved_model.save` can export their
   signatures.
 * JAX: `jax.jit` of a stateless function of the model's variable values
@@ -19,9 +19,37 @@ backend:
   Python loop there).
 
 Inputs are numpy arrays; outputs come back as a dict of numpy arrays.
+
+Ctrl-C on TensorFlow. A compiled decoding loop runs as one TensorFlow call:
+Python handles a SIGINT only when that call returns, so Ctrl-C on a long
+generation would wait for the whole loop. `interruptible_call(fn, *args)` runs
+`fn` in a worker thread (under the caller's device scope) while the calling
+thread waits in short slices: Ctrl-C raises `KeyboardInterrupt` in the caller
+within `POLL_SECONDS`. The abandoned call cannot be cancelled inside
+TensorFlow; it runs to its end in the background and its result is dropped
+(generation calls are bounded, `prompts.MAX_NEW_TOKENS`, so it ends). A process must
+not finalize Python while a worker is inside TensorFlow (the worker, returning,
+would be torn down through TensorFlow's C++ frames and abort the process), so
+when the interpreter exits while an abandoned call still runs, an `atexit` hook
+flushes the standard streams and logging and ends the process at once, with
+the status Python would give: killed by SIGINT after an unhandled
+`KeyboardInterrupt`, 1 after another unhandled exception, else 0 (a `sys.exit`
+code is not visible to the hook; `atexit` callbacks registered before this
+module's import do not run then).
 """
 
+import atexit
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+
 import keras
+
+#: Longest wait between two checks for a pending Ctrl-C, in seconds (TensorFlow).
+POLL_SECONDS = 0.1
 
 if keras.backend.backend() == "tensorflow":
     import tensorflow as _tf
@@ -49,8 +77,8 @@ class FunctionCache:
 class SharedStep:
     """A decoding step traced once for every batch size and cache length.
 
-    `step(ids, positions, caches, cache_index, padding_mask) -> (logits,
-    caches)` runs one token per row (`ids` `(batch, 1)`). In a TensorFlow
+    `step(ids, positions, caches, cache_index, padding_mask, context=None) ->
+    (logits, caches)` (a model's `decode_step`) runs one token per row (`ids` `(batch, 1)`). In a TensorFlow
     graph it is called as one `tf.function` whose input signature leaves the
     batch axis and the cache slot axes (`slot_axis(i)` of cache tensor `i`,
     axis 1 of `padding_mask`) unknown: the loop bodies of every cache
@@ -58,10 +86,10 @@ class SharedStep:
     function (XLA compiles it for each static shape it is called with), so
     the model is traced, exported and loaded once instead of once per loop.
     Nesting costs a little tracing time, so it is on only once `shared` is
-    set (`DecoderAdapter.share_steps`: by the exporters, and by a loop with
-    several cache segments). Otherwise, eagerly, on JAX and PyTorch, and for
-    several tokens (a prefill, whose attention implementation is chosen from
-    its static length) it calls `step` directly.
+    set (by the exporters, and by a loop with several cache segments:
+    `decoding.share`). Otherwise, eagerly, on JAX and PyTorch, for several
+    tokens (a prefill, whose attention implementation is chosen from its
+    static length) and with a seq2seq context it calls `step` directly.
     """
 
     def __init__(self, step, slot_axis):
@@ -70,10 +98,10 @@ class SharedStep:
         self.shared = False
         self.functions = {}
 
-    def __call__(self, ids, positions, caches, cache_index, padding_mask):
+    def __call__(self, ids, positions, caches, cache_index, padding_mask, context=None):
         direct = not self.shared or keras.backend.backend() != "tensorflow" or _tf.executing_eagerly()
-        if direct or ids.shape[1] != 1:
-            return self.step(ids, positions, caches, cache_index, padding_mask)
+        if direct or ids.shape[1] != 1 or context is not None:
+            return self.step(ids, positions, caches, cache_index, padding_mask, context)
 
         def spec(t, relaxed):
             shape = [None if axis in relaxed else d for axis, d in enumerate(t.shape)]
@@ -136,16 +164,104 @@ def call(fn, *args, run_eagerly=False):
     """Runs a function from `compile_function` on numpy inputs.
 
     TensorFlow (compiled): in a worker thread that Ctrl-C abandons
-    (`generation.interruptible`); elsewhere in the calling thread.
+    (`interruptible_call`); elsewhere in the calling thread.
 
     Returns:
         `fn`'s dict with numpy values.
     """
     tensors = [keras.ops.convert_to_tensor(x) for x in args]
     if keras.backend.backend() == "tensorflow" and not run_eagerly:
-        from keras_tfm.generation import interruptible
-
-        out = interruptible.call(fn, *tensors)
+        out = interruptible_call(fn, *tensors)
     else:
         out = fn(*tensors)
     return {key: keras.ops.convert_to_numpy(value) for key, value in out.items()}
+
+
+# --------------------------------------------------------------------------- Ctrl-C (TensorFlow)
+def _device_name():
+    """The caller's `tf.device` scope (thread-local, so the worker re-enters it)."""
+    from tensorflow.python.eager import context
+
+    return context.context().device_name
+
+
+class _Worker(threading.Thread):
+    """A daemon thread that runs one job at a time; kept for reuse (a fresh
+    thread per call would set up TensorFlow's per-thread state every time)."""
+
+    def __init__(self):
+        super().__init__(name="keras_tfm-generation", daemon=True)
+        self.jobs = queue.SimpleQueue()
+        self.start()
+
+    def run(self):
+        while True:
+            job = self.jobs.get()
+            job()
+
+
+_IDLE = []  # idle workers (a list: append / pop are atomic)
+_ABANDONED = set()  # events of the calls whose caller was interrupted, while they run
+
+
+def interruptible_call(fn, *args):
+    """`fn(*args)` in a worker thread; returns its result or raises its exception.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C (SIGINT) while waiting; the worker's result
+            is dropped (and the worker rejoins the idle ones when done).
+    """
+    device = _device_name()
+    box = {}
+    done = threading.Event()
+    try:
+        worker = _IDLE.pop()
+    except IndexError:
+        worker = _Worker()
+
+    def job():
+        try:
+            if device:
+                with _tf.device(device):
+                    box["result"] = fn(*args)
+            else:
+                box["result"] = fn(*args)
+        except BaseException as error:  # re-raised in the caller
+            box["error"] = error
+        finally:
+            done.set()
+            _ABANDONED.discard(done)
+            _IDLE.append(worker)
+
+    worker.jobs.put(job)
+    try:
+        while not done.wait(POLL_SECONDS):
+            pass
+    except KeyboardInterrupt:
+        if not done.is_set():
+            _ABANDONED.add(done)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _exit_while_abandoned():
+    """Ends the process now if an abandoned call still runs (see the module docstring)."""
+    if not any(not event.is_set() for event in list(_ABANDONED)):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream: nothing more to save
+            pass
+    logging.shutdown()
+    last = getattr(sys, "last_value", None)  # set for an unhandled exception
+    if isinstance(last, KeyboardInterrupt):
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(0 if last is None else 1)
+
+
+if keras.backend.backend() == "tensorflow":
+    atexit.register(_exit_while_abandoned)

@@ -15,7 +15,7 @@ position `c - pad_b` (`pad_b = P - length_b`):
   only on differences of positions, which a per-row constant shift leaves
   unchanged, so the layers can use the slot index as position;
 * absolute position embeddings (learned, sinusoidal) get the true per-row
-  positions `c - pad_b`: the adapters pass them to the model's embedding
+  positions `c - pad_b`: `decode_step` passes them to the model's embedding
   (`model.call_with_cache(..., positions=...)`).
 
 *Prefill*: the whole (padded) prompt goes through the model in one pass,
@@ -26,89 +26,35 @@ emitting `pad_id`; the loop exits when all rows are finished or
 `max_new_tokens` are generated. The loop runs in cache-length segments (see
 `keras_tfm.generation.cache`) so a step costs O(current length).
 
-Model access goes through an *adapter* (`DecoderAdapter`): `init_caches`,
-`forward(ids, positions, caches, cache_index, padding_mask, context)` →
-`(last-position logits, caches)`. `CausalLMAdapter` and `Seq2SeqAdapter` wrap
-the keras_tfm model classes (`GPT`, `Seq2Seq`) through their methods;
-`FunctionAdapter` wraps a plain logits function (tests, toy models).
+The loops run any *decoder*: a model with the protocol of `generation.generator`
+(`vocabulary_size`, `max_length`, `init_caches(batch, length)`, `decode_step(ids,
+positions, caches, cache_index, padding_mask, context)` → `(last-position float32
+logits, caches)`; `GPT` and `Seq2Seq` implement it). `step` (default
+`model.decode_step`) is the function the loops call; a `compiled.SharedStep` is
+told to trace itself once for every loop body when a call has several segments.
 """
 
-import keras
 from keras import ops
 
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import samplers
 
 #: Score given to impossible beam candidates (finite, so no inf - inf = NaN).
 NEG_INF = -1e9
 
 
-# --------------------------------------------------------------------------- adapters
-class DecoderAdapter:
-    """Interface between the decoding loops and a model.
-
-    Attributes:
-        vocabulary_size: int.
-        max_length: largest number of decoder positions, or None.
-    """
-
-    vocabulary_size = None
-    max_length = None
-
-    def init_caches(self, batch_size, length):
-        """List of zero caches with `length` slots on axis 2."""
-        raise NotImplementedError
-
-    def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
-        """Runs `ids` `(batch, T)` at slots `cache_index .. cache_index+T-1`.
-
-        Args:
-            ids: int32 `(batch, T)`.
-            positions: int32 `(batch, T)`, true positions of the tokens.
-            caches: list from `init_caches` (possibly grown).
-            cache_index: int32 scalar, first slot written.
-            padding_mask: bool `(batch, cache_slots)`, True at real tokens.
-            context: adapter-specific per-row context (e.g. encoder output).
-
-        Returns:
-            `(logits, caches)`: float32 `(batch, vocab)` logits of the last
-            position and the updated caches.
-        """
-        raise NotImplementedError
-
-    def share_steps(self):
-        """Called before tracing loops that run the one-token step from
-        several loop bodies (cache segments, exports): an adapter may then
-        trace the step once for all of them (`compiled.SharedStep`)."""
-
-    def tile_context(self, context, num_beams):
-        """Repeats every per-row tensor of `context` `num_beams` times."""
-        return keras.tree.map_structure(lambda t: cache_lib.tile_beams(t, num_beams), context)
-
-
-class FunctionAdapter(DecoderAdapter):
-    """Adapter over a cache-free function of the last token.
-
-    `logits_fn(last_token, position)` maps int32 `(batch,)` tokens and their
-    true positions to float32 `(batch, vocab)` logits of the next token. Used
-    to test the loops on hand-built toy models.
-    """
-
-    def __init__(self, logits_fn, vocabulary_size, max_length=None):
-        self.logits_fn = logits_fn
-        self.vocabulary_size = int(vocabulary_size)
-        self.max_length = max_length
-
-    def init_caches(self, batch_size, length):
-        return []
-
-    def forward(self, ids, positions, caches, cache_index, padding_mask, context=None):
-        logits = self.logits_fn(ids[:, -1], positions[:, -1])
-        return ops.cast(logits, "float32"), caches
-
-
 # --------------------------------------------------------------------------- loop pieces
-def prefill(adapter, prompt_ids, prompt_lengths, cache_length, context=None):
+def padding_token(model):
+    """The id a model treats as padding wherever it stands (`mask_zero` embeddings: 0), or None."""
+    return 0 if getattr(model, "mask_zero", False) else None
+
+
+def share(step):
+    """Tells a `compiled.SharedStep` that several loop bodies will call it (a no-op for a plain step)."""
+    if hasattr(step, "shared"):
+        step.shared = True
+
+
+def prefill(model, step, prompt_ids, prompt_lengths, cache_length, context=None):
     """Runs the left-padded prompts through the model in one pass.
 
     Returns:
@@ -123,17 +69,17 @@ def prefill(adapter, prompt_ids, prompt_lengths, cache_length, context=None):
     batch = ops.shape(prompt_ids)[0]
     pad = ops.cast(p, "int32") - ops.cast(prompt_lengths, "int32")
     valid = ops.arange(cache_length, dtype="int32")[None, :] >= pad[:, None]
-    mask_id = getattr(adapter, "mask_token_id", None)
-    if mask_id is not None:
-        real = ops.not_equal(prompt_ids, mask_id)
+    padding_id = padding_token(model)
+    if padding_id is not None:
+        real = ops.not_equal(prompt_ids, padding_id)
         rest = ops.ones((batch, cache_length - p), "bool")
         valid = ops.logical_and(valid, ops.concatenate([real, rest], axis=1))
     positions = ops.arange(p, dtype="int32")[None, :] - pad[:, None]
     sizes = cache_lib.segment_sizes(static_p, cache_length)
     if len(sizes) > 1:
-        adapter.share_steps()
-    caches = adapter.init_caches(batch, sizes[0])
-    logits, caches = adapter.forward(
+        share(step)
+    caches = model.init_caches(batch, sizes[0])
+    logits, caches = step(
         prompt_ids, positions, caches, ops.zeros((), "int32"), valid[:, : sizes[0]], context
     )
     return {
@@ -176,29 +122,13 @@ def run_segments(state, prompt_length, sizes, keep_going, body, slot=None):
     return state
 
 
-def mark_slot(valid, slot, token, mask_token_id):
-    """Marks `slot` invalid for rows whose token is the model's padding id
-    (models with `mask_zero` embeddings treat that id as padding anywhere)."""
-    if mask_token_id is None:
+def mark_slot(valid, slot, token, padding_id):
+    """Marks `slot` invalid for rows whose token is `padding_id` (`padding_token(model)`:
+    models with `mask_zero` embeddings treat that id as padding anywhere; None: no-op)."""
+    if padding_id is None:
         return valid
-    keep = ops.not_equal(token, mask_token_id)[:, None]  # slots >= P start valid
+    keep = ops.not_equal(token, padding_id)[:, None]  # slots >= P start valid
     return ops.slice_update(valid, (ops.zeros((), "int32"), slot), keep)
-
-
-def make_selector(sampler, seed, temperature, top_k, top_p):
-    """`select(logits, step) -> int32 (batch,)` for a static `sampler` name."""
-    if sampler == "greedy":
-        return lambda logits, step: samplers.greedy(logits, check_nan=False)
-    if sampler == "sample":
-        seed = ops.cast(seed, "int32")
-
-        def select(logits, step):
-            return samplers.sample(
-                logits, samplers.split_seed(seed, step), temperature, top_k, top_p, check_nan=False
-            )
-
-        return select
-    raise ValueError(f"Unknown `sampler` {sampler!r}; expected one of {list(samplers.SAMPLERS)}.")
 
 
 def start_state(batch, num_new, pad_id, vocabulary_size, output_scores=False):
@@ -238,7 +168,7 @@ def emit(s, select, eos_id, pad_id, output_scores=False):
 
 
 def decode(
-    adapter,
+    model,
     prompt_ids,
     prompt_lengths,
     max_new_tokens,
@@ -249,16 +179,17 @@ def decode(
     pad_id=0,
     context=None,
     output_scores=False,
+    step=None,
 ):
     """THE decoding loop: prefill, then one token per step in a while loop.
 
     Traceable (inside `tf.function(jit_compile=True)` or `jax.jit`; PyTorch
     runs it eagerly); all inputs other
-    than the adapter, `select`, `cache_length`, `pad_id` and `output_scores`
+    than the model, `select`, `cache_length`, `pad_id` and `output_scores`
     may be tensors.
 
     Args:
-        adapter: a `DecoderAdapter`.
+        model: a decoder (module docstring).
         prompt_ids: int32 `(batch, P)`, LEFT-padded prompts.
         prompt_lengths: int32 `(batch,)`, real tokens per row (>= 1).
         max_new_tokens: int32 scalar, <= cache_length - P.
@@ -266,8 +197,9 @@ def decode(
         cache_length: Python int, cache slots (>= P + max_new_tokens).
         eos_id: int32 scalar; a row stops after emitting it (-1: never).
         pad_id: Python int, emitted by finished rows.
-        context: adapter context (seq2seq: cross-attention caches).
+        context: the model's per-row context (seq2seq: `encode_context`).
         output_scores: also return the logits of every step.
+        step: the step function (default `model.decode_step`).
 
     Returns:
         dict: `tokens` int32 `(batch, cache_length - P)` (new tokens, `pad_id`
@@ -275,14 +207,15 @@ def decode(
         (new tokens per row, EOS included), and `scores` float32
         `(batch, cache_length - P, vocab)` if `output_scores`.
     """
-    pre = prefill(adapter, prompt_ids, prompt_lengths, cache_length, context)
+    step = model.decode_step if step is None else step
+    pre = prefill(model, step, prompt_ids, prompt_lengths, cache_length, context)
     p, pad = pre["prompt_length"], pre["pad"]
     batch = ops.shape(pre["logits"])[0]
     num_new = cache_length - (prompt_ids.shape[1] if prompt_ids.shape[1] is not None else p)
     eos_id = ops.cast(eos_id, "int32")
     max_new_tokens = ops.cast(max_new_tokens, "int32")
     state = dict(
-        start_state(batch, num_new, pad_id, adapter.vocabulary_size, output_scores),
+        start_state(batch, num_new, pad_id, model.vocabulary_size, output_scores),
         logits=pre["logits"],
         caches=pre["caches"],
         valid=pre["valid"],
@@ -291,13 +224,13 @@ def decode(
     def keep_going(s):
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
 
-    mask_id = getattr(adapter, "mask_token_id", None)
+    padding_id = padding_token(model)
 
     def body(s, size):
         new, token = emit(s, select, eos_id, pad_id, output_scores)
         slot = p + s["i"]
-        new["valid"] = mark_slot(s["valid"], slot, token, mask_id)
-        new["logits"], new["caches"] = adapter.forward(
+        new["valid"] = mark_slot(s["valid"], slot, token, padding_id)
+        new["logits"], new["caches"] = step(
             token[:, None], (slot - pad)[:, None], s["caches"], slot, new["valid"][:, :size], context
         )
         return new

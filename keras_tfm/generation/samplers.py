@@ -24,7 +24,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tfm.checks import check_float, check_int
+from keras_tfm.checks import SAMPLERS, check_sampling_args
 
 #: Tensors of any backend (and numbers) accepted by the samplers.
 TensorLike = object
@@ -36,47 +36,6 @@ MASK_VALUE = float(np.finfo(np.float32).min) / 2.0
 
 #: Temperatures below this are treated as 0, i.e. greedy decoding.
 MIN_TEMPERATURE = 1e-6
-
-#: The `sampler` names of the decoding loops: `greedy`, or `sample` (temperature,
-#: top-k and top-p are arguments of `sample`; each filter is off at its default).
-SAMPLERS = ("greedy", "sample")
-
-
-def check_sampling_args(
-    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, vocabulary_size: int | None = None
-) -> tuple[float, int, float]:
-    """Validates Python sampling arguments before they reach a graph.
-
-    Rules (the same for `generate`, `sample` and the served `generate`
-    signature, which checks its tensor inputs the same way):
-
-    * `temperature` 0 (or below 1e-6) means greedy decoding; NaN, inf and
-      negative values are refused.
-    * `top_k` 0 disables the filter; `top_k` equal to the vocabulary size
-      keeps every token (no filter); a Python `top_k` *larger* than the
-      vocabulary is refused (it is almost always a mistake: the model has
-      fewer tokens than asked for). A tensor `top_k` cannot be checked
-      inside a compiled graph and larger values then mean "no filter".
-    * `top_p` must be in (0, 1]; 1 disables the filter.
-
-    Args:
-        temperature: float >= 0 (values < 1e-6 mean greedy).
-        top_k: int >= 0 (0 disables top-k filtering), at most
-            `vocabulary_size` when that is given.
-        top_p: float in (0, 1] (1 disables nucleus filtering).
-        vocabulary_size: the model's vocabulary size, or None (not checked).
-
-    Returns:
-        The tuple `(float(temperature), int(top_k), float(top_p))`.
-
-    Raises:
-        TypeError: an argument has the wrong type.
-        ValueError: an argument is out of range.
-    """
-    temperature = check_float("temperature", temperature, low=0.0)
-    top_k = check_int("top_k", top_k, minimum=0, maximum=vocabulary_size, maximum_name="the vocabulary size")
-    top_p = check_float("top_p", top_p, low=0.0, high=1.0, low_open=True)
-    return float(temperature), int(top_k), float(top_p)
 
 
 def _is_python_number(x):
@@ -341,3 +300,34 @@ def sample(
     sampled = ops.cast(ops.argmax(scaled + gumbel, axis=-1), "int32")
     chosen = ops.cast(ops.argmax(logits, axis=-1), "int32")
     return ops.where(ops.squeeze(is_greedy, axis=-1), chosen, sampled)
+
+
+# --------------------------------------------------------------------------- the loops' chooser
+def choose_token(logits, step, seed, temperature, top_k, top_p):
+    """One token per row at decoding step `step`: greedy when every row's `temperature` is below
+    1e-6 (decided at run time, so a served request picks it), else `sample` with
+    `split_seed(seed, step)` (which is greedy for such rows too). NaN
+    logits are never chosen (the loops cannot raise)."""
+    return ops.cond(
+        ops.all(ops.cast(temperature, "float32") < MIN_TEMPERATURE),
+        lambda: greedy(logits, check_nan=False),
+        lambda: sample(logits, split_seed(seed, step), temperature, top_k, top_p, check_nan=False),
+    )
+
+
+def make_selector(sampler, seed, temperature, top_k, top_p, choose=choose_token):
+    """`select(logits, step) -> int32 (batch,)`, the token chooser of the decoding loops.
+
+    Args:
+        sampler: "greedy" (argmax; the other arguments are unused) or "sample"
+            (`choose`: greedy at temperature 0, else seeded temperature / top-k / top-p).
+        seed: int32 `(2,)`; temperature, top_k, top_p: scalars or `(batch,)`.
+        choose: the function `choose(logits, step, seed, temperature, top_k, top_p)`
+            (an exporter passes one traced function shared by all its loops).
+    """
+    if sampler == "greedy":
+        return lambda logits, step: greedy(logits, check_nan=False)
+    if sampler != "sample":
+        raise ValueError(f"Unknown `sampler` {sampler!r}; expected one of {list(SAMPLERS)}.")
+    seed = ops.cast(seed, "int32")
+    return lambda logits, step: choose(logits, step, seed, temperature, top_k, top_p)

@@ -2,7 +2,7 @@
 
 A decoder trained on `W = max_length` positions can keep generating after
 prompt + new tokens pass `W` in one of two ways; `decode_sliding` picks the
-one that is exact for the model's position scheme (`adapter.position`):
+one that is exact for the model's position scheme (`model.position`):
 
 * **Recompute** (`"learned"`, `"sinusoidal"`, `"rope"`): every row sees the
   tokens since its window start, at positions 0, 1, ...; when appending a
@@ -69,7 +69,7 @@ def uses_shift(position):
 
 
 def decode_sliding(
-    adapter,
+    model,
     prompt_ids,
     prompt_lengths,
     max_new_tokens,
@@ -79,12 +79,13 @@ def decode_sliding(
     eos_id=-1,
     pad_id=0,
     output_scores=False,
+    step=None,
 ):
     """`decoding.decode` past the model's maximum length (traceable).
 
     Args:
-        adapter: a `decoding.DecoderAdapter` with `max_length` (W) and
-            `position` (the model's position scheme).
+        model: a decoder (`decoding`) with `max_length` (W) and `position`
+            (its position scheme).
         prompt_ids: int32 `(batch, P)` LEFT-padded prompts of at most W real
             tokens each.
         prompt_lengths: int32 `(batch,)`.
@@ -92,7 +93,7 @@ def decode_sliding(
         select: `select(logits, step) -> (batch,)` token chooser.
         cache_length: Python int; `cache_length - P` is the size of the
             token buffer (the caches themselves hold at most 2W slots).
-        eos_id, pad_id, output_scores: as in `decoding.decode`.
+        eos_id, pad_id, output_scores, step: as in `decoding.decode`.
 
     Returns:
         `decoding.decode`'s dict (tokens `(batch, cache_length - P)`).
@@ -103,11 +104,11 @@ def decode_sliding(
         ops.shape(prompt_ids)[0],
         cache_length - prompt_ids.shape[1],
         pad_id,
-        adapter.vocabulary_size,
+        model.vocabulary_size,
         output_scores,
     )
 
-    def step(s):
+    def choose(s):
         new, token = decoding.emit(s, select, eos_id, pad_id, output_scores)
         return new, token, None
 
@@ -115,11 +116,12 @@ def decode_sliding(
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
 
     state = slide(
-        adapter,
+        model,
+        model.decode_step if step is None else step,
         state,
         ops.cast(prompt_ids, "int32"),
         ops.cast(prompt_lengths, "int32"),
-        step=step,
+        step=choose,
         done=lambda s: s["done"],
         keep_going=keep_going,
         pad_id=pad_id,
@@ -130,11 +132,12 @@ def decode_sliding(
     return out
 
 
-def slide(adapter, outputs, prompt_ids, prompt_lengths, *, step, done, keep_going, pad_id=0):
+def slide(model, model_step, outputs, prompt_ids, prompt_lengths, *, step, done, keep_going, pad_id=0):
     """Runs a decoding loop past the model's maximum length W (traceable).
 
     Args:
-        adapter: a `decoding.DecoderAdapter` with `max_length` and `position`.
+        model: a decoder (`decoding`) with `max_length` and `position`.
+        model_step: its step function (`model.decode_step` or a shared one).
         outputs: dict of the loop's outputs before the first step (its step
             counter `"i"` included); carried from window to window.
         prompt_ids: int32 `(rows, P)` LEFT-padded prompts (static P), at most
@@ -153,12 +156,14 @@ def slide(adapter, outputs, prompt_ids, prompt_lengths, *, step, done, keep_goin
     Returns:
         The outputs after the last step.
     """
-    window = int(adapter.max_length)
+    window = int(model.max_length)
     p = prompt_ids.shape[1]
     if p > window:  # only left padding lies beyond the last W columns
         prompt_ids = prompt_ids[:, p - window :]
-    run = _shift if uses_shift(adapter.position) else _recompute
-    state = run(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id)
+    run = _shift if uses_shift(model.position) else _recompute
+    state = run(
+        model, model_step, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id
+    )
     return {k: state[k] for k in outputs}
 
 
@@ -177,7 +182,9 @@ def _reorder(s, parent, keys):
 
 
 # --------------------------------------------------------------------------- recompute
-def _recompute(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id):
+def _recompute(
+    model, model_step, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id
+):
     """Windows restarted from their last W // 2 tokens, caches recomputed by a prefill."""
     keep = max(window // 2, 1)
     p = prompt_ids.shape[1]
@@ -190,7 +197,7 @@ def _recompute(adapter, outputs, prompt_ids, prompt_lengths, window, step, done,
     def run_window(outer, ids, lengths):
         """Prefill the windows, then step until done or some row overflows W."""
         width = ids.shape[1]
-        pre = decoding.prefill(adapter, ids, lengths, width + window)
+        pre = decoding.prefill(model, model_step, ids, lengths, width + window)
         s = dict(
             outer,
             logits=pre["logits"],
@@ -212,7 +219,7 @@ def _recompute(adapter, outputs, prompt_ids, prompt_lengths, window, step, done,
             # (the loop stops on `overflow`) and the next window recomputes it.
             positions = ops.minimum(slot - pre["pad"], window - 1)
             new["valid"] = s["valid"]
-            new["logits"], new["caches"] = adapter.forward(
+            new["logits"], new["caches"] = model_step(
                 token[:, None], positions[:, None], s["caches"], slot, s["valid"][:, :size]
             )
             new["slot"] = slot + 1
@@ -238,12 +245,12 @@ def _recompute(adapter, outputs, prompt_ids, prompt_lengths, window, step, done,
 
 
 # --------------------------------------------------------------------------- shift
-def _shift(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id):
+def _shift(model, model_step, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id):
     """A causal band of W tokens; the cache drops its oldest W // 2 slots when full."""
     shift = max(window // 2, 1)
     capacity = window + shift
     p = prompt_ids.shape[1]
-    pre = decoding.prefill(adapter, prompt_ids, prompt_lengths, capacity)
+    pre = decoding.prefill(model, model_step, prompt_ids, prompt_lengths, capacity)
     state = dict(
         outputs,
         logits=pre["logits"],
@@ -259,7 +266,7 @@ def _shift(adapter, outputs, prompt_ids, prompt_lengths, window, step, done, kee
         slot = s["slot"]
         band = ops.logical_and(s["valid"], slots > slot - window)
         new["valid"] = s["valid"]
-        new["logits"], new["caches"] = adapter.forward(
+        new["logits"], new["caches"] = model_step(
             token[:, None], ops.zeros_like(token)[:, None], s["caches"], slot, band
         )
         new["slot"] = slot + 1

@@ -7,10 +7,11 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_allocation, check_bool, check_choice, check_positive_int
+from keras_tfm.checks import check_bool, check_choice, check_positive_int
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_tfm.layers.positional_encoding import PositionalEncoding
+from keras_tfm.resources import check_allocation
 from keras_tfm.tensor_checks import check_rank, check_token_ids, poison_invalid
 
 EMBEDDING_POSITIONS = (None, "learned", "sinusoidal")

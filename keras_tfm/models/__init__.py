@@ -16,27 +16,24 @@ its explicit options and calls the class. Parameter counts without building:
 `gpt_num_params`, `seq2seq_num_params`; bytes per device of a training step:
 `memory_plan` (`keras_tfm.models.memory`). Model parallelism: `Model.get_layout_map(mesh)`
 (`keras_tfm.models.layout`). LoRA: `model.enable_lora(rank)`,
-`model.merge_lora()` (`keras_tfm.models.lora`). Compiling for training is
+`model.merge_lora()` (`keras_tfm.models.lora`). Published checkpoints:
+`Class.from_preset(directory | "hf://org/name")`, `from_pretrained(path, task)` (the class
+the checkpoint's task builds), `sentence_encoder(path)`. Compiling for training is
 `keras_tfm.training.compile_for_lm` / `compile_for_classification`.
 """
 
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.bert import BertEncoder, bert_encoder
-from keras_tfm.models.bert_tasks import (
-    BertClassifier,
-    BertMaskedLM,
-    BertTask,
-    BertTokenClassifier,
-    bert_classifier,
-    bert_masked_lm,
-    bert_token_classifier,
-)
+from keras_tfm.models.bert_builders import bert_classifier, bert_masked_lm, bert_token_classifier
+from keras_tfm.models.bert_classifiers import BertClassifier, BertTokenClassifier
+from keras_tfm.models.bert_tasks import BertMaskedLM, BertTask
 from keras_tfm.models.gpt import GPT, gpt
 from keras_tfm.models.heads import Bias, SequencePooling
+from keras_tfm.models.loading import from_pretrained
 from keras_tfm.models.memory import MemoryPlan, memory_plan
 from keras_tfm.models.param_counts import gpt_num_params, seq2seq_num_params
 from keras_tfm.models.presets import PRESETS, get_preset, list_presets
-from keras_tfm.models.sentence_encoder import SentenceEncoder
+from keras_tfm.models.sentence_encoder import SentenceEncoder, sentence_encoder
 from keras_tfm.models.seq2seq import Seq2Seq, seq2seq
 from keras_tfm.models.vit import ViT, vit_classifier
 
@@ -59,6 +56,7 @@ __all__ = [
     "bert_encoder",
     "bert_masked_lm",
     "bert_token_classifier",
+    "from_pretrained",
     "get_preset",
     "gpt",
     "gpt_num_params",
@@ -66,5 +64,6 @@ __all__ = [
     "memory_plan",
     "seq2seq",
     "seq2seq_num_params",
+    "sentence_encoder",
     "vit_classifier",
 ]

@@ -26,7 +26,8 @@ A model may carry its tokenizer (`model.tokenizer`: set by `from_pretrained`,
 model may carry a `(source, target)` pair). It is saved in the config, so a
 `.keras` file gives back a model that takes text: the text methods
 (`generate("prompt")`, `predict(["text"])`, `embed`, `fill_mask`, ...) are
-listed in `keras_tfm.models.extensions`.
+defined on the classes and reach their work by imports (`keras_tfm.generation.text`,
+`keras_tfm.models.bert_text`).
 
 `ModelClass.from_preset(name_or_dir, **options)` (KerasHub's constructor) takes a built-in
 preset name (`list_presets`: an untrained model of that size, built from the class's preset
@@ -34,23 +35,19 @@ family), a HuggingFace-layout checkpoint directory or an `"hf://org/name"` hub n
 `keras_tfm.checkpoints` with the class's checkpoint task, tokenizer attached).
 """
 
-import os
-
 import keras
 
-from keras_tfm.models import extensions, layout, lora
-from keras_tfm.models.presets import PRESETS, list_presets, preset_options
+from keras_tfm.checks import check_cache_dtype
+from keras_tfm.losses import MaskedSparseCategoricalCrossentropy
+from keras_tfm.metrics import MaskedAccuracy
+from keras_tfm.models import layout, lora
+from keras_tfm.models.loading import PresetLoading
+from keras_tfm.optimizers import adamw
+from keras_tfm.schedules import LinearWarmup
 
-#: The prefix of a Hugging Face Hub name (`"hf://org/name"`).
-HUB_PREFIX = "hf://"
-
-
-class _TokenizerSlot:
-    """Plain (non-trackable) holder of a model's tokenizer: Keras does not track it as a
-    sublayer (no weights, no place in `model.layers`); the config saves it."""
-
-    def __init__(self, tokenizer=None):
-        self.tokenizer = tokenizer
+#: The default optimizer's rate (the lecture's fine-tuning recipe: AdamW at 2e-5) and warmup.
+DEFAULT_LEARNING_RATE = 2e-5
+DEFAULT_WARMUP_STEPS = 100
 
 
 def _check_tokenizer_like(name, tokenizer):
@@ -89,24 +86,9 @@ def _serialize_tokenizer(tokenizer):
 def _deserialize_tokenizer(config):
     if set(config) == {"source", "target"}:
         return (_deserialize_tokenizer(config["source"]), _deserialize_tokenizer(config["target"]))
-    try:
-        return keras.saving.deserialize_keras_object(config)
-    except TypeError as error:
-        raise TypeError(
-            f"This model was saved with its tokenizer ({config.get('class_name')}), a TensorFlow layer of "
-            "`keras_tfm.tokenizers`: `import keras_tfm.tokenizers` before loading it (on the TensorFlow "
-            f"backend `import keras_tfm` does). Keras said: {error}"
-        ) from None
+    import keras_tfm.tokenizers  # noqa: F401 (registers the tokenizer classes; TensorFlow ops)
 
-
-def _looks_like_path(name):
-    """An existing path, or a name written as one (a separator, "~" or a leading ".")."""
-    return (
-        os.path.exists(name)
-        or os.sep in name
-        or (os.altsep is not None and os.altsep in name)
-        or name.startswith((".", "~"))
-    )
+    return keras.saving.deserialize_keras_object(config)
 
 
 def serialize_option(value):
@@ -120,7 +102,7 @@ def serialize_option(value):
     return keras.saving.serialize_keras_object(value)
 
 
-class TransformerModel(keras.Model):
+class TransformerModel(PresetLoading, keras.Model):
     """Base of the keras_tfm model classes: stores the constructor arguments.
 
     Subclasses call `self._init_model(inputs, outputs, name, config)` once
@@ -128,16 +110,10 @@ class TransformerModel(keras.Model):
     dict of their constructor arguments (checked values, each by name), and
     assign their layer attributes after it.
 
-    `from_preset` reads two class attributes: `preset_family` (the
-    `keras_tfm.models.presets` family whose names it builds; None: no built-in
-    presets) and `checkpoint_task` (the `from_pretrained` task that builds this
-    class from a checkpoint; None: no checkpoint layout).
+    `from_preset` (`keras_tfm.models.loading.PresetLoading`) reads two class attributes:
+    `preset_family` and `checkpoint_task`.
     """
 
-    #: The preset family ("gpt", "bert", "seq2seq") whose named sizes `from_preset` builds.
-    preset_family: str | None = None
-    #: The `keras_tfm.checkpoints.from_pretrained` task giving this class ("encoder": BERT's bare encoder).
-    checkpoint_task: str | None = None
     #: The sizes `get_layout_map` checks (`layout.model_sizes`); set by `_init_model`.
     _layout_sizes = None
 
@@ -147,8 +123,13 @@ class TransformerModel(keras.Model):
         (the dict the constructor gave `layout.bind_sizes`) for `get_layout_map`."""
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self._model_config = {key: serialize_option(value) for key, value in config.items()}
-        self._tokenizer_slot = _TokenizerSlot()
         object.__setattr__(self, "_layout_sizes", layout_sizes)
+
+    def _set_parts(self, sizes: dict, **parts) -> None:
+        """Sets the model's size attributes (`ModelOptions.sizes`) and its parts (layers, lists
+        of layers), after `_init_model`."""
+        for name, value in {**sizes, **parts}.items():
+            setattr(self, name, value)
 
     # ------------------------------------------------------- model parallel
     @layout.class_or_instance_method
@@ -193,96 +174,65 @@ class TransformerModel(keras.Model):
             sizes, device_mesh, model_parallel_dim_name, data_parallel_dim_name, fully_sharded
         )
 
-    # ---------------------------------------------------------------- presets
-    @classmethod
-    def from_preset(cls, preset: "str | os.PathLike", **options) -> "TransformerModel":
-        """A model of this class from a built-in preset, a checkpoint directory or a hub name.
+    # --------------------------------------------------------------- compile
+    def compile(self, optimizer: object = "auto", loss: object = "auto", **kwargs) -> None:
+        """Keras's `compile`, with this task's defaults for "auto" (KerasHub's convention).
 
-        * a built-in preset name (`list_presets(cls.preset_family)`, e.g. "tiny", "gpt2_small"):
-          an UNTRAINED model of that size, `builder(preset, **options)` (e.g. `gpt`,
-          `bert_classifier`); the name wins over a directory of the same name (write
-          "./tiny" for the directory);
-        * a HuggingFace-layout checkpoint directory: `keras_tfm.checkpoints.from_pretrained(
-          directory, task=cls.checkpoint_task, **options)`, with the checkpoint's tokenizer
-          attached as `model.tokenizer` when the directory has its files;
-        * `"hf://org/name"`: that repository of the Hugging Face Hub, downloaded into (or, when
-          offline, read from) the hub client's cache, then loaded as a directory
-          (`pip install keras-tfm[hub]`).
+        The task models (`GPT`, `Seq2Seq`, `BertMaskedLM`, `BertClassifier`,
+        `BertTokenClassifier`, `ViT`) compile themselves with these defaults when built, so
+        `Class.from_preset(...).fit(...)` trains at once; a user's own `compile` replaces them.
 
-        On the base class (`TransformerModel.from_preset`) a checkpoint gives the model its
-        family and saved task choose; built-in names need a model class.
+        * `optimizer="auto"`: the lecture's fine-tuning recipe, AdamW (`keras_tfm.optimizers.adamw`:
+          no decay on biases, norms and embeddings) at `DEFAULT_LEARNING_RATE` (2e-5) with a
+          linear warmup over `DEFAULT_WARMUP_STEPS` (`keras_tfm.schedules.LinearWarmup`).
+        * `loss="auto"` (and `weighted_metrics="auto"`, `metrics="auto"`): the task's
+          (`_default_loss`): the causal or masked LM loss (`MaskedSparseCategoricalCrossentropy`
+          from logits) with `MaskedAccuracy`, or sparse cross-entropy with accuracy for a
+          classifier; none for the encoders.
 
         Args:
-            preset: a built-in preset name, a checkpoint directory or `"hf://org/name"`.
-            **options: builder options for a built-in preset (sizes, `dropout`, `dtype`,
-                `num_classes`, `pooling`, ...; explicit values override the preset's);
-                `from_pretrained` overrides and head options for a checkpoint.
-
-        Returns:
-            An instance of this class (`GPT.from_preset` → `GPT`, ...).
-
-        Raises:
-            ValueError: an unknown preset name (listing the known ones); a checkpoint that
-                does not build this class (naming the class that loads it); a class without
-                presets or checkpoints; a hub repository neither downloadable nor cached.
-            ImportError: an `"hf://"` name without `huggingface_hub` installed.
+            optimizer: "auto", a Keras optimizer or name.
+            loss: "auto", a Keras loss or name.
+            **kwargs: Keras's `compile` arguments (`metrics`, `weighted_metrics`,
+                `jit_compile`, `steps_per_execution`, ...).
         """
-        if isinstance(preset, os.PathLike):
-            preset = os.fspath(preset)
-        if not isinstance(preset, str) or not preset:
-            raise TypeError(
-                f"`preset` must be a preset name, a checkpoint directory or 'hf://org/name' (a non-empty "
-                f"str or os.PathLike); received {preset!r}."
-            )
-        family = cls.preset_family
-        if family is not None and preset in PRESETS[family]:
-            return cls._build_preset(preset, **options)
-        if cls is not TransformerModel and family is None and cls.checkpoint_task is None:
-            raise ValueError(
-                f"{cls.__name__}.from_preset({preset!r}): {cls.__name__} has no built-in presets and no "
-                "checkpoint layout; build it with its builder function, or load a saved model with "
-                "`keras.saving.load_model(path)`."
-            )
-        if not preset.startswith(HUB_PREFIX) and not _looks_like_path(preset):
-            names = "" if family is None else f"a built-in preset name {list_presets(family)}, "
-            if cls is TransformerModel:
-                names = "a model class's built-in preset name (e.g. `GPT.from_preset('tiny')`), "
-            raise ValueError(
-                f"Unknown `preset` {preset!r} for {cls.__name__}: expected {names}a checkpoint directory "
-                f"(none exists at {os.path.abspath(preset)!r}) or a hub name 'hf://org/name'."
-            )
-        if cls is not TransformerModel and cls.checkpoint_task is None:
-            raise ValueError(
-                f"{cls.__name__}.from_preset({preset!r}): no HuggingFace checkpoint layout builds a "
-                f"{cls.__name__} (its built-in presets: {list_presets(family)}); load a saved model with "
-                "`keras.saving.load_model(path)`."
-            )
-        return extensions.provided("load_preset_directory", f"{cls.__name__}.from_preset")(
-            cls, preset, **options
-        )
+        loss_default, metrics_default, weighted = self._default_loss()
+        if isinstance(optimizer, str) and optimizer == "auto":
+            optimizer = adamw(LinearWarmup(DEFAULT_LEARNING_RATE, DEFAULT_WARMUP_STEPS))
+        if isinstance(loss, str) and loss == "auto":
+            loss = loss_default
+        for key, default in (
+            ("metrics", None if weighted else metrics_default),
+            ("weighted_metrics", metrics_default if weighted else None),
+        ):
+            if isinstance(kwargs.get(key, "auto"), str) and kwargs.get(key, "auto") == "auto":
+                kwargs[key] = default
+        super().compile(optimizer=optimizer, loss=loss, **kwargs)
 
-    @classmethod
-    def _build_preset(cls, preset: str, **options) -> "TransformerModel":
-        """The untrained model of built-in `preset` (a name of `cls.preset_family`) with
-        `options` over it. Subclasses built from other models (BERT heads) override it."""
-        return cls(**preset_options(cls, cls.preset_family, preset, options))
+    def _default_loss(self) -> tuple:
+        """`(loss, metrics, weighted)` of `compile("auto")`: none for a model without a task;
+        `weighted` puts the metrics in `weighted_metrics` (they honour `sample_weight`)."""
+        return None, None, False
 
     # ------------------------------------------------------------- tokenizer
-    @property
-    def tokenizer(self):
-        """The model's tokenizer (None until one is attached); saved with the model."""
-        slot = getattr(self, "_tokenizer_slot", None)
-        return None if slot is None else slot.tokenizer
+    #: The model's tokenizer (None until one is attached); saved with the model. Assigning it
+    #: checks that its ids fit the model's vocabulary (`_check_tokenizer`).
+    tokenizer = None
 
-    @tokenizer.setter
-    def tokenizer(self, tokenizer):
-        if tokenizer is not None:
-            tokenizer = self._check_tokenizer(tokenizer)
-        self._tokenizer_slot = _TokenizerSlot(tokenizer)
+    #: Key/value cache dtype of a decoder's `init_caches`: None (the compute dtype), "float32",
+    #: "float16" or "bfloat16" (`model.cache_dtype = "bfloat16"` decodes with a half-size
+    #: cache); assigning any other value raises a ValueError. A runtime setting, not saved.
+    cache_dtype = None
 
     def __setattr__(self, name, value):
-        if name == "tokenizer":  # the property above: on PyTorch, Module.__setattr__ would take a
-            object.__setattr__(self, name, value)  # tokenizer (a Keras layer) as a submodule
+        if name == "cache_dtype":
+            value = check_cache_dtype("cache_dtype", value)
+        if name == "tokenizer":
+            if value is not None:
+                value = self._check_tokenizer(value)
+            # Not tracked: Keras would make the tokenizer (a Keras layer) a sublayer with a place in
+            # `model.layers`, PyTorch a submodule; the config saves it.
+            object.__setattr__(self, name, value)
             return
         super().__setattr__(name, value)
 
@@ -379,3 +329,18 @@ class TransformerModel(keras.Model):
         lora.merge_lora(self, self._lora["target"])
         self._lora = None
         self.lora_weights = None
+
+
+def lm_loss_and_accuracy(ignore_index: int | None) -> tuple:
+    """`(loss, metrics, weighted)` of a token-prediction task: `MaskedSparseCategoricalCrossentropy`
+    from logits and `MaskedAccuracy` as a weighted metric, both ignoring the label `ignore_index`
+    (None: none), as `keras_tfm.training.compile_for_lm` compiles."""
+    loss = MaskedSparseCategoricalCrossentropy(from_logits=True, ignore_index=ignore_index)
+    return loss, [MaskedAccuracy(ignore_index=ignore_index, name="accuracy")], True
+
+
+def classification_loss_and_accuracy() -> tuple:
+    """`(loss, metrics, weighted)` of a classifier (logits (B, C), int labels (B,)): sparse
+    cross-entropy from logits and accuracy, as `keras_tfm.training.compile_for_classification`."""
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return loss, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], False

@@ -11,31 +11,21 @@
 1 = real token). Outputs (dict): `sequence_output` (B, T, d), `pooled_output`
 (B, d). The heads (masked LM, sequence and token classifiers) are in
 `keras_tfm.models.bert_tasks`; HuggingFace checkpoints load with
-`keras_tfm.checkpoints.from_pretrained`.
+`BertEncoder.from_preset` (or `keras_tfm.models.from_pretrained`).
 """
 
 import keras
 
-from keras_tfm.checks import check_bool, check_choice, check_rate
-from keras_tfm.layers import ATTENTION_IMPLS
-from keras_tfm.layers.feed_forward import ACTIVATIONS
-from keras_tfm.layers.transformer_block import NORMS
 from keras_tfm.models.base import TransformerModel
 from keras_tfm.models.heads import SequencePooling
-from keras_tfm.models.layout import bind_sizes, model_sizes
-from keras_tfm.models.parts import (
-    check_epsilon,
-    check_head_sizes,
-    check_required,
-    check_size,
-    initializer,
-    make_blocks,
-    make_embedding,
-    make_norm,
-    split_position,
-    truncated_normal,
-)
+from keras_tfm.models.options import ModelOptions, arguments
+from keras_tfm.models.parts import initializer, truncated_normal
 from keras_tfm.models.presets import preset_options
+
+#: The sizes a BERT encoder needs (given, or from a preset).
+BERT_SIZES = ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model")
+#: Its inputs, int32 (batch, T) each.
+BERT_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -111,50 +101,18 @@ class BertEncoder(TransformerModel):
         name: str = "bert",
         **kwargs,
     ):
-        # === Arguments ===
-        check_required(
-            "bert",
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-        )
-        vocabulary_size = check_size("vocabulary_size", vocabulary_size)
-        max_length = check_size("max_length", max_length)
-        num_segments = check_size("num_segments", 2 if num_segments is None else num_segments)
-        num_layers = check_size("num_layers", num_layers)
-        num_heads = check_size("num_heads", num_heads)
-        d_model = check_size("d_model", d_model)
-        d_ff = 4 * d_model if d_ff is None else check_size("d_ff", d_ff)
-        dropout = check_rate("dropout", 0.0 if dropout is None else dropout)
-        if attention_dropout is not None:
-            check_rate("attention_dropout", attention_dropout)
-        check_choice("activation", activation, ACTIVATIONS)
-        check_choice("attention_impl", attention_impl, sorted(ATTENTION_IMPLS))
-        check_choice("norm", norm, NORMS)
-        embedding_position, attention_position = split_position(position)
-        layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
-        norm_first = check_bool("norm_first", norm_first)
-        use_bias = check_bool("use_bias", use_bias)
-        check_head_sizes(d_model, num_heads, key_dim, attention_position)
-        # Before any variable exists: a get_layout_map map of the current distribution checks these.
-        sizes = bind_sizes(model_sizes(d_model, num_heads, d_ff, num_key_value_heads, vocabulary_size))
+        o = ModelOptions("bert", arguments(locals()), required=BERT_SIZES)
+        sizes = o.layout_sizes(o.vocabulary_size)
 
         # === Layers ===
-        block_initializer = initializer(kernel_initializer, truncated_normal(0.02), "blocks")
-        embedding = make_embedding(
-            vocabulary_size=vocabulary_size,
-            d_model=d_model,
-            max_length=max_length,
-            position=embedding_position,
-            embeddings_initializer=initializer(embeddings_initializer, truncated_normal(0.02), "embedding"),
-            dtype=dtype,
-            name="embedding",
+        embedding = o.embedding(
+            o.vocabulary_size,
+            initializer(embeddings_initializer, truncated_normal(0.02), "embedding"),
+            "embedding",
         )
         segment_embedding = keras.layers.Embedding(
-            num_segments,
-            d_model,
+            o.num_segments,
+            o.d_model,
             embeddings_initializer=initializer(
                 embeddings_initializer, truncated_normal(0.02), "segment_embedding"
             ),
@@ -162,36 +120,14 @@ class BertEncoder(TransformerModel):
             name="segment_embedding",
         )
         embedding_add = keras.layers.Add(dtype=dtype, name="embedding_add")
-        embedding_norm = make_norm(norm, layer_norm_epsilon, dtype, "embedding_norm")
-        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
-        blocks = make_blocks(
-            "encoder_block",
-            num_layers,
-            causal=False,
-            cross_attention=False,
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            norm=norm,
-            use_bias=use_bias,
-            key_dim=key_dim,
-            num_key_value_heads=num_key_value_heads,
-            position=attention_position,
-            rope_max_wavelength=rope_max_wavelength,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            kernel_initializer=block_initializer,
-            dtype=dtype,
-        )
-        final_norm = make_norm(norm, layer_norm_epsilon, dtype, "final_norm") if norm_first else None
+        embedding_norm = o.make_norm("embedding_norm")
+        embedding_dropout = keras.layers.Dropout(o.dropout, dtype=dtype, name="embedding_dropout")
+        block_initializer = initializer(kernel_initializer, truncated_normal(0.02), "blocks")
+        blocks = o.blocks("encoder_block", o.num_layers, causal=False, kernel_initializer=block_initializer)
+        final_norm = o.make_norm("final_norm") if o.norm_first else None
         cls_token = SequencePooling("cls", dtype=dtype, name="cls_token")
         pooler = keras.layers.Dense(
-            d_model,
+            o.d_model,
             activation="tanh",
             kernel_initializer=initializer(kernel_initializer, truncated_normal(0.02), "pooler"),
             dtype=dtype,
@@ -199,71 +135,30 @@ class BertEncoder(TransformerModel):
         )
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        x = embedding_add([embedding(token_ids), segment_embedding(segment_ids)])
+        inputs = {n: keras.Input(shape=(None,), dtype="int32", name=n) for n in BERT_INPUTS}
+        x = embedding_add([embedding(inputs["token_ids"]), segment_embedding(inputs["segment_ids"])])
         x = embedding_dropout(embedding_norm(x))
         for block in blocks:
-            x = block(x, padding_mask=padding_mask)
-        if final_norm is not None:
-            x = final_norm(x)
-        pooled = pooler(cls_token(x))
-        inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        outputs = {"sequence_output": x, "pooled_output": pooled}
-
-        # === Config: the constructor arguments, checked (get_config) ===
-        config = dict(
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            num_segments=num_segments,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            position=position,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            norm=norm,
-            use_bias=use_bias,
-            key_dim=key_dim,
-            num_key_value_heads=num_key_value_heads,
-            rope_max_wavelength=rope_max_wavelength,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            embeddings_initializer=embeddings_initializer,
-            kernel_initializer=kernel_initializer,
-            dtype=dtype,
-        )
-        self._init_model(inputs, outputs, name, config, layout_sizes=sizes, **kwargs)
+            x = block(x, padding_mask=inputs["padding_mask"])
+        x = x if final_norm is None else final_norm(x)
+        outputs = {"sequence_output": x, "pooled_output": pooler(cls_token(x))}
+        self._init_model(inputs, outputs, name, o.config, sizes, **kwargs)
 
         # === Parts ===
-        self.embedding = embedding
-        self.token_embedding = embedding.token_embedding
-        self.position_embedding = embedding.position_embedding
-        self.segment_embedding = segment_embedding
-        self.embedding_add = embedding_add
-        self.embedding_norm = embedding_norm
-        self.embedding_dropout = embedding_dropout
-        self.blocks = blocks
-        self.final_norm = final_norm
-        self.cls_token = cls_token
-        self.pooler = pooler
-        self.vocabulary_size = vocabulary_size
-        self.max_length = max_length
-        self.num_segments = num_segments
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.num_key_value_heads = num_key_value_heads or num_heads
-        self.d_model = d_model
-        self.head_dim = key_dim or d_model // num_heads
-        self.dropout = dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.norm = norm
+        self._set_parts(
+            o.sizes("num_segments", "dropout", "activation", "layer_norm_epsilon", "norm"),
+            embedding=embedding,
+            token_embedding=embedding.token_embedding,
+            position_embedding=embedding.position_embedding,
+            segment_embedding=segment_embedding,
+            embedding_add=embedding_add,
+            embedding_norm=embedding_norm,
+            embedding_dropout=embedding_dropout,
+            blocks=blocks,
+            final_norm=final_norm,
+            cls_token=cls_token,
+            pooler=pooler,
+        )
 
     @property
     def encoder_blocks(self) -> list:

@@ -16,30 +16,16 @@ checkpoint converters and `.keras` files rely on these names.
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_cache_dtype, check_choice, check_rate
-from keras_tfm.layers import ATTENTION_IMPLS
-from keras_tfm.layers.feed_forward import ACTIVATIONS
+from keras_tfm.checks import check_cache_dtype
+from keras_tfm.generation import text as generation_text
 from keras_tfm.layers.output_head import OutputHead
-from keras_tfm.layers.transformer_block import NORMS
-from keras_tfm.models import extensions
-from keras_tfm.models.base import TransformerModel
-from keras_tfm.models.layout import bind_sizes, model_sizes
-from keras_tfm.models.parts import (
-    block_caches,
-    cache_positions,
-    check_epsilon,
-    check_head_sizes,
-    check_required,
-    check_size,
-    initializer,
-    make_blocks,
-    make_embedding,
-    make_norm,
-    normal,
-    split_position,
-    zero_caches,
-)
+from keras_tfm.models.base import TransformerModel, lm_loss_and_accuracy
+from keras_tfm.models.options import ModelOptions, arguments
+from keras_tfm.models.parts import block_caches, cache_positions, initializer, normal, zero_caches
 from keras_tfm.models.presets import preset_options
+
+#: The sizes a GPT needs (given, or from a preset).
+GPT_SIZES = ("vocabulary_size", "max_length", "num_layers", "num_heads", "d_model")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -131,80 +117,22 @@ class GPT(TransformerModel):
         name: str = "gpt",
         **kwargs,
     ):
-        # === Arguments ===
-        check_required(
-            "gpt",
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-        )
-        vocabulary_size = check_size("vocabulary_size", vocabulary_size)
-        max_length = check_size("max_length", max_length)
-        num_layers = check_size("num_layers", num_layers)
-        num_heads = check_size("num_heads", num_heads)
-        d_model = check_size("d_model", d_model)
-        d_ff = 4 * d_model if d_ff is None else check_size("d_ff", d_ff)
-        dropout = check_rate("dropout", 0.0 if dropout is None else dropout)
-        if attention_dropout is not None:
-            check_rate("attention_dropout", attention_dropout)
-        check_choice("activation", activation, ACTIVATIONS)
-        check_choice("attention_impl", attention_impl, sorted(ATTENTION_IMPLS))
-        check_choice("norm", norm, NORMS)
-        embedding_position, attention_position = split_position(position)
-        layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
-        norm_first = check_bool("norm_first", norm_first)
-        use_bias = check_bool("use_bias", use_bias)
-        check_head_sizes(d_model, num_heads, key_dim, attention_position)
-        tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
-        lm_head_use_bias = check_bool("lm_head_use_bias", lm_head_use_bias)
-        with_padding_mask = check_bool("with_padding_mask", with_padding_mask)
-        # Before any variable exists: a get_layout_map map of the current distribution checks these.
-        sizes = bind_sizes(model_sizes(d_model, num_heads, d_ff, num_key_value_heads, vocabulary_size))
+        o = ModelOptions("gpt", arguments(locals()), required=GPT_SIZES)
+        sizes = o.layout_sizes(o.vocabulary_size)
 
         # === Layers ===
+        embedding = o.embedding(
+            o.vocabulary_size, initializer(embeddings_initializer, normal(0.02), "embedding"), "embedding"
+        )
+        embedding_dropout = keras.layers.Dropout(o.dropout, dtype=dtype, name="embedding_dropout")
         block_initializer = initializer(kernel_initializer, normal(0.02), "blocks")
-        embedding = make_embedding(
-            vocabulary_size=vocabulary_size,
-            d_model=d_model,
-            max_length=max_length,
-            position=embedding_position,
-            embeddings_initializer=initializer(embeddings_initializer, normal(0.02), "embedding"),
-            dtype=dtype,
-            name="embedding",
-        )
-        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
-        blocks = make_blocks(
-            "decoder_block",
-            num_layers,
-            causal=True,
-            cross_attention=False,
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            norm=norm,
-            use_bias=use_bias,
-            key_dim=key_dim,
-            num_key_value_heads=num_key_value_heads,
-            position=attention_position,
-            rope_max_wavelength=rope_max_wavelength,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            kernel_initializer=block_initializer,
-            dtype=dtype,
-        )
-        final_norm = make_norm(norm, layer_norm_epsilon, dtype, "final_norm") if norm_first else None
+        blocks = o.blocks("decoder_block", o.num_layers, causal=True, kernel_initializer=block_initializer)
+        final_norm = o.make_norm("final_norm") if o.norm_first else None
         head = None
-        if not tie_embeddings:
+        if not o.tie_embeddings:
             head = OutputHead(
-                vocabulary_size,
-                use_bias=lm_head_use_bias,
+                o.vocabulary_size,
+                use_bias=o.lm_head_use_bias,
                 kernel_initializer=initializer(kernel_initializer, normal(0.02), "lm_head"),
                 dtype=dtype,
                 name="lm_head",
@@ -212,77 +140,35 @@ class GPT(TransformerModel):
 
         # === Functional graph ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        padding_mask = None
-        inputs = token_ids
-        if with_padding_mask:
-            padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-            inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+        padding_mask = (
+            keras.Input(shape=(None,), dtype="int32", name="padding_mask") if with_padding_mask else None
+        )
         x = embedding_dropout(embedding(token_ids))
         for block in blocks:
-            x = block(x, padding_mask=padding_mask) if padding_mask is not None else block(x)
-        if final_norm is not None:
-            x = final_norm(x)
+            x = block(x) if padding_mask is None else block(x, padding_mask=padding_mask)
+        x = x if final_norm is None else final_norm(x)
         logits = embedding(x, reverse=True) if head is None else head(x)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
-
-        # === Config: the constructor arguments, checked (get_config) ===
-        config = dict(
-            vocabulary_size=vocabulary_size,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            position=position,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            norm=norm,
-            tie_embeddings=tie_embeddings,
-            use_bias=use_bias,
-            lm_head_use_bias=lm_head_use_bias,
-            key_dim=key_dim,
-            num_key_value_heads=num_key_value_heads,
-            rope_max_wavelength=rope_max_wavelength,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            with_padding_mask=with_padding_mask,
-            embeddings_initializer=embeddings_initializer,
-            kernel_initializer=kernel_initializer,
-            dtype=dtype,
-        )
-        self._init_model(inputs, logits, name, config, layout_sizes=sizes, **kwargs)
+        inputs = token_ids if padding_mask is None else {"token_ids": token_ids, "padding_mask": padding_mask}
+        self._init_model(inputs, logits, name, o.config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
-        self.embedding = embedding
-        self.token_embedding = embedding.token_embedding
-        self.position_embedding = embedding.position_embedding
-        self.embedding_dropout = embedding_dropout
-        self.blocks = blocks
-        self.final_norm = final_norm
-        self.head = head
-        self.tie_embeddings = tie_embeddings
-        self.vocabulary_size = vocabulary_size
-        self.max_length = max_length
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.num_key_value_heads = num_key_value_heads or num_heads
-        self.d_model = d_model
-        self.head_dim = key_dim or d_model // num_heads
-        self.cache_dtype = None
+        self._set_parts(
+            o.sizes(),
+            embedding=embedding,
+            token_embedding=embedding.token_embedding,
+            position_embedding=embedding.position_embedding,
+            embedding_dropout=embedding_dropout,
+            blocks=blocks,
+            final_norm=final_norm,
+            head=head,
+            tie_embeddings=o.tie_embeddings,
+        )
+        self.compile()  # the task's defaults (`TransformerModel.compile`); a user's compile replaces them
 
-    @property
-    def cache_dtype(self) -> str | None:
-        """Key/value cache dtype of `init_caches`: None (the compute dtype),
-        "float32", "float16" or "bfloat16" (`model.cache_dtype = "bfloat16"`
-        decodes with a half-size cache); any other value raises a ValueError."""
-        return self._cache_dtype
-
-    @cache_dtype.setter
-    def cache_dtype(self, value):
-        self._cache_dtype = check_cache_dtype("cache_dtype", value)
+    def _default_loss(self):
+        """The causal LM loss: token cross-entropy from logits over every position (id 0 may be a real token), and `MaskedAccuracy`."""
+        return lm_loss_and_accuracy(None)
 
     @property
     def decoder_blocks(self) -> list:
@@ -352,6 +238,15 @@ class GPT(TransformerModel):
             x = x[:, -1:, :]
         return self.compute_logits(x), new_caches
 
+    def decode_step(self, token_ids, positions, caches, cache_index, padding_mask, context=None):
+        """The decoder protocol of `keras_tfm.generation` (`generator`): `call_with_cache` with
+        the logits of the last position, `(batch, V)` float32, and the updated caches (a GPT has
+        no `context`)."""
+        logits, caches = self.call_with_cache(
+            token_ids, caches, cache_index, positions=positions, padding_mask=padding_mask, last_only=True
+        )
+        return logits[:, 0, :], caches
+
     # ------------------------------------------------------------- text API
     def generate(self, inputs, max_new_tokens: int, completion_only: bool = False, **options):
         """Generates up to `max_new_tokens` tokens after each prompt: text or token ids.
@@ -372,7 +267,7 @@ class GPT(TransformerModel):
             inputs: a str, a list of str, or token ids (2-D int array / list
                 of id lists).
             max_new_tokens: new tokens per prompt, an int in [0,
-                `generation.base.MAX_NEW_TOKENS`] (past `max_length` the
+                `generation.prompts.MAX_NEW_TOKENS`] (past `max_length` the
                 window slides).
             completion_only: text only: return the completions without the
                 prompts.
@@ -394,8 +289,9 @@ class GPT(TransformerModel):
             TypeError: a list mixing str and other items; ids-only options
                 with text.
         """
-        provider = extensions.provided("generate_text", "GPT.generate")
-        return provider(self, inputs, max_new_tokens, completion_only=completion_only, **options)
+        return generation_text.generate_text(
+            self, inputs, max_new_tokens, completion_only=completion_only, **options
+        )
 
     def beam_search(
         self, inputs, max_new_tokens: int, num_beams: int = 4, completion_only: bool = False, **options
@@ -424,8 +320,7 @@ class GPT(TransformerModel):
         Raises:
             ValueError / TypeError: as `generate`.
         """
-        provider = extensions.provided("beam_search_text", "GPT.beam_search")
-        return provider(
+        return generation_text.beam_search_text(
             self, inputs, max_new_tokens, num_beams=num_beams, completion_only=completion_only, **options
         )
 

@@ -23,7 +23,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tfm.checks import check_allocation, check_choice, check_positive_float, check_positive_int
+from keras_tfm.checks import check_choice, check_positive_float, check_positive_int
+from keras_tfm.resources import check_allocation
 
 #: Names of the projections LoRA can adapt, and where they live in a block.
 ATTENTION_TARGETS = {

@@ -16,7 +16,7 @@ import inspect
 
 from keras_tfm.layers.feed_forward import GATED_ACTIVATIONS
 from keras_tfm.models.gpt import GPT
-from keras_tfm.models.parts import check_required
+from keras_tfm.models.options import check_required
 from keras_tfm.models.presets import preset_options
 from keras_tfm.models.seq2seq import Seq2Seq, resolve_vocabularies, seq2seq_options
 

@@ -1,54 +1,22 @@
-"""Pieces shared by the text model classes (`GPT`, `BertEncoder`, `Seq2Seq`).
-
-Argument checks (each error names the argument, the value received and what
-was expected), the layer factories the constructors call with named
-arguments (`make_embedding`, `make_blocks`, `make_norm`),
-the default initializers, and the key/value cache helpers of cached decoding.
+"""Pieces of the model classes: `num_classes`, the norm factory, the default initializers,
+the key/value cache helpers of cached decoding, and the parts of a `Seq2Seq`
+(`seq2seq_parts`). The constructors' argument rules and the blocks they build are
+`keras_tfm.models.options`.
 """
+
+import functools
 
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_choice, check_positive_float, check_positive_int
-from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
+from keras_tfm.checks import check_bool, check_choice, check_positive_int
 from keras_tfm.layers.initializers import clone_initializer
+from keras_tfm.layers.output_head import OutputHead
 from keras_tfm.layers.rms_norm import RMSNorm
-from keras_tfm.layers.transformer_block import NORMS, TransformerBlock
-from keras_tfm.models.presets import PRESETS
-
-#: Every position scheme a text model accepts. Absolute ones act on the
-#: embedding; the others act inside self-attention (in every block).
-POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", None)
-EMBEDDING_POSITIONS = ("learned", "sinusoidal")
+from keras_tfm.layers.transformer_block import NORMS
 
 
 # ------------------------------------------------------------------ checks
-def check_required(family, **sizes):
-    """Raises a ValueError listing the `sizes` that are None (not given)."""
-    missing = [name for name, value in sizes.items() if value is None]
-    if missing:
-        raise ValueError(
-            f"Missing {missing}: give them explicitly or pass a `preset` (one of {sorted(PRESETS[family])})."
-        )
-
-
-def check_size(name, value, allow_none=False):
-    """A positive int size (None passes with `allow_none`); a ValueError naming it otherwise."""
-    try:
-        return check_positive_int(name, value, allow_none=allow_none)
-    except TypeError as error:
-        raise ValueError(str(error)) from None
-
-
-def check_epsilon(value):
-    """`layer_norm_epsilon` as a finite positive float (a ValueError naming it otherwise: NaN
-    would make every output NaN, inf every normalised vector the norm's β)."""
-    try:
-        return check_positive_float("layer_norm_epsilon", value)
-    except TypeError as error:
-        raise ValueError(str(error)) from None
-
-
 def check_num_classes(num_classes):
     """`num_classes` as an int >= 2: the softmax over one class is always 1, so its loss is 0
     and nothing trains."""
@@ -60,27 +28,6 @@ def check_num_classes(num_classes):
             "(labels 0 and 1)."
         )
     return num_classes
-
-
-def split_position(position):
-    """`position` → (embedding position, attention position): "learned" and
-    "sinusoidal" act on the embedding, "rope", "alibi" and "relative" inside
-    self-attention, None nowhere."""
-    check_choice("position", position, POSITIONS)
-    if position in EMBEDDING_POSITIONS:
-        return position, None
-    return None, position
-
-
-def check_head_sizes(d_model, num_heads, key_dim=None, attention_position=None):
-    """Raises a ValueError when the attention sizes are inconsistent: `d_model`
-    not divisible by `num_heads` (without `key_dim`), or an odd head size with
-    RoPE (which rotates pairs of features)."""
-    if key_dim is None and d_model % num_heads:
-        raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
-    head_dim = key_dim or d_model // num_heads
-    if attention_position == "rope" and head_dim % 2:
-        raise ValueError(f"position='rope' needs an even head size; d_model / num_heads = {head_dim}.")
 
 
 # ------------------------------------------------------------ initializers
@@ -107,94 +54,6 @@ def make_norm(kind, epsilon, dtype, name):
     if check_choice("norm", kind, NORMS) == "rms":
         return RMSNorm(epsilon=epsilon, dtype=dtype, name=name)
     return keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name=name)
-
-
-def make_embedding(
-    *,
-    vocabulary_size,
-    d_model,
-    max_length,
-    position,
-    embeddings_initializer,
-    dtype,
-    name,
-    scale=False,
-    mask_zero=False,
-):
-    """The `TokenAndPositionEmbedding` of a text model: E[token] (· √d_model
-    with `scale`) + P[position] for `position` "learned" or "sinusoidal"
-    (None: the token embedding alone)."""
-    return TokenAndPositionEmbedding(
-        vocabulary_size,
-        d_model,
-        max_length=max_length,
-        position=position,
-        scale=scale,
-        mask_zero=mask_zero,
-        embeddings_initializer=embeddings_initializer,
-        dtype=dtype,
-        name=name,
-    )
-
-
-def make_blocks(
-    name,
-    count,
-    *,
-    causal,
-    cross_attention,
-    d_model,
-    num_heads,
-    d_ff,
-    dropout,
-    attention_dropout,
-    norm_first,
-    activation,
-    layer_norm_epsilon,
-    norm,
-    use_bias,
-    key_dim,
-    num_key_value_heads,
-    position,
-    rope_max_wavelength,
-    attention_impl,
-    attention_options,
-    kernel_initializer,
-    dtype,
-    salt_prefix="",
-):
-    """`count` `TransformerBlock`s named `{name}_{i}`, all with the given options.
-
-    `position` is the attention-side scheme (None, "rope", "alibi",
-    "relative"). Each block gets its own clone of `kernel_initializer`
-    (salt `{salt_prefix}{i}`), so no two blocks start equal.
-    """
-    return [
-        TransformerBlock(
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            norm_first=norm_first,
-            causal=causal,
-            cross_attention=cross_attention,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            position=position,
-            use_bias=use_bias,
-            key_dim=key_dim,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            kernel_initializer=clone_initializer(kernel_initializer, f"{salt_prefix}{i}"),
-            norm=norm,
-            num_key_value_heads=num_key_value_heads,
-            rope_max_wavelength=rope_max_wavelength,
-            dtype=dtype,
-            name=f"{name}_{i}",
-        )
-        for i in range(count)
-    ]
 
 
 # ------------------------------------------------------------------ caches
@@ -228,3 +87,78 @@ def cache_positions(token_ids, cache_index, positions=None):
     length = ops.shape(token_ids)[1]
     positions = ops.cast(cache_index, "int32") + ops.arange(length, dtype="int32")[None, :]
     return ops.broadcast_to(positions, ops.shape(token_ids))
+
+
+# ------------------------------------------------------------------ seq2seq
+def resolve_vocabularies(vocabulary_size, source_vocabulary_size, target_vocabulary_size, share_embeddings):
+    """(source size, target size, shared) from the vocabulary options."""
+    shared_vocab_given = vocabulary_size is not None
+    src = source_vocabulary_size or vocabulary_size
+    tgt = target_vocabulary_size or vocabulary_size
+    if src is None or tgt is None:
+        raise ValueError(
+            "Give `vocabulary_size` (shared) or both `source_vocabulary_size` and `target_vocabulary_size`."
+        )
+    if shared_vocab_given and (src != vocabulary_size or tgt != vocabulary_size):
+        raise ValueError(
+            f"Inconsistent vocabularies: vocabulary_size={vocabulary_size} but source_vocabulary_size={src} and "
+            f"target_vocabulary_size={tgt}."
+        )
+    separate_given = source_vocabulary_size is not None or target_vocabulary_size is not None
+    if share_embeddings is None:
+        share = src == tgt and not (separate_given and not shared_vocab_given)
+    else:
+        share = check_bool("share_embeddings", share_embeddings)
+        if share and src != tgt:
+            raise ValueError(
+                f"share_embeddings=True needs one vocabulary for both sides; received "
+                f"source_vocabulary_size={src} and target_vocabulary_size={tgt}."
+            )
+    return src, tgt, share
+
+
+def seq2seq_parts(o, source_size, target_size, shared, embeddings_initializer, kernel_initializer) -> dict:
+    """The layers of a `Seq2Seq` of options `o` (`ModelOptions`), by attribute name."""
+    encoder_layers = o.num_encoder_layers or o.num_layers
+    decoder_layers = o.num_decoder_layers or o.num_layers
+    if encoder_layers is None or decoder_layers is None:
+        raise ValueError(
+            "Give `num_layers` (or `num_encoder_layers` and `num_decoder_layers`), or a `preset`."
+        )
+    dtype = o.config.get("dtype")
+
+    def embedding_for(vocabulary, layer):
+        init = initializer(embeddings_initializer, normal(o.d_model**-0.5), layer)
+        return o.embedding(vocabulary, init, layer, scale=o.scale_embeddings, mask_zero=True)
+
+    encoder_embedding = embedding_for(source_size, "embedding" if shared else "encoder_embedding")
+    decoder_embedding = encoder_embedding if shared else embedding_for(target_size, "decoder_embedding")
+    stack = functools.partial(
+        o.blocks, kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "blocks")
+    )
+    head = None
+    if not o.tie_embeddings:
+        head = OutputHead(
+            target_size,
+            use_bias=o.lm_head_use_bias,
+            kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "lm_head"),
+            dtype=dtype,
+            name="lm_head",
+        )
+    return dict(
+        encoder_embedding=encoder_embedding,
+        decoder_embedding=decoder_embedding,
+        encoder_embedding_dropout=keras.layers.Dropout(
+            o.dropout, dtype=dtype, name="encoder_embedding_dropout"
+        ),
+        decoder_embedding_dropout=keras.layers.Dropout(
+            o.dropout, dtype=dtype, name="decoder_embedding_dropout"
+        ),
+        encoder_blocks=stack("encoder_block", encoder_layers, causal=False, salt_prefix="encoder_"),
+        decoder_blocks=stack(
+            "decoder_block", decoder_layers, causal=True, cross_attention=True, salt_prefix="decoder_"
+        ),
+        encoder_final_norm=o.make_norm("encoder_final_norm") if o.norm_first else None,
+        decoder_final_norm=o.make_norm("decoder_final_norm") if o.norm_first else None,
+        head=head,
+    )

@@ -9,14 +9,13 @@
 As sentence-transformers computes it for checkpoints such as
 all-MiniLM-L6-v2 (`1_Pooling/config.json` picks the pooling, a `Normalize`
 module in `modules.json` the L2 normalisation). Cosine similarity of two
-normalised embeddings is their dot product. `keras_tfm.data.text_batches.embed_texts`
-runs one over a list of texts.
+normalised embeddings is their dot product. `embed` (and `keras_tfm.data.embed_texts`, the
+same path with a tokenizer given) runs one over a list of texts.
 """
 
 import keras
 
 from keras_tfm.checks import check_bool, check_choice
-from keras_tfm.models import extensions
 from keras_tfm.models.bert import BertEncoder
 from keras_tfm.models.bert_tasks import BertTask, as_encoder
 from keras_tfm.models.heads import POOLINGS, SequencePooling
@@ -43,6 +42,15 @@ class SentenceEncoder(BertTask):
     """
 
     checkpoint_task = "sentence_embedding"  # from_preset: the from_pretrained task
+
+    @classmethod
+    def _checkpoint_head(cls, checkpoint, options):
+        """Pooling and normalisation as the checkpoint's sentence-transformers files say
+        (`1_Pooling/config.json`, `modules.json`; mean and normalised without them)."""
+        pooling, normalize = checkpoint.sentence_pooling()
+        pooling = options.pop("pooling", None) or pooling
+        given = options.pop("normalize", None)
+        return dict(pooling=pooling, normalize=normalize if given is None else given)
 
     def __init__(
         self,
@@ -75,7 +83,7 @@ class SentenceEncoder(BertTask):
 
         Each text is encoded as the exported `embed` signature encodes it (`[CLS] … [SEP]`
         with `model.tokenizer`, cut to `max_length`), the texts are run in batches of similar
-        lengths (as `keras_tfm.data.embed_texts`, which gives the same vectors), and the
+        lengths (the path of `keras_tfm.data.embed_texts`, which gives the same vectors), and the
         pooled vectors are L2-normalised (by the model when `normalize=True`, else here).
 
         Args:
@@ -91,5 +99,13 @@ class SentenceEncoder(BertTask):
             ValueError: the model has no tokenizer, an empty list, a bad `max_length`.
             TypeError: `texts` is not a str or a list of str.
         """
-        embed = extensions.provided("embed_texts", "SentenceEncoder.embed")
-        return embed(self, texts, batch_size=batch_size, max_length=max_length)
+        from keras_tfm.models import bert_text  # TensorFlow ops: imported when text arrives
+
+        return bert_text.embed(self, texts, batch_size=batch_size, max_length=max_length)
+
+
+def sentence_encoder(path: str, **options) -> SentenceEncoder:
+    """`SentenceEncoder.from_preset(path, **options)`: a checkpoint's sentence embedder, whose
+    pooling ("mean", "cls", "max") follows its `1_Pooling/config.json` and whose L2
+    normalisation follows `modules.json` (mean pooling and normalisation without them)."""
+    return SentenceEncoder.from_preset(path, **options)

@@ -25,62 +25,26 @@ the methods `encode`, `compute_cross_caches`, `init_caches` and
 `keras_tfm.models.param_counts`.
 """
 
-import functools
+import types
 
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_cache_dtype, check_choice, check_rate
-from keras_tfm.layers import ATTENTION_IMPLS
-from keras_tfm.layers.feed_forward import ACTIVATIONS
-from keras_tfm.layers.output_head import OutputHead
-from keras_tfm.layers.transformer_block import NORMS
-from keras_tfm.models import extensions
-from keras_tfm.models.base import TransformerModel, check_tokenizer_fits
-from keras_tfm.models.layout import bind_sizes, model_sizes
+from keras_tfm.checks import check_cache_dtype
+from keras_tfm.generation import text as generation_text
+from keras_tfm.models.base import TransformerModel, check_tokenizer_fits, lm_loss_and_accuracy
+from keras_tfm.models.options import ModelOptions, arguments
 from keras_tfm.models.parts import (
     block_caches,
     cache_positions,
-    check_epsilon,
-    check_head_sizes,
-    check_required,
-    check_size,
-    initializer,
-    make_blocks,
-    make_embedding,
-    make_norm,
-    normal,
-    split_position,
+    resolve_vocabularies,
+    seq2seq_parts,
     zero_caches,
 )
 from keras_tfm.models.presets import preset_options
 
-
-def resolve_vocabularies(vocabulary_size, source_vocabulary_size, target_vocabulary_size, share_embeddings):
-    """(source size, target size, shared) from the vocabulary options."""
-    shared_vocab_given = vocabulary_size is not None
-    src = source_vocabulary_size or vocabulary_size
-    tgt = target_vocabulary_size or vocabulary_size
-    if src is None or tgt is None:
-        raise ValueError(
-            "Give `vocabulary_size` (shared) or both `source_vocabulary_size` and `target_vocabulary_size`."
-        )
-    if shared_vocab_given and (src != vocabulary_size or tgt != vocabulary_size):
-        raise ValueError(
-            f"Inconsistent vocabularies: vocabulary_size={vocabulary_size} but source_vocabulary_size={src} and "
-            f"target_vocabulary_size={tgt}."
-        )
-    separate_given = source_vocabulary_size is not None or target_vocabulary_size is not None
-    if share_embeddings is None:
-        share = src == tgt and not (separate_given and not shared_vocab_given)
-    else:
-        share = check_bool("share_embeddings", share_embeddings)
-        if share and src != tgt:
-            raise ValueError(
-                f"share_embeddings=True needs one vocabulary for both sides; received "
-                f"source_vocabulary_size={src} and target_vocabulary_size={tgt}."
-            )
-    return src, tgt, share
+#: Its inputs, int32 (batch, T) each (id 0 is padding).
+SEQ2SEQ_INPUTS = ("encoder_token_ids", "decoder_token_ids")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -180,211 +144,50 @@ class Seq2Seq(TransformerModel):
         name: str = "seq2seq",
         **kwargs,
     ):
-        # === Arguments ===
-        check_required("seq2seq", max_length=max_length, num_heads=num_heads, d_model=d_model)
-        vocabulary_size = check_size("vocabulary_size", vocabulary_size, allow_none=True)
-        source_vocabulary_size = check_size("source_vocabulary_size", source_vocabulary_size, allow_none=True)
-        target_vocabulary_size = check_size("target_vocabulary_size", target_vocabulary_size, allow_none=True)
-        max_length = check_size("max_length", max_length)
-        num_layers = check_size("num_layers", num_layers, allow_none=True)
-        num_encoder_layers = check_size("num_encoder_layers", num_encoder_layers, allow_none=True)
-        num_decoder_layers = check_size("num_decoder_layers", num_decoder_layers, allow_none=True)
-        num_heads = check_size("num_heads", num_heads)
-        d_model = check_size("d_model", d_model)
-        d_ff = 4 * d_model if d_ff is None else check_size("d_ff", d_ff)
-        dropout = check_rate("dropout", 0.0 if dropout is None else dropout)
-        if attention_dropout is not None:
-            check_rate("attention_dropout", attention_dropout)
-        check_choice("activation", activation, ACTIVATIONS)
-        check_choice("attention_impl", attention_impl, sorted(ATTENTION_IMPLS))
-        check_choice("norm", norm, NORMS)
-        embedding_position, attention_position = split_position(position)
-        layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
-        norm_first = check_bool("norm_first", norm_first)
-        use_bias = check_bool("use_bias", use_bias)
-        check_head_sizes(d_model, num_heads, key_dim, attention_position)
+        o = ModelOptions("seq2seq", arguments(locals()), required=("max_length", "num_heads", "d_model"))
         source_size, target_size, shared = resolve_vocabularies(
-            vocabulary_size, source_vocabulary_size, target_vocabulary_size, share_embeddings
+            o.vocabulary_size, o.source_vocabulary_size, o.target_vocabulary_size, share_embeddings
         )
-        encoder_layers = num_encoder_layers or num_layers
-        decoder_layers = num_decoder_layers or num_layers
-        if encoder_layers is None or decoder_layers is None:
-            raise ValueError(
-                "Give `num_layers` (or `num_encoder_layers` and `num_decoder_layers`), or a `preset`."
-            )
-        tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
-        scale_embeddings = check_bool("scale_embeddings", scale_embeddings)
-        lm_head_use_bias = check_bool("lm_head_use_bias", lm_head_use_bias)
-        # Before any variable exists: a get_layout_map map of the current distribution checks these.
-        sizes = bind_sizes(
-            model_sizes(
-                d_model,
-                num_heads,
-                d_ff,
-                num_key_value_heads,
-                source_size if shared else None,
-                source_vocabulary=source_size,
-                target_vocabulary=target_size,
-                output_vocabulary=target_size,
-            )
+        sizes = o.layout_sizes(
+            source_size if shared else None,
+            source_vocabulary=source_size,
+            target_vocabulary=target_size,
+            output_vocabulary=target_size,
         )
-
-        # === Layers ===
-        block_initializer = initializer(kernel_initializer, "glorot_uniform", "blocks")
-
-        def embedding_for(vocabulary, layer_name):
-            return make_embedding(
-                vocabulary_size=vocabulary,
-                d_model=d_model,
-                max_length=max_length,
-                position=embedding_position,
-                embeddings_initializer=initializer(embeddings_initializer, normal(d_model**-0.5), layer_name),
-                dtype=dtype,
-                name=layer_name,
-                scale=scale_embeddings,
-                mask_zero=True,
-            )
-
-        if shared:
-            encoder_embedding = decoder_embedding = embedding_for(source_size, "embedding")
-        else:
-            encoder_embedding = embedding_for(source_size, "encoder_embedding")
-            decoder_embedding = embedding_for(target_size, "decoder_embedding")
-        encoder_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="encoder_embedding_dropout")
-        decoder_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="decoder_embedding_dropout")
-        # Every block of both stacks takes the same options; the stacks differ in masking and
-        # cross-attention.
-        stack = functools.partial(
-            make_blocks,
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            norm=norm,
-            use_bias=use_bias,
-            key_dim=key_dim,
-            num_key_value_heads=num_key_value_heads,
-            position=attention_position,
-            rope_max_wavelength=rope_max_wavelength,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            kernel_initializer=block_initializer,
-            dtype=dtype,
-        )
-        encoder_blocks = stack(
-            "encoder_block", encoder_layers, causal=False, cross_attention=False, salt_prefix="encoder_"
-        )
-        decoder_blocks = stack(
-            "decoder_block", decoder_layers, causal=True, cross_attention=True, salt_prefix="decoder_"
-        )
-        encoder_final_norm = decoder_final_norm = None
-        if norm_first:
-            encoder_final_norm = make_norm(norm, layer_norm_epsilon, dtype, "encoder_final_norm")
-            decoder_final_norm = make_norm(norm, layer_norm_epsilon, dtype, "decoder_final_norm")
-        head = None
-        if not tie_embeddings:
-            head = OutputHead(
-                target_size,
-                use_bias=lm_head_use_bias,
-                kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "lm_head"),
-                dtype=dtype,
-                name="lm_head",
-            )
+        parts = seq2seq_parts(o, source_size, target_size, shared, embeddings_initializer, kernel_initializer)
 
         # === Functional graph ===
-        encoder_ids = keras.Input(shape=(None,), dtype="int32", name="encoder_token_ids")
-        decoder_ids = keras.Input(shape=(None,), dtype="int32", name="decoder_token_ids")
-        # Padding masks travel as Keras implicit masks (mask_zero): the encoder
-        # mask reaches self-attention and, as `context_mask`, cross-attention.
-        x = encoder_dropout(encoder_embedding(encoder_ids))
-        for block in encoder_blocks:
+        # Padding masks travel as Keras implicit masks (mask_zero): the encoder mask reaches
+        # self-attention and, as `context_mask`, cross-attention.
+        p = types.SimpleNamespace(**parts)
+        inputs = {n: keras.Input(shape=(None,), dtype="int32", name=n) for n in SEQ2SEQ_INPUTS}
+        x = p.encoder_embedding_dropout(p.encoder_embedding(inputs["encoder_token_ids"]))
+        for block in p.encoder_blocks:
             x = block(x)
-        if encoder_final_norm is not None:
-            x = encoder_final_norm(x)
-        y = decoder_dropout(decoder_embedding(decoder_ids))
-        for block in decoder_blocks:
+        x = x if p.encoder_final_norm is None else p.encoder_final_norm(x)
+        y = p.decoder_embedding_dropout(p.decoder_embedding(inputs["decoder_token_ids"]))
+        for block in p.decoder_blocks:
             y = block(y, context=x)
-        if decoder_final_norm is not None:
-            y = decoder_final_norm(y)
-        logits = decoder_embedding(y, reverse=True) if head is None else head(y)
+        y = y if p.decoder_final_norm is None else p.decoder_final_norm(y)
+        logits = p.decoder_embedding(y, reverse=True) if p.head is None else p.head(y)
         logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
-        inputs = {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids}
-
-        # === Config: the constructor arguments, checked (get_config) ===
-        config = dict(
-            vocabulary_size=vocabulary_size,
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            share_embeddings=share_embeddings,
-            max_length=max_length,
-            num_layers=num_layers,
-            num_encoder_layers=num_encoder_layers,
-            num_decoder_layers=num_decoder_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            position=position,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            norm=norm,
-            tie_embeddings=tie_embeddings,
-            scale_embeddings=scale_embeddings,
-            use_bias=use_bias,
-            lm_head_use_bias=lm_head_use_bias,
-            key_dim=key_dim,
-            num_key_value_heads=num_key_value_heads,
-            rope_max_wavelength=rope_max_wavelength,
-            attention_impl=attention_impl,
-            attention_options=attention_options,
-            embeddings_initializer=embeddings_initializer,
-            kernel_initializer=kernel_initializer,
-            dtype=dtype,
-        )
-        self._init_model(inputs, logits, name, config, layout_sizes=sizes, **kwargs)
+        self._init_model(inputs, logits, name, o.config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
-        self.encoder_embedding = encoder_embedding
-        self.decoder_embedding = decoder_embedding
-        self.encoder_token_embedding = encoder_embedding.token_embedding
-        self.decoder_token_embedding = decoder_embedding.token_embedding
-        self.encoder_embedding_dropout = encoder_dropout
-        self.decoder_embedding_dropout = decoder_dropout
-        self.encoder_blocks = encoder_blocks
-        self.decoder_blocks = decoder_blocks
-        self.encoder_final_norm = encoder_final_norm
-        self.decoder_final_norm = decoder_final_norm
-        self.head = head
-        self.shared_embeddings = shared
-        self.tie_embeddings = tie_embeddings
-        self.mask_zero = True
-        self.source_vocabulary_size = source_size
-        self.target_vocabulary_size = target_size
-        self.vocabulary_size = target_size
-        self.max_length = max_length
-        self.num_heads = num_heads
-        self.num_key_value_heads = num_key_value_heads or num_heads
-        self.d_model = d_model
-        self.head_dim = key_dim or d_model // num_heads
-        self.cache_dtype = None
+        sizes = dict(o.sizes(), vocabulary_size=target_size, source_vocabulary_size=source_size)
+        self._set_parts(
+            dict(sizes, target_vocabulary_size=target_size, shared_embeddings=shared, mask_zero=True),
+            tie_embeddings=o.tie_embeddings,
+            encoder_token_embedding=p.encoder_embedding.token_embedding,
+            decoder_token_embedding=p.decoder_embedding.token_embedding,
+            **parts,
+        )
         object.__setattr__(self, "encoder_output", x)
+        self.compile()  # the task's defaults (`TransformerModel.compile`); a user's compile replaces them
 
-    @property
-    def cache_dtype(self) -> str | None:
-        """Self-attention cache dtype of `init_caches`: None (the compute
-        dtype), "float32", "float16" or "bfloat16"; any other value raises a
-        ValueError."""
-        return self._cache_dtype
-
-    @cache_dtype.setter
-    def cache_dtype(self, value):
-        self._cache_dtype = check_cache_dtype("cache_dtype", value)
+    def _default_loss(self):
+        """The teacher-forcing loss: token cross-entropy from logits, target padding (id 0) excluded, and `MaskedAccuracy`."""
+        return lm_loss_and_accuracy(0)
 
     # ------------------------------------------------------------ operations
     def _check_tokenizer(self, tokenizer):
@@ -487,6 +290,40 @@ class Seq2Seq(TransformerModel):
             x = x[:, -1:, :]
         return self.compute_logits(x), new_caches
 
+    def encode_context(self, source_ids, source_lengths) -> dict:
+        """The decoder protocol of `keras_tfm.generation` (`generator`): the per-row context of
+        cached decoding, computed once per source.
+
+        Args:
+            source_ids: int `(batch, S)`, right-padded.
+            source_lengths: int `(batch,)`, real tokens per row.
+
+        Returns:
+            `{"cross_caches": compute_cross_caches(encode(...)), "context_mask": bool (batch, S)}`.
+        """
+        source_ids = ops.cast(source_ids, "int32")
+        s = ops.shape(source_ids)[1]
+        mask = ops.arange(s, dtype="int32")[None, :] < ops.cast(source_lengths, "int32")[:, None]
+        if self.mask_zero:
+            mask = ops.logical_and(mask, ops.not_equal(source_ids, 0))
+        memory = self.encode(source_ids, padding_mask=mask)
+        return {"cross_caches": self.compute_cross_caches(memory), "context_mask": mask}
+
+    def decode_step(self, token_ids, positions, caches, cache_index, padding_mask, context=None):
+        """The decoder protocol of `keras_tfm.generation`: `call_with_cache` over `context`
+        (from `encode_context`), the last position's float32 logits `(batch, V)` and the caches."""
+        logits, caches = self.call_with_cache(
+            token_ids,
+            caches,
+            cache_index,
+            context["cross_caches"],
+            context["context_mask"],
+            positions=positions,
+            padding_mask=padding_mask,
+            last_only=True,
+        )
+        return logits[:, 0, :], caches
+
     # ------------------------------------------------------------- text API
     def generate(self, inputs, max_new_tokens: int, **options):
         """Decodes each source: token ids in, exactly `keras_tfm.generation.generate(model,
@@ -508,8 +345,7 @@ class Seq2Seq(TransformerModel):
         Raises:
             ValueError / TypeError: as `translate`; ids-only options with text.
         """
-        provider = extensions.provided("generate_text", "Seq2Seq.generate")
-        return provider(self, inputs, max_new_tokens, **options)
+        return generation_text.generate_text(self, inputs, max_new_tokens, **options)
 
     def beam_search(self, inputs, max_new_tokens: int, num_beams: int = 4, **options):
         """Beam search from each source: text (the best beam's translation, as
@@ -528,8 +364,7 @@ class Seq2Seq(TransformerModel):
         Returns:
             Text in: a str (list of str). Ids in: `(sequences, scores, lengths)`.
         """
-        provider = extensions.provided("beam_search_text", "Seq2Seq.beam_search")
-        return provider(self, inputs, max_new_tokens, num_beams=num_beams, **options)
+        return generation_text.beam_search_text(self, inputs, max_new_tokens, num_beams=num_beams, **options)
 
     def translate(
         self, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float = 0.6
@@ -557,8 +392,7 @@ class Seq2Seq(TransformerModel):
                 tokens or longer than `max_length`, bad options (named).
             TypeError: `texts` not text (or mixing str with other items).
         """
-        provider = extensions.provided("translate", "Seq2Seq.translate")
-        return provider(
+        return generation_text.translate(
             self, texts, num_beams=num_beams, max_new_tokens=max_new_tokens, length_penalty=length_penalty
         )
 

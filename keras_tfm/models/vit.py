@@ -15,6 +15,9 @@ or `mean_pooling` (`MeanPatchPooling`, mean of the patch tokens), `head_dropout`
 `(B, height, width, channels)` (rescale to ~[0, 1] yourself).
 """
 
+import functools
+import types
+
 import keras
 
 from keras_tfm.checks import check_choice, check_positive_int, check_rate
@@ -22,9 +25,10 @@ from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbed
 from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
-from keras_tfm.models.base import TransformerModel
+from keras_tfm.models.base import TransformerModel, classification_loss_and_accuracy
 from keras_tfm.models.heads import SequencePooling
 from keras_tfm.models.layout import bind_sizes, model_sizes
+from keras_tfm.models.options import arguments
 from keras_tfm.models.parts import check_num_classes
 from keras_tfm.models.presets import check_known_options
 
@@ -72,115 +76,31 @@ class ViT(TransformerModel):
         name: str = "vit",
         **kwargs,
     ):
-        # === Arguments ===
-        height, width = _pair("image_size", image_size)
-        ph, pw = _pair("patch_size", patch_size)
-        if height % ph or width % pw:
-            raise ValueError(
-                f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
-            )
-        num_classes = check_num_classes(num_classes)
-        num_layers = check_positive_int("num_layers", num_layers)
-        num_heads = check_positive_int("num_heads", num_heads)
-        d_model = check_positive_int("d_model", d_model)
-        num_channels = check_positive_int("num_channels", num_channels)
-        d_ff = check_positive_int("d_ff", d_ff if d_ff is not None else 4 * d_model)
-        dropout = check_rate("dropout", dropout)
-        if d_model % num_heads:
-            raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
-        check_choice("position", position, VIT_POSITIONS)
-        if position == "sinusoidal2d" and d_model % 2:
-            raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
-        check_choice("pooling", pooling, VIT_POOLINGS)
-        rows, cols = height // ph, width // pw
-        # Before any variable exists: a get_layout_map map of the current distribution checks these.
-        sizes = bind_sizes(model_sizes(d_model, num_heads, d_ff))
-
-        # === Layers ===
-        patch_embedding = PatchEmbedding((ph, pw), d_model, dtype=dtype, name="patch_embedding")
-        class_token = ClassToken(dtype=dtype, name="class_token")
-        if position == "sinusoidal2d":
-            position_encoding = PositionalEncoding2D(
-                grid_size=(rows, cols), num_prefix_tokens=1, dtype=dtype, name="position_encoding"
-            )
-        else:
-            position_encoding = LearnedPositionalEmbedding(
-                rows * cols + 1,
-                initializer=keras.initializers.RandomNormal(stddev=0.02),
-                dtype=dtype,
-                name="position_encoding",
-            )
-        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
-        blocks = [
-            TransformerBlock(
-                d_model,
-                num_heads,
-                d_ff,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                norm_first=True,
-                activation=activation,
-                layer_norm_epsilon=layer_norm_epsilon,
-                dtype=dtype,
-                name=f"encoder_block_{i}",
-            )
-            for i in range(num_layers)
-        ]
-        final_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
-        )
-        if pooling == "cls":
-            pooling_layer = SequencePooling("cls", dtype=dtype, name="cls_pooling")
-        else:
-            pooling_layer = MeanPatchPooling(dtype=dtype, name="mean_pooling")
-        head_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="head_dropout")
-        head = keras.layers.Dense(num_classes, dtype="float32", name="classifier")
+        config = check_vit_arguments(arguments(locals()))
+        sizes = bind_sizes(model_sizes(config["d_model"], config["num_heads"], config["d_ff"]))
+        parts = vit_parts(**config)
 
         # === Functional graph ===
-        images = keras.Input(shape=(height, width, num_channels), name="images")
-        x = embedding_dropout(position_encoding(class_token(patch_embedding(images))))
-        for block in blocks:
+        p = types.SimpleNamespace(**parts)
+        images = keras.Input(shape=(*config["image_size"], config["num_channels"]), name="images")
+        x = p.embedding_dropout(p.position_encoding(p.class_token(p.patch_embedding(images))))
+        for block in p.blocks:
             x = block(x)
-        x = final_norm(x)
-        logits = head(head_dropout(pooling_layer(x)))
-
-        # === Config: the constructor arguments, checked (get_config) ===
-        config = dict(
-            image_size=(height, width),
-            patch_size=(ph, pw),
-            num_classes=num_classes,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_model=d_model,
-            d_ff=d_ff,
-            num_channels=num_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            position=position,
-            pooling=pooling,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=dtype,
-        )
+        logits = p.head(p.head_dropout(p.pooling_layer(p.final_norm(x))))
         self._init_model(images, logits, name, config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
-        self.patch_embedding = patch_embedding
-        self.class_token = class_token
-        self.position_encoding = position_encoding
-        self.embedding_dropout = embedding_dropout
-        self.blocks = blocks
-        self.final_norm = final_norm
-        self.pooling_layer = pooling_layer
-        self.head_dropout = head_dropout
-        self.head = head
-        self.image_size = (height, width)
-        self.patch_size = (ph, pw)
-        self.grid_size = (rows, cols)
-        self.num_classes = num_classes
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.d_model = d_model
+        (height, width), (ph, pw) = config["image_size"], config["patch_size"]
+        sizes = {
+            k: config[k]
+            for k in ("image_size", "patch_size", "num_classes", "num_layers", "num_heads", "d_model")
+        }
+        self._set_parts(dict(sizes, grid_size=(height // ph, width // pw)), **parts)
+        self.compile()  # the task's defaults (`TransformerModel.compile`); a user's compile replaces them
+
+    def _default_loss(self):
+        """Sparse cross-entropy from the logits and accuracy."""
+        return classification_loss_and_accuracy()
 
     def _check_tokenizer(self, tokenizer):
         raise TypeError(
@@ -191,6 +111,79 @@ class ViT(TransformerModel):
     def encoder_blocks(self) -> list:
         """The `TransformerBlock`s (same list as `blocks`)."""
         return self.blocks
+
+
+def check_vit_arguments(config: dict) -> dict:
+    """The `ViT` constructor's arguments, checked (image and patch sizes as pairs, `d_ff`
+    resolved to 4·d_model when None)."""
+    config = dict(config)
+    height, width = config["image_size"] = _pair("image_size", config["image_size"])
+    ph, pw = config["patch_size"] = _pair("patch_size", config["patch_size"])
+    if height % ph or width % pw:
+        raise ValueError(
+            f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."
+        )
+    config["num_classes"] = check_num_classes(config["num_classes"])
+    for name in ("num_layers", "num_heads", "d_model", "num_channels"):
+        config[name] = check_positive_int(name, config[name])
+    d_model = config["d_model"]
+    config["d_ff"] = check_positive_int("d_ff", config["d_ff"] if config["d_ff"] is not None else 4 * d_model)
+    config["dropout"] = check_rate("dropout", config["dropout"])
+    if d_model % config["num_heads"]:
+        raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={config['num_heads']}.")
+    check_choice("position", config["position"], VIT_POSITIONS)
+    if config["position"] == "sinusoidal2d" and d_model % 2:
+        raise ValueError(f"position='sinusoidal2d' needs an even `d_model`; received {d_model}.")
+    check_choice("pooling", config["pooling"], VIT_POOLINGS)
+    return config
+
+
+def vit_parts(
+    image_size, patch_size, num_classes, num_layers, num_heads, d_model, d_ff, num_channels, dropout,
+    attention_dropout, position, pooling, activation, layer_norm_epsilon, dtype,
+) -> dict:  # fmt: skip
+    """The layers of a `ViT` of these (checked) arguments, by attribute name."""
+    rows, cols = image_size[0] // patch_size[0], image_size[1] // patch_size[1]
+    if position == "sinusoidal2d":
+        position_encoding = PositionalEncoding2D(
+            grid_size=(rows, cols), num_prefix_tokens=1, dtype=dtype, name="position_encoding"
+        )
+    else:
+        position_encoding = LearnedPositionalEmbedding(
+            rows * cols + 1,
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            dtype=dtype,
+            name="position_encoding",
+        )
+    block = functools.partial(
+        TransformerBlock,
+        d_model,
+        num_heads,
+        d_ff,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        norm_first=True,
+        activation=activation,
+        layer_norm_epsilon=layer_norm_epsilon,
+        dtype=dtype,
+    )
+    if pooling == "cls":
+        pooling_layer = SequencePooling("cls", dtype=dtype, name="cls_pooling")
+    else:
+        pooling_layer = MeanPatchPooling(dtype=dtype, name="mean_pooling")
+    return dict(
+        patch_embedding=PatchEmbedding(patch_size, d_model, dtype=dtype, name="patch_embedding"),
+        class_token=ClassToken(dtype=dtype, name="class_token"),
+        position_encoding=position_encoding,
+        embedding_dropout=keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout"),
+        blocks=[block(name=f"encoder_block_{i}") for i in range(num_layers)],
+        final_norm=keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
+        ),
+        pooling_layer=pooling_layer,
+        head_dropout=keras.layers.Dropout(dropout, dtype=dtype, name="head_dropout"),
+        head=keras.layers.Dense(num_classes, dtype="float32", name="classifier"),
+    )
 
 
 def vit_classifier(

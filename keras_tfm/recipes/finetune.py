@@ -20,7 +20,7 @@ folder holding SST-2's `stsa.binary.train` and `stsa.binary.dev`), fine-tunes, p
 and optionally writes the model as a checkpoint (`output`, `save_pretrained` layout) and a TF Serving
 SavedModel with the `classify` signature (`export`). Its parts work on any model and texts:
 
-    model = keras_tfm.checkpoints.from_pretrained(path, task="classifier", num_classes=2)
+    model = keras_tfm.models.from_pretrained(path, task="classifier", num_classes=2)
     tokenizer = keras_tfm.tokenizers.WordPieceTokenizer.from_pretrained(path)
     finetune_classifier(model, tokenizer, texts, labels)
     accuracy = evaluate_classifier(model, tokenizer, dev_texts, dev_labels)
@@ -45,7 +45,8 @@ from keras_tfm.checks import (
     check_rate,
     check_seed,
 )
-from keras_tfm.data.text_batches import LengthBucketedBatches, encode_texts
+from keras_tfm.models.bert_text import encode_texts
+from keras_tfm.models.text_batches import LengthBucketedBatches
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes.bert import read_label_sentences
@@ -341,7 +342,8 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
     if o.label_names is not None and len(o.label_names) != num_classes:
         raise ValueError(f"`label_names` must name {num_classes} classes; received {len(o.label_names)}.")
 
-    from keras_tfm.checkpoints import from_pretrained, save_pretrained
+    from keras_tfm.checkpoints import save_pretrained
+    from keras_tfm.models import from_pretrained
     from keras_tfm.tokenizers import WordPieceTokenizer
 
     try:

@@ -17,12 +17,12 @@ from keras_tfm.checks import (
     check_non_negative_int,
     check_positive_float,
     check_positive_int,
-    read_text_file,
 )
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes.options import TrainingOptions, check_data_source
 from keras_tfm.recipes.output import Trained
+from keras_tfm.resources import read_text_file
 
 HELP = "character GPT on Tiny Shakespeare (nanoGPT lab)"
 METRIC_HELP = "a text file: loss, perplexity"

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from keras_tfm.checks import as_string_tensor
+from keras_tfm.resources import as_string_tensor
 
 #: Text a tokenizer accepts: a str, a list of str, or a scalar or `[batch]` string tensor.
 TextInput = str | Sequence[str] | tf.Tensor

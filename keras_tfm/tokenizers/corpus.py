@@ -5,7 +5,7 @@ from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
-from keras_tfm.checks import as_string_tensor
+from keras_tfm.resources import as_string_tensor
 
 #: Text to learn a vocabulary from: a str, a list of str, or a `tf.data.Dataset` of strings.
 Corpus = str | Sequence[str] | tf.data.Dataset

@@ -5,38 +5,35 @@
         head_h = Attention(X_q W_h^Q, X_kv W_h^K, X_kv W_h^V)
 
 Read in this order:
-    reference.py        the formula, as it reads (autodiff); every other
-                        implementation is tested against it
-    core.py             `dot_product_attention`: the contract (layouts, masks,
-                        biases, causal) and the registry of implementations
+    self_attention.py, cross_attention.py
+                        the layers: projections, positions, then
+    multi_head.py       `_compute_attention` → `dot_product_attention` of
+    dot_product.py      the formula (scores → float32 softmax → · V) and the named
+                        fast paths it hands a call to: one query (`decoding.py`),
+                        long keys (`chunked.py`), a JAX GPU (`fused.py`)
+    core.py             the contract (layouts, masks, biases, causal) and the
+                        registry of implementations chosen by name
+    reference.py        the formula, as it reads (autodiff); every implementation
+                        is tested against it
     masks.py            boolean masks, True = may attend
     toeplitz_bias.py    score biases B, dense or stored in O(T)
     offset_bias.py, alibi.py, relative_position_bias.py
                         the position biases (functions of key − query)
-    multi_head.py       the projections and the call into the core
-    self_attention.py, cross_attention.py
-                        the layers
-Implementations and fast paths:
-    standard.py         the full score matrix with a memory-saving gradient
-    fused.py            the backend's kernel (cuDNN flash attention on JAX GPUs)
-    auto.py             the default choice among standard / chunked / fused
+Implementations and their pieces:
     chunked.py, row_blocks.py, lengths.py
                         exact attention in O(T) memory
+    fused.py            the backend's kernel (cuDNN flash attention on JAX GPUs)
     local.py, linear.py sliding window; kernelized linear attention
     projections.py      Q, K, V in one matmul for plain float kernels
     decoding.py         the key/value cache and the single-query step
 """
 
 # Importing the implementations registers them in ATTENTION_IMPLS.
-from keras_tfm.layers.attention import auto, chunked, fused, linear, local, reference, standard  # noqa: F401
+from keras_tfm.layers.attention import chunked, dot_product, fused, linear, local, reference  # noqa: F401
 from keras_tfm.layers.attention.alibi import AlibiBias, alibi_slopes
-from keras_tfm.layers.attention.core import (
-    ATTENTION_IMPLS,
-    AttentionInputs,
-    dot_product_attention,
-    register_attention_impl,
-)
+from keras_tfm.layers.attention.core import ATTENTION_IMPLS, AttentionInputs, register_attention_impl
 from keras_tfm.layers.attention.cross_attention import CrossAttention
+from keras_tfm.layers.attention.dot_product import dot_product_attention, key_length_bound
 from keras_tfm.layers.attention.masks import causal_mask, merge_masks
 from keras_tfm.layers.attention.multi_head import ATTENTION_POSITIONS, MultiHeadAttentionBase
 from keras_tfm.layers.attention.offset_bias import OffsetBias
@@ -60,6 +57,7 @@ __all__ = [
     "attention_weights",
     "causal_mask",
     "dot_product_attention",
+    "key_length_bound",
     "merge_masks",
     "reference_attention",
     "register_attention_impl",

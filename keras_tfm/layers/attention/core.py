@@ -1,10 +1,10 @@
-"""The attention core: one function, `dot_product_attention`, behind every
-attention layer, and the registry of its implementations.
+"""The attention core's contract and the registry of its implementations.
 
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + B + M) V
 
-The formula itself, written as plainly as it reads, is `reference.py`; every
-other implementation is tested against it.
+`dot_product.dot_product_attention` computes it behind every attention layer;
+`reference.py` writes it as plainly as it reads (autodiff), and every
+implementation is tested against that.
 
 Contract, shared by every implementation:
     query: `(batch, query_length, num_heads, key_dim)`
@@ -26,13 +26,13 @@ NaN. The output has the value dtype.
 
 Implementations (`attention_impl`), registered with `register_attention_impl`
 in `ATTENTION_IMPLS`:
+    "auto"       the default: the formula with its fast paths (one query, long
+                 keys, a JAX GPU), `dot_product.py`
+    "standard"   the formula alone: the full score matrix, a hand-written
+                 softmax·V gradient that keeps one score-sized tensor (`dot_product.py`)
     "reference"  the formula, autodiff (`reference.py`)
-    "standard"   the full score matrix, a hand-written softmax·V gradient that
-                 keeps one score-sized tensor (`standard.py`)
     "fused"      the backend's kernel, `keras.ops.dot_product_attention` (`fused.py`)
     "chunked"    exact, O(T) memory, online softmax (`chunked.py`)
-    "auto"       the default: "chunked" for long keys, "standard" otherwise,
-                 "fused" on a JAX GPU (`auto.py`)
     "local"      sliding window (+ global tokens) (`local.py`)
     "linear"     kernelized, φ(Q)(φ(K)ᵀV): a different model (`linear.py`)
 """
@@ -41,8 +41,6 @@ import inspect
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
-
-from keras import ops
 
 from keras_tfm.tensor_checks import as_bool_mask
 
@@ -155,45 +153,26 @@ def check_causal(causal: bool, query: Any, key: Any, attention_impl: str) -> Non
         )
 
 
-def dot_product_attention(
+def check_inputs(
     query: Any,
     key: Any,
     value: Any,
-    mask: Any = None,
-    bias: Any = None,
-    scale: float | None = None,
-    dropout: Callable | None = None,
-    training: bool | None = None,
-    return_attention_scores: bool = False,
-    causal: bool = False,
-    attention_impl: str = "auto",
-    attention_options: dict | None = None,
-) -> tuple[Any, Any]:
-    """Scaled dot-product attention, softmax(Q Kᵀ/√d_k + B + M)·V.
+    mask: Any,
+    bias: Any,
+    scale: Any,
+    dropout: Any,
+    training: Any,
+    return_attention_scores: bool,
+    causal: bool,
+    attention_impl: str,
+    attention_options: dict | None,
+    cache_layout: bool = False,
+) -> tuple[AttentionInputs, dict]:
+    """The arguments of `dot_product_attention`, checked: `(AttentionInputs, options)`.
 
-    Args:
-        query: `(batch, query_length, num_heads, key_dim)`.
-        key: `(batch, key_length, num_heads, key_dim)`.
-        value: `(batch, key_length, num_heads, value_dim)`.
-        mask: optional boolean mask, True = may attend (module docstring).
-        bias: optional additive float score bias B (ALiBi, relative positions):
-            a tensor or a `ToeplitzBias`.
-        scale: score scale; defaults to `1/sqrt(key_dim)`.
-        dropout: optional callable `(x, training=...)` applied to the weights
-            (a `keras.layers.Dropout` owned by the calling layer).
-        training: Python bool or None, forwarded to `dropout`.
-        return_attention_scores: if True also return the float32 attention
-            weights.
-        causal: apply the causal mask (key j ≤ query i; equal lengths) inside
-            the implementation, combined with `mask`.
-        attention_impl: name of a registered implementation (`ATTENTION_IMPLS`).
-        attention_options: dict of that implementation's options (e.g. a chunk
-            size).
-
-    Returns:
-        `(output, weights)`: output `(batch, query_length, num_heads,
-        value_dim)` in the value dtype, and float32 weights
-        `(batch, num_heads, query_length, key_length)` or None.
+    Ranks (query, key and value rank 4; keys and values with `kv_heads` heads dividing the
+    query's, on axis 1 in the cache layout, else axis 2), `causal` (a bool; equal lengths),
+    `attention_impl` (registered), `attention_options` (a dict), `mask` (bool or 0/1 ints).
     """
     check_attention_impl(attention_impl)
     for name, t in (("query", query), ("key", key), ("value", value)):
@@ -201,12 +180,18 @@ def dot_product_attention(
             raise ValueError(
                 f"`{name}` must have rank 4 (batch, length, num_heads, dim); received shape {tuple(t.shape)}."
             )
-    check_causal(causal, query, key, attention_impl)
+    kv_heads = key.shape[1 if cache_layout else 2]
+    if kv_heads is not None and query.shape[2] is not None and query.shape[2] % kv_heads:
+        raise ValueError(
+            f"`key` has {kv_heads} heads, which must divide the {query.shape[2]} heads of `query` "
+            "(grouped-query attention)."
+        )
+    if not cache_layout:
+        check_causal(causal, query, key, attention_impl)
     if attention_options is not None and not isinstance(attention_options, dict):
         raise TypeError(f"`attention_options` must be a dict or None; received {attention_options!r}.")
     mask = as_bool_mask("mask", mask)  # bool or 0/1 ints; float/additive masks are refused
     inputs = AttentionInputs(
         query, key, value, mask, bias, scale, dropout, training, return_attention_scores, causal
     )
-    output, weights = ATTENTION_IMPLS[attention_impl](inputs, **(attention_options or {}))
-    return ops.cast(output, value.dtype), weights
+    return inputs, dict(attention_options or {})

@@ -114,7 +114,7 @@ class CrossAttention(MultiHeadAttentionBase):
             attention_mask,
         )
         # heads = softmax(Q Kᵀ/√d_k + M) V
-        heads, weights = self._attention(q, key, value, mask, None, return_attention_scores, training)
+        heads, weights = self._compute_attention(q, key, value, mask, None, return_attention_scores, training)
         output = self._project_output(heads)  # Concat(head_1, …, head_H) W^O
         if return_attention_scores:
             return output, weights

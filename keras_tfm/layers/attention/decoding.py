@@ -13,7 +13,7 @@ bits (half the bytes of float32; Keras would cast a float cache argument to
 the compute dtype at every call).
 
 A single query (a decoding step) is two batched matmuls over the cache
-(`attend_one_query_grouped`), q·K and P·V, each the plain
+(`attend_one_query`, the one-query fast path of `dot_product_attention`), q·K and P·V, each the plain
 (rows × depth)·(depth × columns) form: both read the cache where it lies, each
 cached key and value once. (Keys stored `(…, length, key_dim)` would need the
 transposed product q·Kᵀ, and XLA on CPU copies the whole key cache into the
@@ -28,6 +28,7 @@ from keras import ops
 
 from keras_tfm.checks import check_positive_int
 from keras_tfm.layers.attention.masks import MASK_FILL_VALUE
+from keras_tfm.layers.attention.toeplitz_bias import ToeplitzBias
 from keras_tfm.tensor_checks import check_rank
 
 #: Slot (length) axis of the two tensors of a decoding cache: keys `(batch,
@@ -138,28 +139,16 @@ def sequence_layout(keys: Any, values: Any) -> tuple[Any, Any]:
     return ops.transpose(keys, (0, 3, 1, 2)), ops.transpose(values, (0, 2, 1, 3))
 
 
-def takes_one_query_step(query: Any, mask: Any, attention_impl: str, return_attention_scores: bool) -> bool:
-    """Whether a cached call takes `attend_one_query_grouped`: one query, the
-    standard core ("auto" is standard for one query), no weights requested, a
-    mask without a per-head axis."""
-    return (
-        query.shape[1] == 1
-        and attention_impl in ("auto", "standard")
-        and not return_attention_scores
-        and (mask is None or len(mask.shape) < 4 or mask.shape[1] == 1)
-    )
-
-
-def attend_one_query_grouped(
+def attend_one_query(
     query: Any,
     key: Any,
     value: Any,
-    mask: Any,
-    bias: Any,
-    num_heads: int,
+    mask: Any = None,
+    bias: Any = None,
     dropout: Callable | None = None,
     training: bool | None = None,
     cache_layout: bool = False,
+    scale: float | None = None,
 ) -> Any:
     """Attention of ONE query position (a decoding step) over keys and values
     with `G` heads, each read once.
@@ -176,21 +165,26 @@ def attend_one_query_grouped(
     (`init_cache`): both are plain row-by-column products that read the cache
     where it lies; otherwise keys and values are `(B, L, G, d)`. Softmax in
     float32; `mask` (True = may attend) covers the key axis (rank 2, 3, or 4
-    with one head), `bias` is `(H, 1, L)`; a query that sees no key gets zeros.
-    `dropout` (a callable, or None) acts on the weights when `training`.
+    with one head), `bias` is `(H, 1, L)` (or a `ToeplitzBias`); a query that
+    sees no key gets zeros. `dropout` (a callable, or None) acts on the weights
+    when `training`; `scale` defaults to 1/√d.
 
     Returns:
         The heads, `(B, 1, H, dv)`.
     """
-    batch, dim = ops.shape(query)[0], query.shape[-1]
+    batch, num_heads, dim = ops.shape(query)[0], query.shape[2], query.shape[-1]
     kv_heads = key.shape[1 if cache_layout else 2]
     groups = num_heads // kv_heads
     keys_eq, values_eq = ("bgdl", "bgld") if cache_layout else ("blgd", "blgd")
-    scale = ops.cast(1.0 / math.sqrt(float(dim)), query.dtype)
+    scale = ops.cast(1.0 / math.sqrt(float(dim)) if scale is None else scale, query.dtype)
     rows = ops.reshape(query * scale, (batch, kv_heads, groups, dim))
     scores = ops.cast(ops.einsum(f"bgjd,{keys_eq}->bgjl", rows, key), "float32")
+    if isinstance(bias, ToeplitzBias):
+        bias = bias.dense(ops.shape(value)[2 if cache_layout else 1])
     if bias is not None:
-        scores = scores + ops.reshape(ops.cast(bias, "float32"), (1, kv_heads, groups, -1))
+        bias = ops.cast(bias, "float32")  # (H | 1, 1, L) or (1, L)
+        per_head = len(bias.shape) == 3 and bias.shape[0] == num_heads
+        scores = scores + ops.reshape(bias, (1, kv_heads, groups, -1) if per_head else (1, 1, 1, -1))
     visible = None
     if mask is not None:
         mask = ops.cast(mask, "bool")

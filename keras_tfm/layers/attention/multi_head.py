@@ -6,15 +6,14 @@
 `MultiHeadAttentionBase` owns the four projections (laid out as in
 `keras.layers.MultiHeadAttention`, so weights transfer one to one;
 `projections.py`), the position schemes that act inside attention (RoPE on
-q/k, ALiBi or T5 relative bias on the scores) and the call into the single
-attention core, `core.dot_product_attention`.
+q/k, ALiBi or T5 relative bias on the scores) and the call into the attention
+formula, `dot_product.dot_product_attention` (`_compute_attention`).
 """
 
 from collections.abc import Sequence
 from typing import Any
 
 import keras
-from keras import ops
 
 from keras_tfm.checks import (
     check_bool,
@@ -24,13 +23,10 @@ from keras_tfm.checks import (
     check_positive_int,
     check_rate,
 )
-from keras_tfm.layers.attention import decoding, projections
+from keras_tfm.layers.attention import projections
 from keras_tfm.layers.attention.alibi import AlibiBias
-from keras_tfm.layers.attention.core import (
-    check_attention_impl,
-    dot_product_attention,
-    implementation_options,
-)
+from keras_tfm.layers.attention.core import check_attention_impl, implementation_options
+from keras_tfm.layers.attention.dot_product import dot_product_attention
 from keras_tfm.layers.attention.relative_position_bias import RelativePositionBias
 from keras_tfm.layers.attention.toeplitz_bias import ToeplitzBias
 from keras_tfm.layers.initializers import clone_initializer
@@ -211,7 +207,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             )
         return layer.compute_bias(query_length, key_length, query_offset)
 
-    def _attention(
+    def _compute_attention(
         self,
         query: Any,
         key: Any,
@@ -221,28 +217,17 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         return_attention_scores: bool,
         training: Any,
         causal: bool = False,
+        cache_layout: bool = False,
     ) -> tuple[Any, Any]:
-        """head_h = softmax(Q_h K_hᵀ/√d_k + B_h + M) V_h, by the attention core.
+        """head_h = softmax(Q_h K_hᵀ/√d_k + B_h + M) V_h (`dot_product.dot_product_attention`).
 
-        `query` `(B, Tq, H, d)`, `key`/`value` `(B, Tk, G, d)`. Grouped-query
-        attention repeats each key/value head for its `H/G` query heads, except
-        for a single query, which `decoding.attend_one_query_grouped` serves
-        from the `G` heads directly. `causal` (equal-length self-attention) is
-        applied by the core itself, so no T × T causal mask is built here.
+        `query` `(B, Tq, H, d)`, `key`/`value` `(B, Tk, G, d)` (`G` key/value heads), or as a
+        decoding cache stores them with `cache_layout`. `causal` (equal-length
+        self-attention) is applied by the core itself, so no T × T causal mask is built here.
 
         Returns:
             `(heads, weights)`: heads `(B, Tq, H, dv)`, weights or None.
         """
-        groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
-        dropout = self.dropout_layer if self.dropout > 0 else None
-        if groups > 1 and query.shape[1] == 1 and not causal and bias is None and not return_attention_scores:
-            if self.attention_impl in ("auto", "standard") and (mask is None or len(mask.shape) < 4):
-                heads = decoding.attend_one_query_grouped(
-                    query, key, value, mask, None, self.num_heads, dropout, training
-                )
-                return heads, None
-        if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
-            key, value = ops.repeat(key, groups, axis=2), ops.repeat(value, groups, axis=2)
         options = dict(self.attention_options)
         if options.pop("causal", causal) != causal:
             raise ValueError(
@@ -255,12 +240,13 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             value,
             mask=mask,
             bias=bias,
-            dropout=dropout,
+            dropout=self.dropout_layer if self.dropout > 0 else None,
             training=training,
             return_attention_scores=return_attention_scores,
             causal=causal,
             attention_impl=self.attention_impl,
             attention_options=options,
+            cache_layout=cache_layout,
         )
 
     def get_config(self):

@@ -142,32 +142,21 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             key = self.rotary(key, start_index=start)
         bias = self._position_bias(length, key_length, start)  # B: ALiBi / T5 relative positions
 
-        if cache is None:
-            # heads = softmax(Q Kᵀ/√d_k + B + M) V; causality is applied inside the core.
-            heads, weights = self._attention(
-                query, key, value, mask, bias, return_attention_scores, training, causal=self.causal
-            )
-        else:
+        if cache is not None:  # the new keys and values go into their slots; attend over all of them
             cache = decoding.write_cache(cache, key, value, start)
             key, value = decoding.read_cache(cache, key.dtype)
-            if decoding.takes_one_query_step(query, mask, self.attention_impl, return_attention_scores):
-                heads = decoding.attend_one_query_grouped(
-                    query,
-                    key,
-                    value,
-                    mask,
-                    bias,
-                    self.num_heads,
-                    self.dropout_layer if self.dropout > 0 else None,
-                    training,
-                    cache_layout=True,
-                )
-                weights = None
-            else:
-                key, value = decoding.sequence_layout(key, value)
-                heads, weights = self._attention(
-                    query, key, value, mask, bias, return_attention_scores, training
-                )
+        # heads = softmax(Q Kᵀ/√d_k + B + M) V; causality (uncached) is applied inside the core.
+        heads, weights = self._compute_attention(
+            query,
+            key,
+            value,
+            mask,
+            bias,
+            return_attention_scores,
+            training,
+            causal=self.causal and cache is None,
+            cache_layout=cache is not None,
+        )
         output = self._project_output(heads)  # Concat(head_1, …, head_H) W^O
 
         outputs = (output,)

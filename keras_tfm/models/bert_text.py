@@ -1,4 +1,4 @@
-"""Text in, answers out for the BERT-family models: the work behind their text methods.
+"""Text in, answers out for the BERT-family models: the work of their text methods.
 
     BertClassifier.predict(texts)          class probabilities (n, C)          predict_texts
     BertClassifier.fit(texts, labels)      Keras fit on length-bucketed batches fit_texts
@@ -7,35 +7,38 @@
     SentenceEncoder.embed(texts)           unit vectors (n, d)                  embed_texts
     BertMaskedLM.fill_mask(texts)          filled text, top tokens of the mask  fill_mask
 
-The model classes define the methods (`keras_tfm.models.extensions`); this module registers
-their implementations. Every text becomes the model input the served signatures build
-(`keras_tfm.export.bert_serving`): the tokenizer's ids without the tokens it adds itself,
-cut to `max_length - 2` (and to the tokenizer's own `sequence_length`), wrapped as
-`[CLS] ids [SEP]` with the tokenizer's special ids. Texts are run in batches of similar
-lengths, each padded to its longest row (`LengthBucketedBatches`), and the answers come back
-in input order.
+The methods of `keras_tfm.models.bert_tasks` call these functions (imported when text
+arrives: the tokenizers are TensorFlow ops). Every text becomes the model input the served
+signatures build (`keras_tfm.export.bert_serving`, the same `keras_tfm.tokenizers.text`
+rules): the tokenizer's ids without the tokens it adds itself, cut to `max_length - 2` (and
+to the tokenizer's own `sequence_length`), wrapped as `[CLS] ids [SEP]` with the tokenizer's
+special ids (`encode_texts`). Texts are run in batches of similar lengths, each padded to its
+longest row (`LengthBucketedBatches`), and the answers come back in input order.
 """
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.checks import check_int, check_positive_int
-from keras_tfm.data.text_batches import LengthBucketedBatches, check_texts
-from keras_tfm.models import extensions
-from keras_tfm.tokenizers.special_tokens import CLS, MASK, PAD, SEP, SPECIAL_TOKENS
+from keras_tfm.checks import check_int, check_positive_int, text_batch
+from keras_tfm.models.text_batches import LengthBucketedBatches
+from keras_tfm.tokenizers.special_tokens import MASK, PAD, SPECIAL_TOKENS
+from keras_tfm.tokenizers.text import special_id, text_ids, wrap
 
 #: Default number of candidate tokens of `fill_mask` (as the served signature).
 FILL_MASK_TOP_K = 5
-#: Default texts per forward pass (Keras's default batch size; `embed` uses `embed_texts`' 64).
+#: Default texts per forward pass (Keras's default batch size; `embed_texts` 64).
 BATCH_SIZE = 32
 EMBED_BATCH_SIZE = 64
 
 
 # ------------------------------------------------------------------ encoding
-def bert_tokenizer(model, method):
-    """The model's tokenizer (`require_tokenizer`), which must have special tokens."""
-    tokenizer = model.require_tokenizer(method)
+def bert_tokenizer(model_or_tokenizer, method):
+    """The model's tokenizer (`require_tokenizer`; or the tokenizer given), which must have
+    special tokens."""
+    tokenizer = model_or_tokenizer
+    if hasattr(model_or_tokenizer, "require_tokenizer"):
+        tokenizer = model_or_tokenizer.require_tokenizer(method)
     if not getattr(tokenizer, "special_tokens", False):
         raise ValueError(
             f"`{method}` needs a tokenizer with special tokens ([CLS], [SEP], [PAD], [MASK]); "
@@ -44,57 +47,46 @@ def bert_tokenizer(model, method):
     return tokenizer
 
 
-def _special(tokenizer, role, default):
-    value = getattr(tokenizer, f"{role}_id", None)
-    return default if value is None else int(value)
+def as_texts(name, texts, single_ok=True):
+    """(list of str, single): a str is one text (`single`; refused without `single_ok`, as in
+    `embed_texts([text])`); else a non-empty list / array / tensor of str (`checks.text_batch`)."""
+    batch = text_batch(name, texts)
+    if batch is None:
+        raise TypeError(f"`{name}` must be a list of texts; received {type(texts).__name__}.")
+    items, single = batch
+    if single and not single_ok:
+        raise TypeError(
+            f"`{name}` must be a list of texts; received a single {type(texts).__name__} "
+            f"({texts[:40]!r}): pass [text] for one text."
+        )
+    return items, single
 
 
-def as_texts(name, texts):
-    """(list of str, single): a bare str is one text (`single` True); else a non-empty list."""
-    single = isinstance(texts, (str, bytes))
-    items = check_texts(name, [texts] if single else texts)
-    if not items:
-        raise ValueError(f"`{name}` is an empty list; pass at least one text.")
-    return [t.decode("utf-8") if isinstance(t, bytes) else t for t in items], single
-
-
-def text_limit(model, tokenizer, max_length=None):
-    """How many text tokens a row keeps: `max_length - 2` ([CLS] and [SEP]), `max_length` the
-    model's by default (at most it), and no more than the tokenizer's `sequence_length` keeps."""
+def text_limit(model_max_length, tokenizer, max_length=None):
+    """How many text tokens a row keeps, as the served signatures cut them: `max_length - 2`
+    ([CLS] and [SEP]), `max_length` the model's by default (at most it), and no more than the
+    tokenizer's own `sequence_length` keeps."""
     max_length = check_int(
         "max_length",
-        model.max_length if max_length is None else max_length,
+        model_max_length if max_length is None else max_length,
         minimum=3,
-        maximum=model.max_length,
+        maximum=model_max_length,
         maximum_name="the model's max_length",
     )
     limit = max_length - 2
     if tokenizer.sequence_length is not None:
-        added = len(tokenizer.prefix_ids) + len(tokenizer.suffix_ids)
-        limit = min(limit, tokenizer.sequence_length - added)
+        limit = min(limit, tokenizer.sequence_length - len(tokenizer.prefix_ids) - len(tokenizer.suffix_ids))
     return limit
 
 
-def text_ids(tokenizer, texts):
-    """Ids of each text without the tokens the tokenizer adds (as `export.common.raw_encode`):
-    a list of int lists."""
-    ids = tokenizer.tokenize(tf.constant(texts, tf.string))
-    if not isinstance(ids, tf.RaggedTensor):  # a tokenizer with `sequence_length` pads: unpad
-        ids = tf.RaggedTensor.from_tensor(ids, padding=_special(tokenizer, "pad", PAD))
-    prefix, suffix = len(tokenizer.prefix_ids), len(tokenizer.suffix_ids)
-    rows = ids.to_list()
-    return [row[prefix : len(row) - suffix] for row in rows]
-
-
-def wrap(tokenizer, ids, limit):
-    """`[CLS] ids[:limit] [SEP]` as an int32 array."""
-    cls_id, sep_id = _special(tokenizer, "cls", CLS), _special(tokenizer, "sep", SEP)
-    return np.asarray([cls_id, *ids[:limit], sep_id], np.int32)
-
-
-def encode_rows(model, tokenizer, texts, max_length=None):
-    """Model rows `[CLS] … [SEP]` of `texts` (the served signatures' inputs)."""
-    limit = text_limit(model, tokenizer, max_length)
+def encode_texts(tokenizer, texts, max_length, model_max_length=None):
+    """Model rows `[CLS] ids [SEP]` of `texts` (a list of str; a bare str is refused), the
+    served signatures' inputs, each at most `max_length` tokens (`text_limit`; None: the
+    model's), as int32 arrays."""
+    if isinstance(texts, (list, tuple)) and not texts:
+        return []
+    texts, _ = as_texts("texts", texts, single_ok=False)
+    limit = text_limit(model_max_length or max_length, tokenizer, max_length)
     return [wrap(tokenizer, ids, limit) for ids in text_ids(tokenizer, texts)]
 
 
@@ -103,7 +95,7 @@ def run_rows(model, tokenizer, rows, batch_size, verbose=0, per_token=False):
     their longest row, one `predict_on_batch` each (as `embed_texts`). Returns a float32 array
     `(n, ...)`, or with `per_token` a list of `(len(row), ...)` arrays."""
     batch_size = check_positive_int("batch_size", batch_size)
-    pad_id = _special(tokenizer, "pad", PAD)
+    pad_id = special_id(tokenizer, "pad", PAD)
     batches = LengthBucketedBatches(rows, None, batch_size, shuffle=False, pad_id=pad_id)
     progress = keras.utils.Progbar(len(batches)) if verbose == 1 else None
     out = [None] * len(rows)
@@ -125,13 +117,12 @@ def _probabilities(logits):
     return tf.nn.softmax(logits, axis=-1).numpy()
 
 
-@extensions.provide("predict_texts")
 def predict_texts(model, texts, batch_size=None, verbose="auto"):
     """`BertClassifier.predict` on text: float32 probabilities `(n, num_classes)` (`(C,)`
     for one str)."""
     tokenizer = bert_tokenizer(model, "BertClassifier.predict")
     texts, single = as_texts("x", texts)
-    rows = encode_rows(model, tokenizer, texts)
+    rows = encode_texts(tokenizer, texts, None, model.max_length)
     logits = run_rows(model, tokenizer, rows, BATCH_SIZE if batch_size is None else batch_size, verbose)
     probabilities = _probabilities(logits)
     return probabilities[0] if single else probabilities
@@ -170,9 +161,9 @@ def _labelled_batches(model, tokenizer, x, y, batch_size, shuffle, names=("x", "
         )
     texts, _ = as_texts(names[0], x)
     labels = check_labels(names[1], y, len(texts), model.num_classes, names[0])
-    rows = encode_rows(model, tokenizer, texts)
+    rows = encode_texts(tokenizer, texts, None, model.max_length)
     seed = int(np.random.randint(2**31 - 1)) if shuffle else None  # follows keras.utils.set_random_seed
-    pad_id = _special(tokenizer, "pad", PAD)
+    pad_id = special_id(tokenizer, "pad", PAD)
     return LengthBucketedBatches(rows, labels, batch_size, shuffle=shuffle, pad_id=pad_id, seed=seed)
 
 
@@ -195,7 +186,6 @@ def _refuse(method, kwargs, names):
             )
 
 
-@extensions.provide("fit_texts")
 def fit_texts(model, x, y, batch_size=None, validation_data=None, shuffle=True, **kwargs):
     """`BertClassifier.fit` on texts and int labels: Keras `fit` on `LengthBucketedBatches`
     (reshuffled and re-bucketed every epoch with `shuffle`); returns Keras's `History`."""
@@ -223,7 +213,6 @@ def fit_texts(model, x, y, batch_size=None, validation_data=None, shuffle=True, 
     return keras.Model.fit(model, data, validation_data=validation_data, shuffle=bool(shuffle), **kwargs)
 
 
-@extensions.provide("evaluate_texts")
 def evaluate_texts(model, x, y, batch_size=None, **kwargs):
     """`BertClassifier.evaluate` on texts and int labels: Keras `evaluate` on length-sorted
     batches; returns what Keras returns (the loss and metrics)."""
@@ -236,7 +225,6 @@ def evaluate_texts(model, x, y, batch_size=None, **kwargs):
 
 
 # --------------------------------------------------------- token classifier
-@extensions.provide("label_words")
 def label_words(model, texts, batch_size=None, verbose="auto"):
     """`BertTokenClassifier.predict` on text: per text, `[(word, label), ...]` for its
     whitespace-separated words; the label (an int class id) is the argmax at the word's first
@@ -248,7 +236,7 @@ def label_words(model, texts, batch_size=None, verbose="auto"):
     flat = [w for row in words for w in row]
     word_ids = text_ids(tokenizer, flat) if flat else []
     whole = text_ids(tokenizer, texts)
-    limit = text_limit(model, tokenizer)
+    limit = text_limit(model.max_length, tokenizer)
     rows, starts, start = [], [], 0
     for i, row in enumerate(words):
         pieces = word_ids[start : start + len(row)]
@@ -274,28 +262,39 @@ def label_words(model, texts, batch_size=None, verbose="auto"):
 
 
 # ---------------------------------------------------------- sentence encoder
-@extensions.provide("embed_texts")
-def embed(model, texts, batch_size=None, max_length=None):
-    """`SentenceEncoder.embed`: float32 unit vectors `(n, d)` (`(d,)` for one str)."""
-    tokenizer = bert_tokenizer(model, "SentenceEncoder.embed")
-    texts, single = as_texts("texts", texts)
-    rows = encode_rows(model, tokenizer, texts, max_length)
+def embed_texts(model, tokenizer, texts, max_length=None, batch_size=None, method="embed_texts"):
+    """Unit-length embeddings of `texts` with a `SentenceEncoder` and `tokenizer`: the path of
+    `SentenceEncoder.embed` (which passes `model.tokenizer`), float32 `(n, d)`.
+
+    `texts` is a list of str here (a bare str is refused: pass [text]); `max_length` counts
+    [CLS] and [SEP] (default and maximum: the model's); `batch_size` default 64.
+    """
+    tokenizer = bert_tokenizer(tokenizer, method)
+    texts, _ = as_texts("texts", texts, single_ok=False)
+    rows = encode_texts(tokenizer, texts, max_length, model.max_length)
     vectors = run_rows(model, tokenizer, rows, EMBED_BATCH_SIZE if batch_size is None else batch_size)
     if not model.normalize:
         norms = np.sqrt(np.maximum(np.sum(np.square(vectors), axis=-1, keepdims=True), 1e-12))
         vectors = (vectors / norms).astype(np.float32)
+    return vectors
+
+
+def embed(model, texts, batch_size=None, max_length=None):
+    """`SentenceEncoder.embed`: float32 unit vectors `(n, d)` (`(d,)` for one str)."""
+    tokenizer = model.require_tokenizer("SentenceEncoder.embed")
+    texts, single = as_texts("texts", texts)
+    vectors = embed_texts(model, tokenizer, texts, max_length, batch_size, "SentenceEncoder.embed")
     return vectors[0] if single else vectors
 
 
 # ---------------------------------------------------------------- masked LM
 def mask_token(tokenizer):
     """The mask token's (id, string): the tokenizer's `[MASK]` (as the served `fill_mask`)."""
-    mask_id = _special(tokenizer, "mask", MASK)
+    mask_id = special_id(tokenizer, "mask", MASK)
     token = tokenizer.id_to_token(mask_id) if tokenizer.mask_id is not None else SPECIAL_TOKENS[MASK]
     return mask_id, token
 
 
-@extensions.provide("fill_mask")
 def fill_mask(model, texts, top_k=FILL_MASK_TOP_K, batch_size=None):
     """`BertMaskedLM.fill_mask`: per text `{"filled", "top_tokens", "top_probabilities"}`, the
     served signature's answer (see `BertMaskedLM.fill_mask`)."""
@@ -307,7 +306,7 @@ def fill_mask(model, texts, top_k=FILL_MASK_TOP_K, batch_size=None):
     predictable = min(tokenizer.vocabulary_size, model.vocabulary_size)
     ordinary = np.array([i < predictable and i not in special for i in range(model.vocabulary_size)])
     top_k = min(check_positive_int("top_k", top_k), int(ordinary.sum()))
-    limit = text_limit(model, tokenizer)
+    limit = text_limit(model.max_length, tokenizer)
     pieces = [text.split(token) for text in texts]
     for i, parts in enumerate(pieces):
         if len(parts) < 2:

@@ -1,0 +1,137 @@
+"""The tokenizer files of a checkpoint directory: which kind, read it, write it.
+
+    pretrained_tokenizer(path)      → the WordPiece or byte-level BPE tokenizer the files hold
+    save_tokenizer(tokenizer, dir)  → vocab.txt (+ tokenizer_config.json) or vocab.json + merges.txt
+
+The kind is what `tokenizer_config.json`'s `tokenizer_class` or `config.json`'s `model_type`
+declares, else the one whose files are complete; a declared kind whose files are missing is
+refused, naming the files found. The tokenizers are TensorFlow ops, imported on use.
+"""
+
+import json
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from keras_tfm.tokenizers.base import Tokenizer
+
+from keras_tfm.checkpoints import bert as bert_checkpoint
+from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
+from keras_tfm.checkpoints import hub
+from keras_tfm.checkpoints.files import CONFIG_FILE, MissingCheckpointFile, read_json, write_json
+
+#: Files of which one marks a checkpoint with a tokenizer.
+TOKENIZER_MARKERS = ("vocab.txt", "vocab.json", "tokenizer.json")
+
+#: tokenizer_config.json `tokenizer_class` → kind ("bpe" | "wordpiece").
+TOKENIZER_CLASSES = {
+    "GPT2Tokenizer": "bpe",
+    "GPT2TokenizerFast": "bpe",
+    "BertTokenizer": "wordpiece",
+    "BertTokenizerFast": "wordpiece",
+}
+TOKENIZER_FILES = {"bpe": "vocab.json + merges.txt", "wordpiece": "vocab.txt"}
+
+
+def _tokenizer_json_kind(directory):
+    path = os.path.join(directory, "tokenizer.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            model = (json.load(f) or {}).get("model") or {}
+    except (OSError, ValueError, AttributeError):
+        return None  # the reader chosen below names the problem
+    return {"BPE": "bpe", "WordPiece": "wordpiece"}.get(model.get("type"))
+
+
+def _tokenizer_kind(directory, config):
+    """("bpe" | "wordpiece") from what the files declare, else from which files are complete."""
+    present = lambda name: os.path.isfile(os.path.join(directory, name))  # noqa: E731
+    json_kind = _tokenizer_json_kind(directory)
+    complete = {
+        "bpe": (present("vocab.json") and present("merges.txt")) or json_kind == "bpe",
+        "wordpiece": present("vocab.txt") or json_kind == "wordpiece",
+    }
+    found = [
+        n
+        for n in ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+        if present(n)
+    ]
+    tokenizer_config = read_json(directory, "tokenizer_config.json", required=False) or {}
+    declared, source = None, None
+    if tokenizer_config.get("tokenizer_class") in TOKENIZER_CLASSES:
+        declared = TOKENIZER_CLASSES[tokenizer_config["tokenizer_class"]]
+        source = f"tokenizer_config.json's tokenizer_class {tokenizer_config['tokenizer_class']!r}"
+    elif config.get("model_type") in (gpt2_checkpoint.MODEL_TYPE, bert_checkpoint.MODEL_TYPE):
+        declared = "bpe" if config["model_type"] == gpt2_checkpoint.MODEL_TYPE else "wordpiece"
+        source = f"config.json's model_type {config['model_type']!r}"
+    if declared is not None:
+        if not complete[declared]:
+            raise MissingCheckpointFile(
+                f"{directory}: {source} needs {TOKENIZER_FILES[declared]} (or a tokenizer.json); found "
+                f"{found or 'no tokenizer files'}."
+            )
+        return declared
+    kinds = [kind for kind, ok in complete.items() if ok]
+    if not kinds:
+        raise MissingCheckpointFile(
+            f"{directory}: no complete tokenizer: expected vocab.txt (WordPiece), vocab.json + merges.txt "
+            f"(byte-level BPE) or tokenizer.json; found {found or 'no tokenizer files'}."
+        )
+    return kinds[0]
+
+
+def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
+    """The tokenizer of a checkpoint directory.
+
+    The kind is what `tokenizer_config.json`'s `tokenizer_class` or
+    `config.json`'s `model_type` ("gpt2", "bert") declares, else the one whose
+    files are complete: byte-level BPE from `vocab.json` + `merges.txt`
+    (`BytePairTokenizer.from_pretrained`), BERT WordPiece from `vocab.txt` /
+    `tokenizer.json` (`WordPieceTokenizer.from_pretrained`). A declared kind
+    whose files are missing is a FileNotFoundError listing the files found.
+    `path` may be `"hf://org/name"` (see `from_pretrained`). `kwargs` override
+    what the files say (e.g. `sequence_length=128`).
+    """
+    from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
+
+    directory = hub.checkpoint_path(path)
+    config = read_json(directory, CONFIG_FILE, required=False) or {}
+    if _tokenizer_kind(directory, config) == "bpe":
+        return BytePairTokenizer.from_pretrained(directory, **kwargs)
+    return WordPieceTokenizer.from_pretrained(directory, **kwargs)
+
+
+def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None:
+    """Writes a tokenizer's files in the checkpoint layout: `vocab.json` +
+    `merges.txt` for a byte-level BPE, else `vocab.txt` (+ `tokenizer_config.json`
+    with the special tokens and lower-casing of a WordPiece tokenizer), into
+    an existing `directory` (the temporary directory of `save_pretrained`)."""
+    vocabulary = list(tokenizer.get_vocabulary())
+    merges = tokenizer.get_config().get("merges")
+    if merges is not None:
+        with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+            json.dump({token: i for i, token in enumerate(vocabulary)}, f, ensure_ascii=False)
+        with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as f:
+            f.write(
+                "#version: 0.2\n" + "".join(f"{m if isinstance(m, str) else ' '.join(m)}\n" for m in merges)
+            )
+        return
+    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(f"{token}\n" for token in vocabulary))
+    options = {"tokenizer_class": "BertTokenizer"}
+    if hasattr(tokenizer, "lowercase"):
+        options["do_lower_case"] = bool(tokenizer.lowercase)
+    for role in ("unk", "pad", "cls", "sep", "mask"):
+        token_id = getattr(tokenizer, f"{role}_id", None)
+        if token_id is not None:
+            options[f"{role}_token"] = vocabulary[token_id]
+    write_json(directory, "tokenizer_config.json", options)
+
+
+def layout_tokenizer(tokenizer):
+    """`tokenizer` if the checkpoint layout holds its kind (WordPiece, byte-level BPE), else None."""
+    from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
+
+    return tokenizer if isinstance(tokenizer, (BytePairTokenizer, WordPieceTokenizer)) else None
