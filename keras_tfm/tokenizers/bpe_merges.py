@@ -38,11 +38,15 @@ def merge_rules(vocabulary: Mapping[str, int], merges: Sequence[str | Sequence[s
     for rank, merge in enumerate(merges):
         parts = merge.split(" ") if isinstance(merge, str) else list(merge)
         if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
-            raise ValueError(f"{where}: `merges[{rank}]` must be 'left right' or [left, right]; found {merge!r}.")
+            raise ValueError(
+                f"{where}: `merges[{rank}]` must be 'left right' or [left, right]; found {merge!r}."
+            )
         left, right = parts
         for token in (left, right, left + right):
             if token not in vocabulary:
-                raise ValueError(f"{where}: `merges[{rank}]` {merge!r} uses {token!r}, which is not in the vocabulary.")
+                raise ValueError(
+                    f"{where}: `merges[{rank}]` {merge!r} uses {token!r}, which is not in the vocabulary."
+                )
         pair = (vocabulary[left], vocabulary[right])
         if pair in seen:
             raise ValueError(f"{where}: `merges[{rank}]` {merge!r} repeats `merges[{seen[pair]}]`.")
@@ -128,3 +132,16 @@ class MergeRanks(tf.Module):
         removed = tf.concat([[False], selected[:-1]], axis=0)[:size]
         new_lengths = lengths - tf.math.unsorted_segment_sum(tf.cast(selected, tf.int32), row_ids, num_words)
         return tf.boolean_mask(merged, ~removed), new_lengths, tf.reduce_any(selected)
+
+
+def whole_words_or(whole: tf.Tensor, merged: tf.RaggedTensor) -> tf.RaggedTensor:
+    """`ignore_merges`: row i is the one id `whole[i]` where it is >= 0, else `merged[i]`."""
+    found = whole >= 0
+    lengths = tf.where(found, 1, tf.cast(merged.row_lengths(), tf.int32))
+    starts = tf.where(
+        found, tf.size(merged.flat_values) + tf.range(tf.size(found)), tf.cast(merged.row_starts(), tf.int32)
+    )
+    values = tf.gather(
+        tf.concat([merged.flat_values, whole], axis=0), tf.ragged.range(starts, starts + lengths).flat_values
+    )
+    return tf.RaggedTensor.from_row_lengths(values, tf.cast(lengths, tf.int64), validate=False)

@@ -91,7 +91,9 @@ class NFC(tf.Module):
         )
         keys = np.array([a * _SHIFT + b for a, b in pairs], np.int64)
         self._pairs = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(keys), tf.constant(list(pairs.values()), tf.int32)),
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(keys), tf.constant(list(pairs.values()), tf.int32)
+            ),
             default_value=-1,
         )
 
@@ -162,7 +164,9 @@ class NFC(tf.Module):
                 values, tf.boolean_mask(s_at, composed)[:, None], tf.boolean_mask(composite, composed)
             )
             keep = tf.tensor_scatter_nd_update(
-                keep, tf.boolean_mask(at, composed)[:, None], tf.zeros_like(tf.boolean_mask(at, composed), tf.bool)
+                keep,
+                tf.boolean_mask(at, composed)[:, None],
+                tf.zeros_like(tf.boolean_mask(at, composed), tf.bool),
             )
             index = tf.cast(tf.where(active)[:, 0], tf.int32)[:, None]
             starter = tf.tensor_scatter_nd_update(starter, index, s_new)
