@@ -8,13 +8,14 @@ else, so that no file is ever read differently from what HuggingFace
 """
 
 import os
+from typing import Any
 
 METASPACE = "\u2581"
 #: transformers' Qwen2 `PRETOKENIZE_REGEX` (models/qwen2/tokenization_qwen2.py).
 QWEN2_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
-def unsupported(file, field, value, supported):
+def unsupported(file: str | os.PathLike, field: str, value: Any, supported: str) -> ValueError:
     """The ValueError for a part of `file` that is not implemented."""
     return ValueError(
         f"{os.fspath(file)!r}: `{field}` {value!r} is not implemented (supported: {supported}); "
@@ -39,7 +40,7 @@ def _flatten(part, field, sequence_key):
     return out
 
 
-def read_normalizer(data, file):
+def read_normalizer(data: dict, file: str) -> list[str]:
     """List of "nfc", "prepend" (Prepend("▁")) and "escape" (Replace(" ", "▁")), in order."""
     steps = []
     supported = "null, NFC, Prepend('▁'), Replace(' ' -> '▁'), a Sequence of them"
@@ -58,7 +59,7 @@ def read_normalizer(data, file):
     return steps
 
 
-def read_pre_tokenizer(data, file):
+def read_pre_tokenizer(data: dict, file: str) -> list[tuple]:
     """List of ("metaspace", prepend_scheme, split), ("split", regex) and ("byte_level", use_regex)."""
     steps = []
     for field, part in _flatten(data.get("pre_tokenizer"), "pre_tokenizer", "pretokenizers"):
@@ -93,7 +94,7 @@ def read_pre_tokenizer(data, file):
     return steps
 
 
-def read_decoder(data, file):
+def read_decoder(data: dict, file: str) -> str | tuple | None:
     """ "byte_level", None (no decoder), or ("sentencepiece", byte_fallback, strip_left)."""
     decoder = data.get("decoder")
     if decoder is None:
@@ -119,7 +120,7 @@ def read_decoder(data, file):
     return ("sentencepiece", "ByteFallback" in body, int(strip.get("start", 0)) if strip else 0)
 
 
-def read_post_processor(data, file, vocabulary):
+def read_post_processor(data: dict, file: str, vocabulary: dict[str, int]) -> tuple[list[str], list[str]]:
     """(prefix tokens, suffix tokens) the post-processor puts around a single sequence."""
     post = data.get("post_processor")
     if post is None or (isinstance(post, dict) and post.get("type") == "ByteLevel"):
@@ -150,7 +151,7 @@ def read_post_processor(data, file, vocabulary):
     return prefix, suffix
 
 
-def read_bpe_options(model, file, byte_level):
+def read_bpe_options(model: dict, file: str, byte_level: bool) -> dict[str, Any]:
     """The BPE model's options; refuses dropout, subword prefixes / suffixes and (byte-level) byte fallback."""
     if model.get("dropout") not in (None, 0, 0.0):
         raise unsupported(file, "model.dropout", model.get("dropout"), "null")
@@ -168,7 +169,7 @@ def read_bpe_options(model, file, byte_level):
     return options
 
 
-def read_added_tokens(data, file, vocabulary):
+def read_added_tokens(data: dict, file: str, vocabulary: dict[str, int]) -> tuple[list[dict], list[str]]:
     """`[{"content", "special"}]`, and the full vocabulary (model + added) in id order."""
     tokens, by_id = [], {i: t for t, i in vocabulary.items()}
     for i, item in enumerate(data.get("added_tokens") or []):
@@ -200,7 +201,7 @@ def read_added_tokens(data, file, vocabulary):
     return tokens, [by_id[i] for i in range(len(by_id))]
 
 
-def check_gpt2_byte_level(data, file):
+def check_gpt2_byte_level(data: dict, file: str) -> None:
     """Raises a ValueError naming the field unless `data` (a tokenizer.json) is GPT-2's byte-level BPE,
     the one `BytePairTokenizer` reads (Llama's, Qwen2's, ... are not)."""
     model = data.get("model") or {}
