@@ -243,6 +243,24 @@ def test_qwen2_variants_equal_huggingface(variant, tmp_path):
     _assert_same_ids(EDGE_CASES, ours(tf.constant(EDGE_CASES)).to_list(), reference)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_normalized_added_tokens_equal_huggingface(name, tmp_path):
+    # `normalized: true`: matched in the normalised text (Llama 2: "▁<s>", so "Hello<s>" keeps "<s>" as text).
+    data = _fixture_json(name)
+    for token in data["added_tokens"]:
+        token["normalized"] = True
+    ours, reference = _variant(data, tmp_path)
+    texts = EDGE_CASES + [
+        "Hello<s>x",
+        "a <s> b",
+        "<s>Hi",
+        " <s> ",
+        "x<unk>y </s>b",
+        "<|im_start|>é<|im_end|>",
+    ]
+    _assert_same_ids(texts, ours(tf.constant(texts)).to_list(), reference)
+
+
 def test_gpt2_tokenizer_json_gives_the_byte_pair_tokenizer(tmp_path):
     trained = tokenizers.ByteLevelBPETokenizer()
     text = [line for line in EDGE_CASES if "<" not in line] * 3
@@ -372,7 +390,6 @@ REFUSALS = [
         "`model.continuing_subword_prefix`",
     ),
     ("llama_bpe", lambda d: d["added_tokens"][1].update(lstrip=True), "`added_tokens[1].lstrip`"),
-    ("llama_bpe", lambda d: d["added_tokens"][2].update(normalized=True), "`added_tokens[2].normalized`"),
     ("qwen2_bpe", lambda d: d["model"].update(byte_fallback=True), "`model.byte_fallback` True"),
     (
         "qwen2_bpe",

@@ -4,7 +4,8 @@ What HuggingFace `tokenizers` does with a Qwen2 `tokenizer.json`:
 
 1. added tokens (`<|endoftext|>`, `<|im_start|>`, ...) are cut out of the raw
    text (`AddedTokensTokenizer`);
-2. the rest is normalised to NFC (`nfc.NFC`, optional);
+2. the rest is normalised to NFC (`nfc.NFC`, optional), and added tokens
+   marked `normalized` are cut out of the normalised text;
 3. cut into pieces by Qwen2's regex (`qwen2_pieces`);
 4. each piece's UTF-8 bytes become GPT-2's byte characters (`ByteLevel`
    without prefix space) and the merges are applied (`MergeRanks`, exact for
@@ -16,6 +17,7 @@ added token, gives its UTF-8), joined, then read as UTF-8 with U+FFFD for each
 invalid sequence (Rust's `from_utf8_lossy`).
 """
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -83,15 +85,21 @@ class Qwen2BPETokenizer(AddedTokensTokenizer):
         self._nfc = NFC() if nfc else None
         char_bytes = {c: b for b, c in byte_chars.items()}
         self._id_bytes = tf.constant([byte_level_bytes(t, char_bytes) for t in self._vocabulary], tf.string)
+        self._set_added_token_matching()
+
+    def _normalize_text(self, text):
+        return unicodedata.normalize("NFC", text) if self._nfc is not None else text
+
+    def _normalize(self, segments):
+        if self._nfc is None:
+            return segments
+        return tf.strings.unicode_encode(self._nfc(tf.strings.unicode_decode(segments, "UTF-8")), "UTF-8")
 
     def split_pieces(self, strings: tf.Tensor) -> tf.RaggedTensor:
-        """`[batch]` valid UTF-8 strings -> `[batch, None]` pieces of Qwen2's regex (after NFC if on)."""
-        codepoints = tf.strings.unicode_decode(strings, "UTF-8")
-        if self._nfc is not None:
-            codepoints = self._nfc(codepoints)
-        return qwen2_pieces(codepoints, self._class_starts, self._classes)
+        """`[batch]` normalised UTF-8 strings -> `[batch, None]` pieces of Qwen2's regex."""
+        return qwen2_pieces(tf.strings.unicode_decode(strings, "UTF-8"), self._class_starts, self._classes)
 
-    def _encode_segments(self, segments, first):
+    def _encode_normalized(self, segments, first):
         pieces = self.split_pieces(segments)
         unique, index = tf.unique(pieces.flat_values)
         ids = tf.gather(self._merge_pieces(unique), index)

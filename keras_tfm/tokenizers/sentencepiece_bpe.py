@@ -3,17 +3,20 @@
 What HuggingFace `tokenizers` does with a Llama / Mistral `tokenizer.json`:
 
 1. added tokens (`<s>`, ...) are cut out of the raw text (`AddedTokensTokenizer`);
-2. every other segment gets "▁" in front and its spaces replaced by "▁":
-   `prefix="always_prepend"` is the normalizer `Sequence[Prepend("▁"),
-   Replace(" ", "▁")]` of Llama 2 / Mistral v0.1 files (every non-empty
-   segment); `"always"` / `"first"` are the `Metaspace` pre-tokenizer's
-   `prepend_scheme` (only when the segment does not already start with "▁";
-   "first": only the segment at the start of the text); `"never"`: none;
-3. the segment, as one word (or cut before each "▁" with `split=True`), is
+2. the text between them is normalised by `normalizer`, the steps of the
+   file's normalizer: "prepend" (`Prepend("▁")`, on a non-empty segment) and
+   "escape" (`Replace(" ", "▁")`); Llama 2 / Mistral v0.1 files have
+   `["prepend", "escape"]`; added tokens marked `normalized` are then cut out
+   of the normalised text;
+3. `metaspace` is the `prepend_scheme` of a `Metaspace("▁")` pre-tokenizer
+   (newer files; None: there is none): spaces become "▁" and "▁" is put in
+   front unless the segment starts with one ("always"), only in front of the
+   segment at the start of the text ("first"), or never ("never");
+4. the segment, as one word (cut before each "▁" with `split=True`), is
    split into characters; a character that is not in the vocabulary becomes
    the tokens `<0xNN>` of its UTF-8 bytes (`byte_fallback`), else `unk_token`
    (consecutive ones fused with `fuse_unk`), else nothing;
-4. the merges are applied in rank order (`MergeRanks`, exact).
+5. the merges are applied in rank order (`MergeRanks`, exact).
 
 For speed the words of a segment are cut before every "▁" that follows
 another character whenever that cannot change the result (no merged token
@@ -38,7 +41,8 @@ from keras_tfm.tokenizers.base import SpecialTokensArg
 from keras_tfm.tokenizers.bpe_merges import MergeRanks, merge_rules, whole_words_or
 
 METASPACE = "\u2581"
-PREFIXES = ("always_prepend", "always", "first", "never")
+NORMALIZER_STEPS = ("prepend", "escape")
+METASPACE_SCHEMES = ("always", "first", "never")
 _BYTE_TOKEN = re.compile(r"<0x(\+?[0-9A-Fa-f]{1,2})>")
 
 
@@ -60,8 +64,10 @@ class SentencePieceBPETokenizer(AddedTokensTokenizer):
         vocabulary: every token in id order.
         merges: the merge rules in rank order (`"left right"` or `[left, right]`).
         added_tokens: `[{"content": str, "special": bool}]` (see `AddedTokensTokenizer`).
-        prefix: "always_prepend", "always", "first" or "never" (module docstring).
-        split: cut words before every "▁" (`Metaspace(split=True)`).
+        normalizer: the normaliser's steps, "prepend" and "escape" (module docstring).
+        metaspace: the `Metaspace` pre-tokenizer's `prepend_scheme` ("always",
+            "first", "never"), or None without that pre-tokenizer.
+        split: `Metaspace(split=True)`: cut words before every "▁".
         byte_fallback: unknown characters become `<0xNN>` byte tokens.
         unk_token: the model's unknown token (a vocabulary token) or None.
         fuse_unk: consecutive unknown characters give one `unk_token`.
@@ -77,7 +83,8 @@ class SentencePieceBPETokenizer(AddedTokensTokenizer):
         vocabulary: Sequence[str],
         merges: Sequence[str],
         added_tokens: Sequence[Mapping[str, Any]] = (),
-        prefix: str = "always_prepend",
+        normalizer: Sequence[str] = NORMALIZER_STEPS,
+        metaspace: str | None = None,
         split: bool = False,
         byte_fallback: bool = True,
         unk_token: str | None = None,
@@ -89,15 +96,22 @@ class SentencePieceBPETokenizer(AddedTokensTokenizer):
         **kwargs,
     ):
         super().__init__(vocabulary, added_tokens, special_tokens=special_tokens, **kwargs)
-        if prefix not in PREFIXES:
-            raise ValueError(f"`prefix` must be one of {PREFIXES}; received {prefix!r}.")
+        if isinstance(normalizer, str) or any(step not in NORMALIZER_STEPS for step in normalizer):
+            raise ValueError(f"`normalizer` must be a list of {NORMALIZER_STEPS}; received {normalizer!r}.")
+        if metaspace not in (None, *METASPACE_SCHEMES):
+            raise ValueError(
+                f"`metaspace` must be None or one of {METASPACE_SCHEMES}; received {metaspace!r}."
+            )
+        if split and metaspace is None:
+            raise ValueError("`split=True` needs the Metaspace pre-tokenizer (`metaspace`).")
         index = self._token_index()
         if unk_token is not None and unk_token not in index:
             raise ValueError(f"`unk_token` {unk_token!r} is not in the vocabulary.")
         if isinstance(strip_left, bool) or not isinstance(strip_left, int) or strip_left < 0:
             raise ValueError(f"`strip_left` must be an int >= 0; received {strip_left!r}.")
         self._options = {
-            "prefix": prefix,
+            "normalizer": list(normalizer),
+            "metaspace": metaspace,
             "split": bool(split),
             "byte_fallback": bool(byte_fallback),
             "unk_token": unk_token,
@@ -122,6 +136,7 @@ class SentencePieceBPETokenizer(AddedTokensTokenizer):
             and not any(METASPACE in t.lstrip(METASPACE) for t in merged)
         )
         self._set_decoding_tables()
+        self._set_added_token_matching()
 
     def _set_decoding_tables(self):
         replace = [t.replace(METASPACE, " ") for t in self._vocabulary]
@@ -134,45 +149,60 @@ class SentencePieceBPETokenizer(AddedTokensTokenizer):
 
     # ---- encoding ----------------------------------------------------------- #
 
-    def _normalize(self, segments, first):
-        prefix = self._options["prefix"]
+    def _normalize_text(self, text):
+        for step in self._options["normalizer"]:
+            text = (METASPACE + text if text else text) if step == "prepend" else text.replace(" ", METASPACE)
+        return text
+
+    def _normalize(self, segments):
+        for step in self._options["normalizer"]:
+            if step == "prepend":
+                segments = tf.where(
+                    tf.strings.length(segments) > 0, tf.strings.join([METASPACE, segments]), segments
+                )
+            else:
+                segments = tf.strings.regex_replace(segments, " ", METASPACE)
+        return segments
+
+    def _pre_tokenize(self, segments, first):
+        """The Metaspace pre-tokenizer's replacement and prefix."""
+        scheme = self._options["metaspace"]
+        if scheme is None:
+            return segments
         escaped = tf.strings.regex_replace(segments, " ", METASPACE)
-        non_empty = tf.strings.length(segments) > 0
-        if prefix == "always_prepend":
-            add = non_empty
-        elif prefix == "never":
+        if scheme == "never":
             return escaped
-        else:
-            add = non_empty & (tf.strings.substr(escaped, 0, 3) != METASPACE)
-            if prefix == "first":
-                add &= first
+        add = (tf.strings.length(escaped) > 0) & (tf.strings.substr(escaped, 0, 3) != METASPACE)
+        if scheme == "first":
+            add &= first
         return tf.where(add, tf.strings.join([METASPACE, escaped]), escaped)
 
-    def _encode_segments(self, segments, first):
-        text = self._normalize(segments, first)
+    def _encode_normalized(self, segments, first):
+        text = self._pre_tokenize(segments, first)
         chars = tf.strings.unicode_split(text, "UTF-8")
         if self._options["split"] or self._cut_words:
             flat = chars.flat_values
             size = tf.size(flat)
             is_space = flat == METASPACE
-            starts_row = tf.concat([[True], chars.value_rowids()[1:] != chars.value_rowids()[:-1]], axis=0)[
-                :size
-            ]
+            row_ids = chars.value_rowids()
+            starts_row = tf.concat([[True], row_ids[1:] != row_ids[:-1]], axis=0)[:size]
             cut = is_space & ~starts_row
             if not self._options["split"]:
                 cut &= ~tf.concat([[False], is_space[:-1]], axis=0)[:size]
-            word_ids = tf.cumsum(tf.cast(cut | starts_row, tf.int64)) - 1
+            word_start = cut | starts_row
             words = tf.strings.unsorted_segment_join(
-                flat, word_ids, tf.reduce_sum(tf.cast(cut | starts_row, tf.int32))
+                flat,
+                tf.cumsum(tf.cast(word_start, tf.int64)) - 1,
+                tf.reduce_sum(tf.cast(word_start, tf.int32)),
             )
-            word_rows = tf.boolean_mask(chars.value_rowids(), cut | starts_row)
-            nested = tf.RaggedTensor.from_value_rowids(words, word_rows, nrows=chars.nrows(), validate=False)
+            nested = tf.RaggedTensor.from_value_rowids(
+                words, tf.boolean_mask(row_ids, word_start), nrows=chars.nrows(), validate=False
+            )
         else:
             nested = tf.RaggedTensor.from_tensor(text[:, None])
         unique, index = tf.unique(nested.flat_values)
         ids = tf.gather(self._encode_words(unique), index)
-        per_word = tf.RaggedTensor.from_row_splits(ids, nested.row_splits, validate=False)
-        return per_word.merge_dims(1, 2)
+        return tf.RaggedTensor.from_row_splits(ids, nested.row_splits, validate=False).merge_dims(1, 2)
 
     def _encode_words(self, words):
         """`[n]` distinct words -> `[n, None]` ids: characters, byte fallback / unk, then the merges."""

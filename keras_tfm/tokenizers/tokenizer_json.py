@@ -171,12 +171,9 @@ def _sentencepiece_options(data, file, normalizer, pre_tokenizer, decoder):
             file, "decoder", data.get("decoder"), "Sequence[Replace, ByteFallback, Fuse, Strip]"
         )
     options = J.read_bpe_options(data["model"], file, byte_level=False)
-    if "prepend" in normalizer:
-        prefix = "always_prepend"
-    else:
-        prefix = metaspace[1] if metaspace else "never"
     return {
-        "prefix": prefix,
+        "normalizer": normalizer,
+        "metaspace": metaspace[1] if metaspace else None,
         "split": bool(metaspace and metaspace[2]),
         "byte_fallback": options["byte_fallback"],
         "unk_token": options["unk_token"],

@@ -170,7 +170,7 @@ def read_bpe_options(model: dict, file: str, byte_level: bool) -> dict[str, Any]
 
 
 def read_added_tokens(data: dict, file: str, vocabulary: dict[str, int]) -> tuple[list[dict], list[str]]:
-    """`[{"content", "special"}]`, and the full vocabulary (model + added) in id order."""
+    """`[{"content", "special", "normalized"}]`, and the full vocabulary (model + added) in id order."""
     tokens, by_id = [], {i: t for t, i in vocabulary.items()}
     for i, item in enumerate(data.get("added_tokens") or []):
         field = f"added_tokens[{i}]"
@@ -181,8 +181,6 @@ def read_added_tokens(data: dict, file: str, vocabulary: dict[str, int]) -> tupl
         for key in ("lstrip", "rstrip", "single_word"):
             if item.get(key, False):
                 raise unsupported(file, f"{field}.{key}", True, "false")
-        if item.get("normalized", not item.get("special", False)):
-            raise unsupported(file, f"{field}.normalized", True, "false (matched in the raw text)")
         token_id = item.get("id")
         if (
             not isinstance(token_id, int)
@@ -194,7 +192,9 @@ def read_added_tokens(data: dict, file: str, vocabulary: dict[str, int]) -> tupl
                 f"which the model vocabulary gives to {by_id.get(token_id)!r}."
             )
         by_id[token_id] = item["content"]
-        tokens.append({"content": item["content"], "special": bool(item.get("special", False))})
+        special = bool(item.get("special", False))
+        normalized = bool(item.get("normalized", not special))
+        tokens.append({"content": item["content"], "special": special, "normalized": normalized})
     if sorted(by_id) != list(range(len(by_id))):
         missing = sorted(set(range(max(by_id) + 1)) - set(by_id))[:5]
         raise ValueError(f"{os.fspath(file)!r}: the token ids are not 0..n-1 (missing {missing}).")
