@@ -119,9 +119,7 @@ def test_special_tokens_follow_the_post_processor(case):
     assert tokenizer.prefix_ids == ((expected_bos,) if expected_bos is not None else ())
     assert tokenizer.suffix_ids == ((2,) if name == "sp_bpe_metaspace_always" else ())
     assert list(tokenizer.prefix_ids) == ids[: len(tokenizer.prefix_ids)]
-    specials = {
-        t["content"] for t in json.load(open(os.path.join(FIXTURES, name, "tokenizer.json")))["added_tokens"]
-    }
+    specials = {t["content"] for t in _fixture_json(name)["added_tokens"]}
     vocabulary = tokenizer.get_vocabulary()
     assert {vocabulary[i] for i in tokenizer.special_token_ids} == specials
 
