@@ -24,6 +24,14 @@ One module per concept:
     byte_pair          BytePairTokenizer   GPT-2's byte-level BPE; `from_pretrained`
                                            reads vocab.json + merges.txt
     byte_level         GPT-2's byte alphabet and pre-tokenization regex
+    sentencepiece_bpe  SentencePieceBPETokenizer  Llama / Mistral BPE with byte fallback
+    qwen2_bpe          Qwen2BPETokenizer   Qwen2's byte-level BPE (NFC, Qwen2's regex)
+    added_tokens       added tokens cut out of the text first (their common base)
+    bpe_merges         HuggingFace's BPE merge order, exactly, on integer ids
+    nfc                Unicode NFC (decomposition, ordering, composition tables)
+    qwen2_pieces       Qwen2's pre-tokenization regex from character classes
+    tokenizer_json     load_tokenizer_json: the tokenizer a HuggingFace tokenizer.json describes
+    tokenizer_json_fields  its parts, read strictly (anything else refused by name)
     bert_text          BERT's basic tokenizer (cleaning, accents, case, CJK, punctuation)
     unicode_tables     per-codepoint tables those normalisers look up
     corpus             split_words, count_words, count_characters
@@ -49,6 +57,8 @@ from keras_tfm.tokenizers.byte_pair import BytePairTokenizer
 from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
 from keras_tfm.tokenizers.char import CharTokenizer
 from keras_tfm.tokenizers.corpus import count_characters, count_words, split_words
+from keras_tfm.tokenizers.qwen2_bpe import Qwen2BPETokenizer
+from keras_tfm.tokenizers.sentencepiece_bpe import SentencePieceBPETokenizer
 from keras_tfm.tokenizers.special_tokens import (
     BOS,
     CLS,
@@ -61,6 +71,7 @@ from keras_tfm.tokenizers.special_tokens import (
     UNK,
     SpecialTokens,
 )
+from keras_tfm.tokenizers.tokenizer_json import load_tokenizer_json
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 from keras_tfm.tokenizers.vocabulary_file import VOCABULARY_FILE_FORMAT
 from keras_tfm.tokenizers.word import WordTokenizer
@@ -87,6 +98,9 @@ __all__ = [
     "WordTokenizer",
     "WordPieceTokenizer",
     "BytePairTokenizer",
+    "SentencePieceBPETokenizer",
+    "Qwen2BPETokenizer",
+    "load_tokenizer_json",
     "learn_wordpiece_vocabulary",
     "learn_byte_pair_vocabulary",
     "load_tokenizer",

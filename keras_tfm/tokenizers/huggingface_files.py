@@ -10,6 +10,11 @@ file and the field.
 import json
 import os
 
+from keras_tfm.tokenizers.tokenizer_json_fields import check_gpt2_byte_level
+
+#: `tokenizer_class` values of byte-level BPE tokenizers whose pre-tokenizer is not GPT-2's.
+OTHER_BYTE_LEVEL_CLASSES = ("Qwen2Tokenizer", "Qwen2TokenizerFast")
+
 
 def checkpoint_file(path, name, required=True):
     """`path/name` if it exists; None if not and not `required` (else FileNotFoundError)."""
@@ -159,9 +164,25 @@ def _decoder_cleanup(data):
 
 
 def read_bpe_files(path):
-    """(vocabulary, merges) of a byte-level BPE: `vocab.json` + `merges.txt`, else `tokenizer.json`."""
+    """(vocabulary, merges) of a byte-level BPE: `vocab.json` + `merges.txt`, else `tokenizer.json`.
+
+    A `tokenizer.json` beside them must describe GPT-2's byte-level BPE (model BPE without byte
+    fallback, no normalizer, the ByteLevel pre-tokenizer with its regex, a ByteLevel decoder), and
+    `tokenizer_config.json` must not name a byte-level tokenizer with another pre-tokenizer (Qwen2):
+    a ValueError names the field otherwise.
+    """
     vocab_file = checkpoint_file(path, "vocab.json", required=False)
     merges_file = checkpoint_file(path, "merges.txt", required=False)
+    json_file = checkpoint_file(path, "tokenizer.json", required=False)
+    if json_file is not None:
+        # Refuse a tokenizer.json that is not GPT-2's byte-level BPE (Llama, Qwen2, ...), naming the field.
+        check_gpt2_byte_level(read_json(json_file), json_file)
+    tokenizer_class = read_tokenizer_options(path).get("tokenizer_class")
+    if tokenizer_class in OTHER_BYTE_LEVEL_CLASSES:
+        raise ValueError(
+            f"`path` {os.fspath(path)!r}: tokenizer_config.json's `tokenizer_class` {tokenizer_class!r} "
+            "pre-tokenizes differently from GPT-2; read it with keras_tfm.tokenizers.load_tokenizer_json."
+        )
     if vocab_file and merges_file:
         vocabulary = _ordered_vocabulary(read_json(vocab_file), vocab_file, "vocab")
         merges, seen = [], {}
@@ -182,14 +203,11 @@ def read_bpe_files(path):
             seen[line] = number
             merges.append(line)
         return vocabulary, merges
-    json_file = checkpoint_file(path, "tokenizer.json", required=False)
     if json_file is None:
         raise FileNotFoundError(
             f"`path` {os.fspath(path)!r} has neither vocab.json + merges.txt nor tokenizer.json."
         )
     model = read_json(json_file).get("model") or {}
-    if model.get("type") != "BPE":
-        raise ValueError(f"{json_file!r}: `model.type` is {model.get('type')!r}, not 'BPE'.")
     vocabulary = _ordered_vocabulary(model.get("vocab") or {}, json_file, "model.vocab")
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
     return vocabulary, merges
