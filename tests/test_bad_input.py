@@ -1450,6 +1450,50 @@ def _(env):
     call_signature(env.export["loaded"], "generate", **dict(_SAMPLING, prompts=["hi"], prompt=["hi"]))
 
 
+class _SigintInAGcCallback(keras.callbacks.Callback):
+    """Delivers SIGINT at the end of batch `at` inside a garbage-collector callback: where Python's own
+    handler raises KeyboardInterrupt there, it is printed ("Exception ignored") and lost (JAX's case)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at = at
+
+    def on_train_batch_end(self, batch, logs=None):
+        import gc
+        import signal
+
+        if batch != self.at:
+            return
+
+        def deliver(phase, info):
+            if phase == "start":
+                signal.raise_signal(signal.SIGINT)
+
+        gc.callbacks.append(deliver)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(deliver)
+
+
+@case(
+    "train-ctrl-c-in-a-gc-callback-stops-between-steps",
+    KeyboardInterrupt,
+    r"training stopped between two steps, after step 3 of 40; the backup in '.*sigint_backup' \(step 2\) "
+    r"resumes the run",
+)
+def _(env):
+    folder = os.path.join(env.root, "sigint_backup")
+    backup = AtomicBackupAndRestore(folder, save_freq=2)
+    train(
+        env.backup["build"](),
+        env.backup["data"],
+        steps=40,
+        callbacks=[backup, _SigintInAGcCallback(2)],
+        verbose=0,
+    )
+
+
 # --------------------------------------------------------------------------- #
 
 
