@@ -1359,6 +1359,141 @@ def _(env):
     assert result.start_step == 4 and not os.path.exists(folder)  # verified, finished, then removed
 
 
+# ---- issue 36: nothing ignored in silence ------------------------------------------ #
+@case(
+    "memory_plan-sequence_length-beyond-max_length",
+    ValueError,
+    r"`sequence_length`=4096 exceeds the model's max_length 1024 \('gpt2_small' has 1024 positions\)",
+)
+def _(env):
+    from keras_tfm.models import memory_plan
+
+    memory_plan("gpt2_small", sequence_length=4096)
+
+
+@case("memory_plan-built-model-sequence_length-beyond-max_length", ValueError, r"`sequence_length`=9 .* 8")
+def _(env):
+    from keras_tfm.models import memory_plan
+
+    memory_plan(env.gpt, sequence_length=T + 1)
+
+
+for _seed in (-1, -2, -(2**31)):
+    CASES.append(
+        pytest.param(
+            lambda env, s=_seed: env.serve("generate", prompts=["hello"], **dict(_SAMPLING, seed=s)),
+            InvalidArgument,
+            r"`seed` must be a seed in \[0, 2147483647\]; received:\] \[" + str(_seed),
+            id=f"serve-generate-seed-{_seed}",
+        )
+    )
+
+
+@case(
+    "serve-generate_ids-seed-negative",
+    InvalidArgument,
+    r"`seed` must be a seed in \[0, 2147483647\]",
+)
+def _(env):
+    ids = dict(token_ids=tf.constant([[1, 2]], tf.int32), lengths=tf.constant([2], tf.int32))
+    env.serve("generate_ids", **ids, **dict(_SAMPLING, seed=-5))
+
+
+@case("client-generate-int-prompts", TypeError, r"`prompts` of the 'generate' signature must be string of sh")
+def _(env):
+    from keras_tfm.export.client import call_signature
+
+    call_signature(env.export["loaded"], "generate", **dict(_SAMPLING, prompts=[1, 2]))
+
+
+@case(
+    "client-generate-float-max_new_tokens",
+    TypeError,
+    r"`max_new_tokens` of the 'generate' signature must be int32 of shape \[\] \(a scalar\); received 2.5",
+)
+def _(env):
+    from keras_tfm.export.client import call_signature
+
+    call_signature(env.export["loaded"], "generate", **dict(_SAMPLING, prompts=["hi"], max_new_tokens=2.5))
+
+
+@case(
+    "client-generate-rank-1-temperature",
+    ValueError,
+    r"`temperature` of the 'generate' signature must be float32 of shape \[\] \(a scalar\); received shape \[1\]",
+)
+def _(env):
+    from keras_tfm.export.client import call_signature
+
+    call_signature(env.export["loaded"], "generate", **dict(_SAMPLING, prompts=["hi"], temperature=[1.0]))
+
+
+@case(
+    "client-generate-rank-2-prompts",
+    ValueError,
+    r"`prompts` of the 'generate' signature must be string of shape \[\?\]; received shape \[1, 1\]",
+)
+def _(env):
+    from keras_tfm.export.client import call_signature
+
+    call_signature(env.export["loaded"], "generate", **dict(_SAMPLING, prompts=[["hi"]]))
+
+
+@case(
+    "client-generate-unknown-input",
+    ValueError,
+    r"'generate' signature takes the inputs .*unknown: \['prompt'\]",
+)
+def _(env):
+    from keras_tfm.export.client import call_signature
+
+    call_signature(env.export["loaded"], "generate", **dict(_SAMPLING, prompts=["hi"], prompt=["hi"]))
+
+
+class _SigintInAGcCallback(keras.callbacks.Callback):
+    """Delivers SIGINT at the end of batch `at` inside a garbage-collector callback: where Python's own
+    handler raises KeyboardInterrupt there, it is printed ("Exception ignored") and lost (JAX's case)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at = at
+
+    def on_train_batch_end(self, batch, logs=None):
+        import gc
+        import signal
+
+        if batch != self.at:
+            return
+
+        def deliver(phase, info):
+            if phase == "start":
+                signal.raise_signal(signal.SIGINT)
+
+        gc.callbacks.append(deliver)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(deliver)
+
+
+@case(
+    "train-ctrl-c-in-a-gc-callback-stops-between-steps",
+    KeyboardInterrupt,
+    r"training stopped between two steps, after step 3 of 40; the backup in '.*sigint_backup' \(step 2\) "
+    r"resumes the run",
+)
+def _(env):
+    folder = os.path.join(env.root, "sigint_backup")
+    backup = AtomicBackupAndRestore(folder, save_freq=2)
+    train(
+        env.backup["build"](),
+        env.backup["data"],
+        steps=40,
+        callbacks=[backup, _SigintInAGcCallback(2)],
+        verbose=0,
+    )
+
+
 # --------------------------------------------------------------------------- #
 
 

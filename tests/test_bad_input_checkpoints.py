@@ -484,6 +484,62 @@ def _(env):
     from_pretrained(folder, task="classifier")
 
 
+# ---- 7. issue 36: deeply nested JSON, huge position tables ------------------ #
+NESTED_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@case(
+    "config-json-nested-too-deeply",
+    ValueError,
+    r"config\.json: not a readable JSON file \(nested too deeply\)",
+)
+def _(env):
+    folder = env.copy("tiny_bert", "nested_config")
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        f.write(NESTED_JSON)
+    from_pretrained(folder)
+
+
+@case("vocab-json-nested-too-deeply", ValueError, r"vocab\.json' is not readable JSON: nested too deeply")
+def _(env):
+    folder = env.copy("tiny_gpt2", "nested_vocab")
+    with open(os.path.join(folder, "vocab.json"), "w") as f:
+        f.write(NESTED_JSON)
+    pretrained_tokenizer(folder)
+
+
+@case(
+    "tokenizer-json-nested-too-deeply",
+    ValueError,
+    r"tokenizer\.json' is not readable JSON: nested too deeply",
+)
+def _(env):
+    folder = env.copy("tiny_gpt2", "nested_tokenizer_json")
+    for name in ("vocab.json", "merges.txt"):
+        os.remove(os.path.join(folder, name))
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        f.write(NESTED_JSON)
+    BytePairTokenizer.from_pretrained(folder)
+
+
+@case(
+    "config-n_positions-huge",
+    ValueError,
+    r"config\.json: field 'n_positions' = 1000000000 .*needs [\d.]+ [TPG]B",
+)
+def _(env):
+    from_pretrained(env.edit_config("tiny_gpt2", "huge_positions", n_positions=10**9))
+
+
+@case(
+    "config-max_position_embeddings-huge",
+    ValueError,
+    r"config\.json: field 'max_position_embeddings' = 1000000000 .*position embedding\) needs",
+)
+def _(env):
+    from_pretrained(env.edit_config("tiny_bert", "huge_bert_positions", max_position_embeddings=10**9))
+
+
 # --------------------------------------------------------------------------- #
 
 

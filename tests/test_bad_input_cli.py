@@ -142,6 +142,39 @@ class Env:
         return self.export("clf", model, tok, label_names=["neg", "pos"])
 
     @functools.cached_property
+    def gpt_carrying_tokenizer_folder(self):
+        """A training output folder whose model.keras carries its tokenizer (no vocabulary file beside)."""
+        folder = self.path("gpt_with_tokenizer")
+        os.makedirs(folder)
+        model = tiny_gpt(vocabulary_size=self.char_tokenizer.vocabulary_size, max_length=8, num_layers=1)
+        model.tokenizer = self.char_tokenizer
+        model.save(os.path.join(folder, "model.keras"))
+        return folder
+
+    def foreign_saved_model(self, name, writes):
+        """A SavedModel with the inputs of a GPT export's `generate` signature whose graph also runs
+        `writes(target, prompts)`; returns (its folder, the target path)."""
+        import tensorflow as tf
+
+        target = self.path(f"{name}_written")
+        scalars = [("max_new_tokens", tf.int32), ("temperature", tf.float32), ("top_k", tf.int32)]
+        scalars += [("top_p", tf.float32), ("seed", tf.int32)]
+        specs = [tf.TensorSpec([None], tf.string, name="prompts")]
+        specs += [tf.TensorSpec([], dtype, name=n) for n, dtype in scalars]
+
+        class Foreign(tf.Module):
+            @tf.function(input_signature=specs)
+            def generate(self, prompts, max_new_tokens, temperature, top_k, top_p, seed):
+                with tf.control_dependencies([writes(target, prompts)]):
+                    completions = tf.identity(prompts)
+                return {"completions": completions, "num_tokens": tf.zeros(tf.shape(prompts), tf.int32)}
+
+        module = Foreign()
+        folder = self.path(name)
+        tf.saved_model.save(module, os.path.join(folder, "1"), signatures={"generate": module.generate})
+        return folder, target
+
+    @functools.cached_property
     def nan_checkpoint(self):
         """The tiny BERT checkpoint with a finite weight so large that the embeddings overflow to
         inf and NaN (a NaN weight itself is refused when the checkpoint loads)."""
@@ -190,6 +223,49 @@ def _line(*argv):
         f"expected one error line:\n{err.getvalue()[-3000:]}"
     )
     raise ValueError(lines[0])
+
+
+def _main(*argv):
+    """`keras-tfm ARGV` in process: its exit status."""
+    from keras_tfm.cli import main
+
+    return main([str(a) for a in argv])
+
+
+def _interrupted(*argv):
+    """`keras-tfm ARGV` in process, stopped by Ctrl-C: exit status 130 after ONE line on stderr, no
+    traceback; raised as a ValueError (the table matches its text)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = _main(*argv)
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("keras-tfm")]
+    assert status == 130, f"exit status {status}; stderr:\n{err.getvalue()[-3000:]}"
+    assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()[-3000:]
+    raise ValueError(lines[0])
+
+
+def _all_stderr(*argv):
+    """`keras-tfm ARGV` in process: exit status 2 and a stderr of exactly one line, raised as a ValueError."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            status = _main(*argv)
+        except SystemExit as exit_:
+            status = exit_.code
+    lines = err.getvalue().splitlines()
+    assert status == 2 and len(lines) == 1, f"exit status {status}; stderr:\n{err.getvalue()[-3000:]}"
+    raise ValueError(lines[0])
+
+
+@contextlib.contextmanager
+def _patched(owner, name, value):
+    """`owner.name` is `value` inside the block."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
 
 
 def _subprocess_env():
@@ -801,6 +877,361 @@ def _(env):
     with open(os.path.join(folder, "training.json"), "w") as f:
         f.write('{"task": "gpt", ')
     load_trained(folder)
+
+
+# --------------------------------------------------------------------------- #
+# 11. Issue 36: nothing ignored in silence, nothing left behind.
+# --------------------------------------------------------------------------- #
+
+
+@case("export-ids-only-model-carrying-its-tokenizer", RECOVERS)
+def _(env):
+    from keras_tfm.export.trusted_ops import read_saved_model, untrusted_ops
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = _main("export", "--model", env.gpt_carrying_tokenizer_folder, "--name", "ids", "--export-dir",
+                       env.path("ids_exports"), "--ids-only", "--no-warmup", "--no-jit-compile")  # fmt: skip
+    assert status == 0
+    path = out.getvalue().strip()
+    names = {n for n in read_saved_model(path).meta_graphs[0].signature_def if not n.startswith("__")}
+    assert names == {"serving_default", "generate_ids"}, names  # no text `generate`
+    assert untrusted_ops(path) == {}  # and `keras-tfm generate` would run it
+
+
+@case(
+    "export-ids-only-refuses-a-text-signature",
+    ValueError,
+    r"export: error: --signatures: 'generate' takes and returns text; --ids-only exports the id signatures",
+)
+def _(env):
+    _line("export", "--model", env.gpt_folder, "--name", "x", "--export-dir", env.path("e"), "--ids-only",
+          "--signatures", "generate")  # fmt: skip
+
+
+def _write_file(target, prompts):
+    import tensorflow as tf
+
+    return tf.io.write_file(target, prompts[0])
+
+
+def _save_v2(target, prompts):
+    import tensorflow as tf
+
+    return tf.raw_ops.SaveV2(prefix=target, tensor_names=["p"], shape_and_slices=[""], tensors=[prompts])
+
+
+@case(
+    "generate-refuses-a-saved-model-that-writes-a-file",
+    ValueError,
+    r"generate: error: --model: the SavedModel in .*writer.* holds ops keras_tfm's exports never emit: "
+    r"WriteFile \(in __inference_generate_\d+\)\. .*--trust-saved-model",
+)
+def _(env):
+    folder, target = env.foreign_saved_model("writer", _write_file)
+    try:
+        _line("generate", "--model", folder, "--prompt", "hi")
+    finally:
+        assert not os.path.exists(target), "the SavedModel ran"
+
+
+@case("generate-trust-saved-model-runs-a-foreign-one", RECOVERS)
+def _(env):
+    folder, target = env.foreign_saved_model("trusted_writer", _write_file)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = _main("generate", "--model", folder, "--prompt", "hi", "--trust-saved-model", "--json")
+    assert status == 0 and json.loads(out.getvalue())["completions"] == ["hi"]
+    assert open(target).read() == "hi"
+
+
+@case(
+    "generate-refuses-checkpoint-ops-outside-the-saver",
+    ValueError,
+    r"--model: .*holds ops keras_tfm's exports never emit: SaveV2 \(in __inference_generate_\d+\)",
+)
+def _(env):
+    folder, target = env.foreign_saved_model("saver", _save_v2)
+    try:
+        _line("generate", "--model", folder, "--prompt", "hi")
+    finally:
+        assert not glob.glob(target + "*"), "the SavedModel ran"
+
+
+@case("generate-own-exports-hold-only-allowed-ops", RECOVERS)
+def _(env):
+    from keras_tfm.export.trusted_ops import CHECKPOINT_OPS, op_uses, untrusted_ops
+
+    for export in (env.gpt_export, env.translate_export, env.classify_export):
+        path = (
+            os.path.join(export, "1")
+            if not os.path.isfile(os.path.join(export, "saved_model.pb"))
+            else export
+        )
+        assert untrusted_ops(path) == {}, (export, untrusted_ops(path))
+        uses = op_uses(path)
+        assert {"SaveV2", "MergeV2Checkpoints"} <= set(uses) and {
+            "SaveV2",
+            "MergeV2Checkpoints",
+        } <= CHECKPOINT_OPS
+        assert all(part == "checkpoint" for part, _ in uses["SaveV2"])  # in the saver function alone
+
+
+@case(
+    "export-sigint-mid-write-one-line-nothing-left", ValueError, r"^keras-tfm export: interrupted \(Ctrl-C\)$"
+)
+def _(env):
+    from keras_tfm.export import exporter
+
+    base = env.path("interrupted_exports")
+
+    def interrupted(*args):  # Ctrl-C once the SavedModel is written, before the version is complete
+        raise KeyboardInterrupt
+
+    try:
+        with _patched(exporter, "_write_export_info", interrupted):
+            _interrupted("export", "--model", env.gpt_folder, "--name", "x", "--export-dir", base,
+                         "--signatures", "serving_default", "--no-warmup", "--no-jit-compile")  # fmt: skip
+    finally:
+        assert not os.path.exists(base), os.listdir(base)  # nor its NAME/ nor a temporary
+
+
+@case(
+    "export-full-disk-one-line-nothing-left",
+    ValueError,
+    r"keras-tfm export: error: cannot write '.*full_exports/x/big': File too large; it needs about .* free on "
+    r"'.*bad_input_cli[^/]*'; files are limited to",
+)
+def _(env):
+    import resource
+
+    limit = 16_000
+
+    def limit_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    base = env.path("full_exports", "x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "keras_tfm_console", "export", "--model", env.gpt_folder, "--name", "big",
+         "--export-dir", base, "--signatures", "serving_default", "--no-warmup", "--no-jit-compile"],
+        capture_output=True, text=True, env=_subprocess_env(), preexec_fn=limit_files, timeout=SUBPROCESS_TIMEOUT,
+    )  # fmt: skip
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("keras-tfm")]
+    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    assert not os.path.exists(env.path("full_exports"))  # nothing half-written, no empty folder
+    raise ValueError(errors[0])
+
+
+def _archive_class():
+    """The class of `keras.export.ExportArchive()` that defines `write_out` (a backend's subclass)."""
+    import keras
+
+    return next(c for c in type(keras.export.ExportArchive()).__mro__ if "write_out" in vars(c))
+
+
+@case(
+    "train-export-full-disk-nothing-left",
+    ValueError,
+    r"`export`: the trained model is saved in .*run_full.*, but exporting it failed \(cannot write "
+    r"'.*run_full/saved_models/big': File too large",
+)
+def _(env):
+    import tensorflow as tf
+
+    from keras_tfm import recipes
+    from keras_tfm.recipes import output
+
+    target = env.path("run_full")
+
+    def full(self, path, **kwargs):
+        raise tf.errors.OutOfRangeError(
+            None, None, f"{path}/variables/variables_temp.data; File too large [Op:SaveV2]"
+        )
+
+    options = recipes.GPTOptions(output=target, export="big")
+    archive = _archive_class()
+    try:
+        with _patched(archive, "add_endpoint", lambda *a, **k: None):  # no tracing: the write fails anyway
+            with _patched(archive, "write_out", full):
+                output.save_trained(
+                    options, "gpt", env.gpt, {"tokenizer": env.char_tokenizer}, {}, log=lambda *a: None
+                )
+    finally:
+        assert os.path.isfile(os.path.join(target, "model.keras"))
+        assert os.listdir(target) and not os.path.exists(os.path.join(target, "saved_models"))
+
+
+class _SigintInAGcCallback:
+    """A `StopOnInterrupt` whose first batch end delivers SIGINT inside a garbage-collector callback,
+    where Python's own handler would raise a KeyboardInterrupt that is printed and lost (JAX's case)."""
+
+    def __new__(cls, *args, **kwargs):
+        import gc
+
+        from keras_tfm.training import interrupt
+
+        class Signalling(interrupt.StopOnInterrupt):
+            fired = False
+
+            def on_train_batch_end(self, batch, logs=None):
+                if not Signalling.fired:
+                    Signalling.fired = True
+
+                    def deliver(phase, info):
+                        if phase == "start":
+                            signal.raise_signal(signal.SIGINT)
+
+                    gc.callbacks.append(deliver)
+                    try:
+                        gc.collect()
+                    finally:
+                        gc.callbacks.remove(deliver)
+                super().on_train_batch_end(batch, logs)
+
+        return Signalling(*args, **kwargs)
+
+
+@case(
+    "train-ctrl-c-in-a-gc-callback-stops-between-steps",
+    ValueError,
+    r"^keras-tfm train gpt: interrupted \(Ctrl-C\): training stopped between two steps, after step \d+ of 50$",
+)
+def _(env):
+    from keras_tfm.training import loop
+
+    target = env.path("interrupted_run")
+    try:
+        with _patched(loop, "StopOnInterrupt", _SigintInAGcCallback):
+            _interrupted("train", "gpt", "--data", env.shakespeare, "--output", target, *TINY_GPT_RUN,
+                         "--steps", "50", "--eval-interval", "50")  # fmt: skip
+    finally:
+        assert not os.path.exists(target) and _temporaries(target) == []
+
+
+for _id, _argv, _match in [
+    ("bad-value", ["train", "gpt", "--max-length", "0"], r"^keras-tfm train gpt: error: argument --max-length: "
+     r"must be a positive int; received '0' \(`keras-tfm train gpt --help` lists the options\)$"),
+    ("unknown-flag", ["plot", "lr", "--nope"], r"^keras-tfm: error: unrecognized arguments: --nope \(`keras-tfm --help`"),
+    ("no-command", [], r"^keras-tfm: error: the following arguments are required: COMMAND \(`keras-tfm --help`"),
+]:  # fmt: skip
+    CASES.append(
+        pytest.param(lambda env, a=_argv: _all_stderr(*a), ValueError, _match, id="argparse-one-line-" + _id)
+    )
+
+
+@case(
+    "plot-output-full-disk-names-the-file-and-its-folder",
+    ValueError,
+    r"plot pe: error: cannot write '.*/plots/pe.png': No space left on device; .* free on '.*bad_input_cli[^/]*/plots'",
+)
+def _(env):
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with _patched(Figure, "savefig", full):
+        _line("plot", "pe", "--length", "8", "--d-model", "8", "--output", env.path("plots", "pe.png"))
+
+
+@case(
+    "plot-pe-length-huge",
+    ValueError,
+    r"plot pe: error: --length=1000000000 × --d-model=128 .*needs [\d.]+ [TPE]B",
+)
+def _(env):
+    _line("plot", "pe", "--length", 10**9, "--output", env.path("huge.png"))
+
+
+@case(
+    "plot-similarity-length-huge",
+    ValueError,
+    r"plot similarity: error: --length=1000000 \(the 1000000 × 1000000",
+)
+def _(env):
+    _line("plot", "similarity", "--length", 10**6, "--d-model", "2", "--output", env.path("huge.png"))
+
+
+TINY_GPT2 = os.path.join(HERE, "fixtures", "pretrained", "tiny_gpt2")
+
+
+@case(
+    "finetune-gpt2-checkpoint-is-not-bert",
+    ValueError,
+    r"finetune: error: --checkpoint: .*tiny_gpt2' is not a BERT checkpoint \(its config.json has model_type 'gpt2'\)",
+)
+def _(env):
+    _line("finetune", "--checkpoint", TINY_GPT2, "--data", env.labelled, "--steps", "1")
+
+
+@case(
+    "embed-gpt2-checkpoint-is-not-bert", ValueError, r"embed: error: --checkpoint: .*tiny_gpt2' is not a BERT"
+)
+def _(env):
+    _line("embed", "--checkpoint", TINY_GPT2, "a film")
+
+
+@case(
+    "train-data-shorter-than-max-length",
+    ValueError,
+    r"train gpt: error: --data: its training split has 4 characters, fewer than --max-length \+ 1 = 9",
+)
+def _(env):
+    short = env.path("short.txt")
+    with open(short, "w") as f:
+        f.write("abcd\n")
+    _line("train", "gpt", "--data", short, *TINY_GPT_RUN)
+
+
+@case("finetune-output-a-file", ValueError, r"finetune: error: --output: .*a_file' is a file, not a folder")
+def _(env):
+    _line(
+        "finetune", "--checkpoint", TINY_BERT, "--data", env.labelled, "--output", env.a_file, "--steps", "1"
+    )
+
+
+@case(
+    "export-for-serving-path-a-file",
+    ValueError,
+    r"`path`: '.*a_file' is a file; expected the model's base folder, which holds its versions",
+)
+def _(env):
+    from keras_tfm.export import export_for_serving
+
+    export_for_serving(env.gpt, env.a_file, tokenizer=env.char_tokenizer, warmup=False)
+
+
+@case(
+    "export-for-serving-path-below-a-file",
+    ValueError,
+    r"`path`: '.*a_file/sub' lies below the file '.*a_file'",
+)
+def _(env):
+    from keras_tfm.export import export_for_serving
+
+    export_for_serving(env.gpt, os.path.join(env.a_file, "sub"), tokenizer=env.char_tokenizer, warmup=False)
+
+
+@case(
+    "export-for-serving-tokenizer-garbage",
+    TypeError,
+    r"`tokenizer` must be a keras_tfm tokenizer .*received str",
+)
+def _(env):
+    from keras_tfm.export import export_for_serving
+
+    export_for_serving(env.gpt, env.path("never"), tokenizer="garbage", warmup=False)
+
+
+@case("export-for-serving-seq2seq-tokenizer-garbage", TypeError, r"`tokenizer` must be a keras_tfm tokenizer")
+def _(env):
+    from keras_tfm.export import export_for_serving
+
+    model = tiny_seq2seq(vocabulary_size=32, num_layers=1)
+    export_for_serving(model, env.path("never"), tokenizer=("garbage", env.char_tokenizer), warmup=False)
 
 
 # --------------------------------------------------------------------------- #

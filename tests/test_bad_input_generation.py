@@ -370,7 +370,7 @@ def test_ctrl_c_interrupts_a_long_compiled_generation(tmp_path, reraise, expecte
     """SIGINT during a compiled generation of 2^20 tokens: KeyboardInterrupt within about a second.
     Unhandled, the process ends as an interrupted Python process does (killed by SIGINT, not an
     abort); caught, the next generation works and the process exits with status 0 although the
-    abandoned loop still runs (`generation.interruptible`)."""
+    abandoned loop still runs (`generation.compiled.interruptible_call`)."""
     script = tmp_path / "long_generation.py"
     tests = os.path.dirname(os.path.abspath(__file__))
     script.write_text(_LONG_GENERATION.format(tests=tests, reraise=reraise))

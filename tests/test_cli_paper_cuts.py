@@ -308,7 +308,7 @@ ANSWERS = {
 @pytest.fixture
 def served(monkeypatch):
     """`keras-tfm generate` against a fake export: {"signatures": the names it has, "calls": the calls}."""
-    from keras_tfm.export import client
+    from keras_tfm.export import client, trusted_ops
 
     state = {"signatures": ["generate"], "calls": []}
 
@@ -327,6 +327,7 @@ def served(monkeypatch):
     monkeypatch.setattr(client, "resolve_version_dir", lambda path, version=None: str(path))
     monkeypatch.setattr(client, "load_served", lambda path, version=None: Loaded())
     monkeypatch.setattr(client, "call_signature", call_signature)
+    monkeypatch.setattr(trusted_ops, "check_saved_model_ops", lambda directory: None)  # no saved_model.pb
     return state
 
 

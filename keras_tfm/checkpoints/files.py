@@ -61,6 +61,8 @@ def read_json(directory, name, required=True):
             value = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"{path}: not a readable JSON file ({error}).") from None
+    except RecursionError:  # json's decoder recurses once per level of nesting
+        raise CheckpointError(f"{path}: not a readable JSON file (nested too deeply).") from None
     if not isinstance(value, dict):
         raise CheckpointError(f"{path}: expected a JSON object; found {type(value).__name__}.")
     return value

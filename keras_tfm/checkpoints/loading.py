@@ -123,14 +123,22 @@ def _num_classes(config, config_path):
 
 
 def _check_embedding_size(config, config_path, options):
-    """Refuses, before anything is allocated or read, a config whose token embedding alone would
-    not fit in memory (naming the file and field)."""
+    """Refuses, before anything is allocated or read, a config whose token embedding or learned
+    position table alone would not fit in memory (naming the file and field)."""
     vocabulary_size, d_model = options.get("vocabulary_size"), options.get("d_model")
     if isinstance(vocabulary_size, int) and isinstance(d_model, int):
         check_allocation(
             f"{config_path}: field 'vocab_size' = {config.get('vocab_size')!r} (the {vocabulary_size} × "
             f"{d_model} token embedding)",
             vocabulary_size * d_model * 4,
+        )
+    max_length = options.get("max_length")
+    if isinstance(max_length, int) and isinstance(d_model, int) and options.get("position") != "rope":
+        field = next((f for f in ("n_positions", "max_position_embeddings") if f in config), "max_length")
+        check_allocation(
+            f"{config_path}: field {field!r} = {config.get(field)!r} (the {max_length} × {d_model} position "
+            "embedding)",
+            max_length * d_model * 4,
         )
 
 

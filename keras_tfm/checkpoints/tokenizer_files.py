@@ -40,7 +40,7 @@ def _tokenizer_json_kind(directory):
     try:
         with open(path, encoding="utf-8-sig") as f:
             model = (json.load(f) or {}).get("model") or {}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None  # the reader chosen below names the problem
     return {"BPE": "bpe", "WordPiece": "wordpiece"}.get(model.get("type"))
 

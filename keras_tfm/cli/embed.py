@@ -25,8 +25,10 @@ def run_embed(args):
 
     from keras_tfm.models import sentence_encoder
     from keras_tfm.models.bert_text import embed_texts
+    from keras_tfm.recipes.finetune import check_bert_checkpoint
     from keras_tfm.tokenizers import WordPieceTokenizer
 
+    check_bert_checkpoint("checkpoint", args.checkpoint)
     try:
         tokenizer = WordPieceTokenizer.from_pretrained(args.checkpoint)
     except (OSError, ValueError) as error:

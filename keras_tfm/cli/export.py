@@ -58,6 +58,23 @@ def _signatures(names):
     return "all" if names == ["all"] else tuple(names)
 
 
+def _ids_only(signatures):
+    """--ids-only: the id signatures of `signatures` (None: the defaults; "all"), also for a model.keras that
+    carries its tokenizer (`export_for_serving` would take `model.tokenizer`); a text signature named in
+    --signatures is refused."""
+    from keras_tfm.export.exporter import DEFAULT_SIGNATURES, SIGNATURES, TEXT_SIGNATURES
+
+    if signatures is None or signatures == "all":
+        names = (DEFAULT_SIGNATURES if signatures is None else SIGNATURES)["gpt"]
+        return tuple(n for n in names if n not in TEXT_SIGNATURES)
+    text = [n for n in signatures if n in TEXT_SIGNATURES]
+    if text:
+        raise usage.UsageError(
+            "--signatures", f"{text[0]!r} takes and returns text; --ids-only exports the id signatures alone"
+        )
+    return signatures
+
+
 def run_export(args):
     """Exports `--model` with the signatures of --signatures (default: its kind's); prints the version
     folder."""
@@ -86,6 +103,9 @@ def run_export(args):
             f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
             + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
         )
+    signatures = _signatures(args.signatures)
+    if args.ids_only:
+        signatures = _ids_only(signatures)
     target = os.path.join(args.export_dir, args.name)
     try:
         with write_guard(target, model_bytes(trained.model)):
@@ -101,7 +121,7 @@ def run_export(args):
                 max_beams=DEFAULT_MAX_BEAMS if args.max_beams is None else args.max_beams,
                 eos_id=args.eos_id,
                 jit_compile=args.jit_compile,
-                signatures=_signatures(args.signatures),
+                signatures=signatures,
             )
     except FileExistsError as error:
         raise usage.UsageError("--version", str(error)) from None
@@ -159,7 +179,8 @@ def register(subparsers):
     p.add_argument(
         "--ids-only",
         action="store_true",
-        help="GPT without a tokenizer: only the id signatures (serving_default, generate_ids)",
+        help="GPT: only the id signatures (serving_default, generate_ids; with --signatures all also "
+        "beam_search_ids), even when the model carries a tokenizer",
     )
     p.add_argument(
         "--warmup",

@@ -1,5 +1,9 @@
 """`keras-tfm generate`: query an exported SavedModel version with tf.saved_model.load (no Keras).
 
+Before loading, the graph's ops are checked against those keras_tfm's exporters emit
+(`keras_tfm.export.trusted_ops`): a SavedModel with any other op (WriteFile, ReadFile, PyFunc, ...) is
+refused by name, unless `--trust-saved-model`.
+
 Prints one text per `--prompt` (`output_texts`): a GPT's prompt followed by its completion, as KerasHub's
 `generate` returns it (`--completion-only`: the completion alone, for scripts); a seq2seq model's
 translation, a classifier's label and a masked LM's filled-in text (the whole text already), each alone.
@@ -143,6 +147,13 @@ def _run_generate(args):
     from keras_tfm.export.client import call_signature, load_served, resolve_version_dir
 
     directory = resolve_version_dir(args.model, args.version)
+    if not args.trust_saved_model:
+        from keras_tfm.export.trusted_ops import UntrustedSavedModelError, check_saved_model_ops
+
+        try:
+            check_saved_model_ops(directory)  # reads saved_model.pb; runs nothing
+        except UntrustedSavedModelError as error:
+            raise usage.UsageError("--model", str(error)) from None
     loaded = load_served(directory)
     signature = _choose_signature(set(loaded.signatures), args)
     _refuse_unused(signature, args)
@@ -227,4 +238,10 @@ def register(subparsers):
         help="GPT: print the completion alone (default: the prompt followed by its completion)",
     )
     p.add_argument("--json", action="store_true", help="print all outputs as JSON")
+    p.add_argument(
+        "--trust-saved-model",
+        action="store_true",
+        help="run a SavedModel whose graph holds ops keras_tfm's exports never emit (refused by default: a "
+        "SavedModel is a program that can read and write files)",
+    )
     return usage.set_handler(p, run_generate)

@@ -30,7 +30,7 @@ SUBCOMMANDS = (train, evaluate, export, generate, finetune, embed, plot)
 
 def build_parser() -> argparse.ArgumentParser:
     """The `keras-tfm` argument parser with every subcommand of `SUBCOMMANDS`."""
-    parser = argparse.ArgumentParser(
+    parser = usage.OneLineParser(
         prog="keras-tfm",
         description="Transformers for Keras 3 / TensorFlow: training recipes and tools.",
     )

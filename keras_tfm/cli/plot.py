@@ -116,8 +116,11 @@ def run_plot(args):
     # Missing parent folders are created when the picture is saved; refused here: a parent that is a file
     # or that cannot be written, before the (slow) model load.
     check_folder_target("output", os.path.dirname(os.path.abspath(args.output)))
+    from keras_tfm.atomic_files import write_guard
+
     try:
-        return _draw(args)
+        with write_guard(args.output):  # a full disk: one line naming --output and its filesystem
+            return _draw(args)
     except usage.UsageError:
         raise
     except (ValueError, TypeError, OSError) as error:

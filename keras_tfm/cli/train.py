@@ -174,7 +174,7 @@ def run_recipe(name, args):
 def recipe_parser(name, prog=None, description=None):
     """A parser of recipe `name`'s flags for a script (`examples/gpt_shakespeare.py`); `usage.run(args)`
     runs the recipe with one-line usage errors."""
-    parser = argparse.ArgumentParser(
+    parser = usage.OneLineParser(
         prog=prog,
         description=description or recipes.RECIPES[name].help,
         formatter_class=argparse.RawDescriptionHelpFormatter,

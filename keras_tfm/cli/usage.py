@@ -1,5 +1,6 @@
 """The one-line usage error of `keras-tfm`: a bad value ends with `PROG: error: --flag ...` on stderr and
-exit status 2, nothing written.
+exit status 2, nothing written. argparse's own errors (an unknown flag, a bad type) are one line too
+(`OneLineParser`), with the hint `PROG --help`.
 
 A handler raises `UsageError(flag, message)`, or lets through the ValueError / TypeError /
 FileNotFoundError of a recipe or library function whose message names an argument in backquotes
@@ -8,12 +9,14 @@ command, spelled as on the command line (`--max-length must be a positive int`).
 is a bug and propagates with its traceback. A write that found no room (a full disk, a file-size limit:
 `keras_tfm.atomic_files.NoSpaceError`, or any OSError of `NO_SPACE`) is one line too, exit status 2:
 the file, the room it needed and the room free (nothing half-written is left: writes go to temporaries).
+Ctrl-C is one line too, `PROG: interrupted (Ctrl-C)`, exit status 130 (`INTERRUPTED`).
 
 A Python warning raised while a command runs (e.g. "weights not in the checkpoint" when fine-tuning a
 classifier whose head is new) is printed as one line, `PROG: warning: MESSAGE`, without Python's file,
 line number and source line (`warnings_as_messages`); library users still get the `warnings.warn`.
 """
 
+import argparse
 import contextlib
 import re
 import sys
@@ -22,6 +25,15 @@ import warnings
 from keras_tfm.atomic_files import NO_SPACE, NoSpaceError, no_space_message
 
 _NAME = re.compile(r"`(\w+)`")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` whose errors are one line: `PROG: error: MESSAGE (PROG --help lists the
+    options)`, exit status 2, without the usage block argparse prints first. Its subparsers are of the same
+    class (argparse makes them with the parent's class)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
 
 
 class UsageError(ValueError):
@@ -67,11 +79,20 @@ def report(prog, error):
     return 2
 
 
+#: The exit status of a command stopped by Ctrl-C (SIGINT): 128 + 2, as shells report it.
+INTERRUPTED = 130
+
+
 def call(prog, function, flags):
     """`function()`'s exit status (None: 0), or 2 after one line on stderr for a UsageError or an
-    exception naming one of the command's arguments (`flags`, see `flags_of`)."""
+    exception naming one of the command's arguments (`flags`, see `flags_of`), or `INTERRUPTED` after one
+    line for Ctrl-C (the `KeyboardInterrupt`'s message when it has one, e.g. where a training run can
+    resume; nothing half-written is left: writes go to temporaries)."""
     try:
         return int(function() or 0)
+    except KeyboardInterrupt as error:
+        print(f"{prog}: interrupted (Ctrl-C){': ' + str(error) if str(error) else ''}", file=sys.stderr)
+        return INTERRUPTED
     except (UsageError, NoSpaceError) as error:
         return report(prog, error)
     except (ValueError, TypeError, FileNotFoundError) as error:

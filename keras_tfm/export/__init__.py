@@ -3,6 +3,7 @@
     export_for_serving(model, "saved_models/NAME", tokenizer=...)   → saved_models/NAME/VERSION/
     load_served(path, version=None)                                 → tf.saved_model.load(...) (no keras)
     call_signature(loaded, name, **inputs)                          → numpy outputs (strings as str)
+    check_saved_model_ops(version_dir)                              refuses ops our exports never emit
 
 See `keras_tfm.export.exporter.export_for_serving` for the signatures.
 """
@@ -19,12 +20,15 @@ from keras_tfm.export.client import (
     resolve_version_dir,
 )
 from keras_tfm.export.exporter import KINDS, SIGNATURES, detect_kind, export_for_serving
+from keras_tfm.export.trusted_ops import UntrustedSavedModelError, check_saved_model_ops, untrusted_ops
 from keras_tfm.export.warmup import read_warmup_requests  # noqa: F401
 
 __all__ = [
     "KINDS",
     "SIGNATURES",
+    "UntrustedSavedModelError",
     "call_signature",
+    "check_saved_model_ops",
     "detect_kind",
     "export_for_serving",
     "latest_version",
@@ -32,4 +36,5 @@ __all__ = [
     "load_served",
     "read_warmup_requests",
     "resolve_version_dir",
+    "untrusted_ops",
 ]

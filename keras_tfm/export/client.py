@@ -49,13 +49,67 @@ def load_served(path: str | os.PathLike, version: int | None = None) -> Any:
     return tf.saved_model.load(resolve_version_dir(path, version))
 
 
+def _shape_text(shape):
+    """`[None, None]` → "[B, T]"-like text: "[?, ?]" (a scalar: "[] (a scalar)")."""
+    dims = ["?" if d is None else str(d) for d in shape.as_list()]
+    return f"[{', '.join(dims)}]" + (" (a scalar)" if not dims else "")
+
+
+def request_tensors(name, specs, inputs):
+    """The tensors of a request to signature `name`, each checked against its input spec.
+
+    Args:
+        name: the signature (named in the errors).
+        specs: {input name: tf.TensorSpec} of the signature.
+        inputs: {input name: value} (NumPy arrays, lists, Python scalars or tensors).
+
+    Returns:
+        {input name: tf.Tensor} of the spec's dtype.
+
+    Raises:
+        ValueError: an input the signature does not take, one it needs and did not get, or a value
+            whose shape does not fit the input's (a list for a scalar, a 2-D batch for a 1-D one).
+        TypeError: a value that is not of the input's dtype (a number for a string input, 1.5 for an
+            int32 one).
+    """
+    unknown = sorted(set(inputs) - set(specs))
+    missing = sorted(set(specs) - set(inputs))
+    if unknown or missing:
+        raise ValueError(
+            f"the {name!r} signature takes the inputs {sorted(specs)}; "
+            + (f"unknown: {unknown}" if unknown else f"missing: {missing}")
+            + "."
+        )
+    feed = {}
+    for key, value in inputs.items():
+        spec = specs[key]
+        expected = f"{spec.dtype.name} of shape {_shape_text(spec.shape)}"
+        try:
+            tensor = value if isinstance(value, tf.Tensor) else tf.constant(value, dtype=spec.dtype)
+        except (TypeError, ValueError):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise TypeError(
+                f"`{key}` of the {name!r} signature must be {expected}; received {shown}."
+            ) from None
+        if tensor.dtype != spec.dtype:
+            raise TypeError(
+                f"`{key}` of the {name!r} signature must be {expected}; received dtype {tensor.dtype.name}."
+            )
+        if not spec.shape.is_compatible_with(tensor.shape):
+            raise ValueError(
+                f"`{key}` of the {name!r} signature must be {expected}; received shape "
+                f"{_shape_text(tensor.shape)}."
+            )
+        feed[key] = tensor
+    return feed
+
+
 def call_signature(loaded, name, **inputs):
     """Calls signature `name` with numpy-converted inputs; returns numpy outputs
-    (strings decoded to str)."""
+    (strings decoded to str). The inputs are checked first (`request_tensors`): an error names the
+    input, its dtype and shape."""
     fn = loaded.signatures[name]
-    specs = fn.structured_input_signature[1]
-    feed = {k: tf.constant(v, dtype=specs[k].dtype) for k, v in inputs.items()}
-    out = fn(**feed)
+    out = fn(**request_tensors(name, fn.structured_input_signature[1], inputs))
     result = {}
     for key, value in out.items():
         value = value.numpy()

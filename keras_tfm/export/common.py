@@ -7,6 +7,7 @@ the endpoints is in `keras_tfm.export.signatures`.
 
 import tensorflow as tf
 
+from keras_tfm.checks import SEED_MAX
 from keras_tfm.generation import samplers
 from keras_tfm.tokenizers.special_tokens import MASK, SPECIAL_TOKENS
 
@@ -64,6 +65,13 @@ def check_beams(num_beams, length_penalty, max_beams):
             length_penalty,
         ),
     ]
+
+
+def check_seed(seed):
+    """Asserts that the scalar `seed` lies in [0, `keras_tfm.checks.SEED_MAX`]: the range of every seed
+    of the recipes, the command line and in-process generation."""
+    in_range = tf.logical_and(seed >= 0, tf.cast(seed, tf.int64) <= SEED_MAX)
+    return [require(in_range, f"`seed` must be a seed in [0, {SEED_MAX}]; received:", seed)]
 
 
 def check_sampling(max_new_tokens, temperature, top_k, top_p, max_new_tokens_limit):

@@ -7,12 +7,14 @@ import shutil
 from collections.abc import Sequence
 
 import keras
+import tensorflow as tf
 
-from keras_tfm.atomic_files import publish, remove_stale_temporaries, temporary_directory
+from keras_tfm.atomic_files import NO_SPACE, publish, remove_stale_temporaries, temporary_directory
 from keras_tfm.checks import check_token_id
 from keras_tfm.export import signatures as sig
 from keras_tfm.export import warmup as warmup_lib
 from keras_tfm.export.client import list_versions
+from keras_tfm.models.base import check_tokenizer_fits
 from keras_tfm.models.bert_classifiers import BertClassifier
 from keras_tfm.models.bert_tasks import BertMaskedLM
 from keras_tfm.models.gpt import GPT
@@ -134,6 +136,9 @@ def build_serving(
     """The serving helper object of `model` (endpoints + warmup requests)."""
     if tokenizer is None:
         tokenizer = getattr(model, "tokenizer", None)
+    for part in _split_tokenizers(tokenizer):
+        if part is not None:  # a str or a path would fail later with an AttributeError
+            check_tokenizer_fits("tokenizer", part, None)
     if kind == "auto":
         kind = detect_kind(model)
     if kind not in KINDS:
@@ -307,14 +312,15 @@ def export_for_serving(
 
     Raises:
         FileExistsError: the version directory already exists.
-        ValueError: bad arguments, unknown model kind, a `kind` that does not
+        OSError: a write found no room (errno ENOSPC, EFBIG or EDQUOT), also when TensorFlow wrote.
+        ValueError: `path` is (or lies below) a file; bad arguments, unknown model kind, a `kind` that does not
             match the model (a GPT exported as "bert_mlm"), tokenizer/model
             mismatch, `max_prompt_length` < 1 or beyond the model's length,
             `signatures` naming a signature the kind lacks or a GPT text
             signature without a tokenizer.
         TypeError: `signatures` is not None, a str or a sequence of str.
     """
-    base = os.path.abspath(os.fspath(path))
+    base = _check_base(path)
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"`version` must be a positive int or None; received {version!r}.")
     serving = build_serving(
@@ -330,15 +336,11 @@ def export_for_serving(
     )
     kind = detect_kind(model) if kind == "auto" else kind
     names = select_signatures(kind, signatures, _has_tokenizer(serving))
-    os.makedirs(base, exist_ok=True)
     if version is None:
-        existing = list_versions(base)
+        existing = list_versions(base)  # [] while `base` does not exist
         version = existing[-1] + 1 if existing else 1
     final = os.path.join(base, str(version))
-    if os.path.exists(final):
-        raise FileExistsError(
-            errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
-        )
+    _refuse_existing(final)
 
     archive = keras.export.ExportArchive()
     for tok in _tokenizers_of(serving):  # their lookup tables; the variables come with the functions
@@ -346,29 +348,97 @@ def export_for_serving(
     for name, fn, signature in serving.endpoints():
         if name in names:
             archive.add_endpoint(name, fn, signature)
+    requests = [r for r in serving.warmup_requests() if r[0] in names] if warmup else None
 
-    remove_stale_temporaries(base)
-    temp = temporary_directory(final)
-    try:
+    def write(temp):
         archive.write_out(temp, verbose=verbose)
-        if warmup:
-            requests = [r for r in serving.warmup_requests() if r[0] in names]
+        if requests is not None:
             warmup_lib.write_warmup_requests(temp, os.path.basename(base), requests)
         _write_export_info(temp, kind, serving)
-        if os.path.exists(final):
-            raise FileExistsError(
-                errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
-            )
-        publish(temp)  # mkdtemp makes it 0700; the server may run as another user
+
+    _write_version(write, base, final)
+    return final
+
+
+def _check_base(path):
+    """The absolute path of `path`, the model's base folder; a ValueError when it, or the nearest part of
+    it that exists, is a file (os.makedirs would say "[Errno 17] File exists")."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"`path` must be a folder path (str or os.PathLike); received {path!r}.")
+    base = os.path.abspath(os.fspath(path))
+    existing = base
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        where = "is a file" if existing == base else f"lies below the file {existing!r}"
+        raise ValueError(
+            f"`path`: {os.fspath(path)!r} {where}; expected the model's base folder, which holds its "
+            "versions (e.g. saved_models/NAME)."
+        )
+    return base
+
+
+def _refuse_existing(final):
+    if os.path.exists(final):
+        raise FileExistsError(
+            errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
+        )
+
+
+def _make_folders(folder):
+    """Creates `folder` and its missing parents; returns those created, innermost first."""
+    created = []
+    missing = folder
+    while not os.path.exists(missing):
+        created.append(missing)
+        missing = os.path.dirname(missing)
+    os.makedirs(folder, exist_ok=True)
+    return created
+
+
+def _no_space(error, path):
+    """The OSError (errno of `NO_SPACE`) of a TensorFlow write that found no room, or None: TensorFlow
+    reports a full disk or a file-size limit as an `OpError` whose message holds the C library's text."""
+    for code in NO_SPACE:
+        if os.strerror(code) in str(error):
+            return OSError(code, os.strerror(code), path)
+    return None
+
+
+def _write_version(write, base, final):
+    """Runs `write(temp)` into a temporary folder beside `final`, then renames it to `final`. A failed or
+    interrupted write leaves nothing behind: the temporary is removed, and so are `base` and its parents
+    when this call created them and they are still empty. A full disk raises the `OSError` of `NO_SPACE`
+    (`keras_tfm.atomic_files.write_guard` turns it into one line)."""
+    created = _make_folders(base)
+    try:
+        remove_stale_temporaries(base)
+        temp = temporary_directory(final)
         try:
-            os.rename(temp, final)
-        except OSError as error:  # a concurrent export created it (non-empty target)
-            if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise FileExistsError(
-                    errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
-                ) from error
+            try:
+                write(temp)
+            except tf.errors.OpError as error:
+                no_space = _no_space(error, final)
+                if no_space is None:
+                    raise
+                raise no_space from error
+            _refuse_existing(final)
+            publish(temp)  # mkdtemp makes it 0700; the server may run as another user
+            try:
+                os.rename(temp, final)
+            except OSError as error:  # a concurrent export created it (non-empty target)
+                if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise FileExistsError(
+                        errno.EEXIST, f"Model version already exists (never overwritten): {final}", final
+                    ) from error
+                raise
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
             raise
     except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
+        for folder in created:  # innermost first; a folder another writer filled meanwhile stays
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
         raise
-    return final

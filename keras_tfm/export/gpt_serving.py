@@ -29,6 +29,7 @@ from keras_tfm.export.common import (
     check_max_new_tokens,
     check_nonempty_batch,
     check_sampling,
+    check_seed,
     choose_token,
     left_pad,
     longest,
@@ -237,6 +238,7 @@ class GPTServing:
     def generate_ragged(self, ragged, max_new_tokens, temperature, top_k, top_p, seed, name):
         """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
         checks = check_sampling(max_new_tokens, temperature, top_k, top_p, self.max_new_tokens_limit)
+        checks += check_seed(seed)
         lengths, max_new, slide = self._route(ragged, max_new_tokens, name, checks)
 
         def call(ids, sliding):

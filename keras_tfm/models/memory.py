@@ -119,6 +119,7 @@ def _describe(preset_or_model, variable_bytes):
             o["d_model"], o["num_heads"], o["d_ff"], o["num_key_value_heads"], o["vocabulary_size"]
         )
         arch = dict(layers=o["num_layers"], head_dim=head_dim, gated=o["activation"] in ("swiglu", "geglu"))
+        arch["max_length"] = o["max_length"]
         return variables, sizes, arch
     sizes = getattr(preset_or_model, "_layout_sizes", None)
     if sizes is None:
@@ -132,7 +133,9 @@ def _describe(preset_or_model, variable_bytes):
     blocks = {v.path.split("/")[0] for v in variables if "_block_" in v.path.split("/")[0]}
     head_dim = next(v.shape[-1] for v in variables if v.path.endswith("query/kernel"))
     gated = any(v.path.endswith("feed_forward/gate/kernel") for v in variables)
-    return variables, sizes, dict(layers=len(blocks), head_dim=head_dim, gated=gated)
+    arch = dict(layers=len(blocks), head_dim=head_dim, gated=gated)
+    arch["max_length"] = getattr(preset_or_model, "max_length", None)  # ViT: none (its patches)
+    return variables, sizes, arch
 
 
 def _itemsize(dtype):
@@ -178,7 +181,7 @@ def memory_plan(
             built) or a built keras_tfm model (its variables, LoRA included).
         devices: accelerators N.
         batch: the global batch (examples per step).
-        sequence_length: tokens per example.
+        sequence_length: tokens per example, at most the model's `max_length`.
         precision: "float32", "mixed_bfloat16", "mixed_float16", "bfloat16" or "float16".
             A built model's variables count with their own dtype.
         optimizer: "adamw", "adam" or "sgd".
@@ -194,7 +197,8 @@ def memory_plan(
 
     Raises:
         ValueError / TypeError: an unknown preset, precision or optimizer, a size that is not a
-        positive int, `model_devices` not dividing `devices`.
+        positive int, `model_devices` not dividing `devices`, a `sequence_length` beyond the
+        model's `max_length`.
     """
     devices = check_positive_int("devices", devices)
     batch = check_positive_int("batch", batch)
@@ -211,6 +215,12 @@ def memory_plan(
         raise ValueError(f"`model_devices` must divide `devices`={devices}; received {model_devices}.")
     variable_bytes, compute_bytes = PRECISIONS[precision]
     variables, sizes, arch = _describe(preset_or_model, variable_bytes)
+    if arch["max_length"] is not None and sequence_length > arch["max_length"]:
+        described = repr(preset_or_model) if isinstance(preset_or_model, str) else "the model"
+        raise ValueError(
+            f"`sequence_length`={sequence_length} exceeds the model's max_length {arch['max_length']} "
+            f"({described} has {arch['max_length']} positions)."
+        )
     if lora_rank is not None and not any("lora_kernel" in v.path for v in variables):
         variables = _lora_variables(variables, lora_rank)
     meshes = {"data": (devices, 1), "model": (devices // model_devices, model_devices)}

@@ -314,6 +314,25 @@ def read_splits(data, dev=None):
     return train, (read_label_sentences(dev, "dev") if dev else None)
 
 
+def check_bert_checkpoint(argument: str, directory: str) -> None:
+    """Refuses a checkpoint whose config.json declares another model type than BERT (a GPT-2 or Llama
+    checkpoint), naming `argument`; a missing or damaged config.json is left to `from_pretrained`."""
+    from keras_tfm.checkpoints.bert import MODEL_TYPE
+    from keras_tfm.checkpoints.files import CONFIG_FILE, read_json
+
+    try:
+        config = read_json(directory, CONFIG_FILE, required=False) or {}
+    except ValueError:
+        return
+    model_type = config.get("model_type")
+    if model_type is not None and model_type != MODEL_TYPE:
+        raise ValueError(
+            f"`{argument}`: {directory!r} is not a BERT checkpoint (its config.json has model_type "
+            f"{model_type!r}); fine-tuning and sentence embeddings take a BERT checkpoint (model_type "
+            f"{MODEL_TYPE!r}, e.g. all-MiniLM-L6-v2)."
+        )
+
+
 def finetune_checkpoint(**options: Any) -> dict[str, Any]:
     """Fine-tunes a published checkpoint with the lecture's recipe (see the module docstring).
 
@@ -330,7 +349,8 @@ def finetune_checkpoint(**options: Any) -> dict[str, Any]:
     o = FinetuneOptions(**options)
     if not os.path.isdir(o.checkpoint):
         raise ValueError(f"`checkpoint`: {o.checkpoint!r} is not a checkpoint directory.")
-    if o.output and os.path.exists(o.output) and os.listdir(o.output) and not o.overwrite:
+    check_bert_checkpoint("checkpoint", o.checkpoint)
+    if o.output and os.path.isdir(o.output) and os.listdir(o.output) and not o.overwrite:
         raise ValueError(
             f"`output`: {o.output!r} already exists and is not empty; replacing it needs `overwrite`."
         )

@@ -264,6 +264,13 @@ def train_gpt(**options: Any) -> dict[str, Any]:
     train_ids = tokenizer(train_text).numpy()
     val_ids = tokenizer(val_text).numpy()
     runtime.log(f"data: {len(train_ids):,} train / {len(val_ids):,} val characters, vocabulary {vocab}")
+    for split, ids in (("training", train_ids), ("validation", val_ids)):
+        if len(ids) <= o.max_length:  # a window is max_length characters and the one after it
+            raise ValueError(
+                f"`data`: its {split} split has {len(ids):,} characters, fewer than `max_length` + 1 = "
+                f"{o.max_length + 1} (one window and the character after it); give more text or a smaller "
+                "`max_length`."
+            )
 
     T, B = o.max_length, o.batch_size
     train_windows = lm_windows(train_ids, T, B, random_offsets=True, seed=o.seed)

@@ -46,6 +46,8 @@ def read_json(file, required_type=dict):
         value = json.loads(read_text(file))
     except json.JSONDecodeError as error:
         raise ValueError(f"{file!r} is not valid JSON: {error}.") from error
+    except RecursionError:  # json's decoder recurses once per level of nesting
+        raise ValueError(f"{file!r} is not readable JSON: nested too deeply.") from None
     if not isinstance(value, required_type):
         raise ValueError(f"{file!r} must hold a JSON {required_type.__name__}; found {type(value).__name__}.")
     return value

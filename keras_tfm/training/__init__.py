@@ -9,12 +9,13 @@
 * `AtomicBackupAndRestore`: `keras.callbacks.BackupAndRestore` whose backups are
   written atomically and which resumes in the middle of an epoch (through `train`).
 * `default_callbacks(...)`: TensorBoard + backup + NaN guard.
+* `StopOnInterrupt`: Ctrl-C stops `train` between two steps (a SIGINT handler sets a flag).
 * `indexed_batches(batch_fn, ...)`: a resumable `tf.data` pipeline whose element
   `i` depends only on `(seed, i)`.
 
 Modules, one concept each: `compile`, `strategies` (tf.distribute, precision),
 `backup` (the backup callback), `standard_callbacks` (timer, TensorBoard,
-defaults), `data` (resumable datasets), `keras_patches` (every use of Keras
+defaults), `interrupt` (Ctrl-C between steps), `data` (resumable datasets), `keras_patches` (every use of Keras
 internals, version-guarded; the multi-worker ones only inside `train`) and
 `loop` (`train`). Everything but `compile` needs TensorFlow.
 """
@@ -25,6 +26,7 @@ from keras_tfm.training.compile import compile_for_classification, compile_for_l
 __all__ = [
     "AtomicBackupAndRestore",
     "StepTimer",
+    "StopOnInterrupt",
     "TimeBudget",
     "TrainResult",
     "compile_for_classification",
@@ -40,6 +42,7 @@ __all__ = [
 if _tensorflow_available():
     from keras_tfm.training.backup import AtomicBackupAndRestore
     from keras_tfm.training.data import indexed_batches
+    from keras_tfm.training.interrupt import StopOnInterrupt
     from keras_tfm.training.loop import TrainResult, train
     from keras_tfm.training.standard_callbacks import StepTimer, TimeBudget, default_callbacks
     from keras_tfm.training.strategies import distribution_strategy, is_chief, set_precision

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_tfm.training.backup import AtomicBackupAndRestore
 from keras_tfm.training.data import _data_at
+from keras_tfm.training.interrupt import StopOnInterrupt
 from keras_tfm.training.keras_patches import multi_worker_workarounds
 from keras_tfm.training.standard_callbacks import StepTimer, TimeBudget, tensorboard_callback
 from keras_tfm.training.strategies import distribution_strategy, is_chief
@@ -121,6 +122,10 @@ def train(
         time_budget_clock: "wall" or "process" (CPU seconds of this process;
             see `TimeBudget`).
 
+    Ctrl-C (SIGINT, in the main thread) stops training at the end of the step in progress with a
+    `KeyboardInterrupt` saying the step reached and the backup that resumes the run
+    (`keras_tfm.training.interrupt.StopOnInterrupt`).
+
     Returns:
         A `TrainResult`.
     """
@@ -175,8 +180,11 @@ def train(
             return TrainResult(model, {}, [], start, start, 0.0)
 
     history, epochs = {}, []
-    # Keras workarounds (multi-worker only), undone when training ends: see keras_patches.
-    with multi_worker_workarounds(model, strategy):
+    interrupt = StopOnInterrupt(steps, backup)  # last: after the backup of the same step
+    callbacks.append(interrupt)
+    # Ctrl-C stops between two steps (training.interrupt). Keras workarounds (multi-worker only), undone
+    # when training ends: see keras_patches.
+    with interrupt.handling_sigint(), multi_worker_workarounds(model, strategy):
         for first_epoch, num_epochs, spe, seg_start in _segments(start, steps, steps_per_epoch):
             if backup is not None:
                 backup.begin_segment(seg_start, first_epoch, spe, steps)

@@ -6,6 +6,7 @@ import numpy as np
 
 from keras_tfm.analysis.plotting.figure import new_figure, save_png
 from keras_tfm.checks import check_positive_int
+from keras_tfm.resources import check_allocation
 
 
 def _pe_table(length, d_model, max_wavelength=10000.0):
@@ -13,6 +14,10 @@ def _pe_table(length, d_model, max_wavelength=10000.0):
 
     length = check_positive_int("length", length)
     d_model = check_positive_int("d_model", d_model)
+    check_allocation(
+        f"`length`={length} × `d_model`={d_model} (the positional encoding table, computed in float64)",
+        length * d_model * 8 * 2,
+    )
     return np.asarray(sinusoidal_table(np.arange(length, dtype="float32"), d_model, max_wavelength))
 
 
@@ -40,6 +45,8 @@ def plot_positional_encoding(
 
 def position_similarity(length: int, d_model: int, max_wavelength: float = 10000.0) -> np.ndarray:
     """Cosine similarity matrix of positions, PE·PEᵀ with unit-norm rows (T, T)."""
+    length = check_positive_int("length", length)
+    check_allocation(f"`length`={length} (the {length} × {length} similarity matrix)", length * length * 8)
     table = _pe_table(length, d_model, max_wavelength).astype(np.float64)
     table /= np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
     return table @ table.T
