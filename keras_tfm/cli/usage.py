@@ -23,6 +23,7 @@ import sys
 import warnings
 
 from keras_tfm.atomic_files import NO_SPACE, NoSpaceError, no_space_message
+from keras_tfm.generation import compiled
 
 _NAME = re.compile(r"`(\w+)`")
 
@@ -92,6 +93,7 @@ def call(prog, function, flags):
         return int(function() or 0)
     except KeyboardInterrupt as error:
         print(f"{prog}: interrupted (Ctrl-C){': ' + str(error) if str(error) else ''}", file=sys.stderr)
+        compiled.set_exit_status(INTERRUPTED)  # should an abandoned generation call end the process
         return INTERRUPTED
     except (UsageError, NoSpaceError) as error:
         return report(prog, error)

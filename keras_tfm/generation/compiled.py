@@ -33,9 +33,9 @@ would be torn down through TensorFlow's C++ frames and abort the process), so
 when the interpreter exits while an abandoned call still runs, an `atexit` hook
 flushes the standard streams and logging and ends the process at once, with
 the status Python would give: killed by SIGINT after an unhandled
-`KeyboardInterrupt`, 1 after another unhandled exception, else 0 (a `sys.exit`
-code is not visible to the hook; `atexit` callbacks registered before this
-module's import do not run then).
+`KeyboardInterrupt`, 1 after another unhandled exception, else 0 or the status
+given to `set_exit_status` (a `sys.exit` code is not visible to the hook;
+`atexit` callbacks registered before this module's import do not run then).
 """
 
 import atexit
@@ -246,6 +246,16 @@ def interruptible_call(fn, *args):
     return box["result"]
 
 
+#: The status a program that handled the Ctrl-C means to exit with (`set_exit_status`).
+_EXIT_STATUS = [None]
+
+
+def set_exit_status(status: int) -> None:
+    """The status to exit with if an abandoned call forces the exit (a `sys.exit` code is not
+    visible to the exit hook): a command line that turned Ctrl-C into 130 says so here."""
+    _EXIT_STATUS[0] = int(status)
+
+
 def _exit_while_abandoned():
     """Ends the process now if an abandoned call still runs (see the module docstring)."""
     if not any(not event.is_set() for event in list(_ABANDONED)):
@@ -260,7 +270,7 @@ def _exit_while_abandoned():
     if isinstance(last, KeyboardInterrupt):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
-    os._exit(0 if last is None else 1)
+    os._exit((_EXIT_STATUS[0] or 0) if last is None else 1)
 
 
 if keras.backend.backend() == "tensorflow":
