@@ -24,7 +24,9 @@ import tempfile
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)@(?P<host>.+)-[A-Za-z0-9_]+$")
 
 
-def _fsync_dir(path):
+def fsync_dir(path):
+    """Flushes a directory's entries to disk (a rename inside it survives a crash); a no-op where
+    directories cannot be opened."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # pragma: no cover - e.g. Windows
@@ -37,7 +39,8 @@ def _fsync_dir(path):
         os.close(fd)
 
 
-def _fsync_file(path):
+def fsync_file(path):
+    """Flushes a file's contents to disk."""
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
 
@@ -57,7 +60,7 @@ def atomic_write_text(path, text):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 def _writer():
@@ -195,7 +198,7 @@ def atomic_directory(path, overwrite=False, refuse=None):
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    _fsync_dir(parent)
+    fsync_dir(parent)
 
 
 #: The errno values of a write that found no room: a full disk, a file past the size limit

@@ -14,7 +14,7 @@ _REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight", "sum", 
 _MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 
-def _get_keras_mask(x):
+def keras_mask(x):
     """The Keras mask attached to `x` (e.g. by `Embedding(mask_zero=True)`), or None."""
     try:
         from keras.src.backend import get_keras_mask
@@ -34,7 +34,7 @@ def _scale_loss_for_distribution(value):
     return value
 
 
-def _broadcast_weight(weight, rank):
+def broadcast_weight(weight, rank):
     """Brings a per-sequence `[batch]` or `[batch, seq, 1]` weight to `rank`."""
     weight = ops.cast(weight, "float32")
     w_rank = len(weight.shape)
@@ -193,7 +193,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         Returns:
             float32 scalar (or per-position tensor for reduction "none"/None).
         """
-        in_mask = _get_keras_mask(y_pred)
+        in_mask = keras_mask(y_pred)
         with keras.name_scope(self.name):
             y_pred = ops.convert_to_tensor(y_pred)
             rank = len(y_pred.shape) - 1
@@ -201,9 +201,9 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             _, valid = self._labels_and_valid(y_true, rank)
             weights = ops.ones_like(losses) if valid is None else ops.cast(valid, "float32")
             if sample_weight is not None:
-                weights = weights * _broadcast_weight(sample_weight, rank)
+                weights = weights * broadcast_weight(sample_weight, rank)
             if in_mask is not None:
-                weights = weights * _broadcast_weight(in_mask, rank)
+                weights = weights * broadcast_weight(in_mask, rank)
             weighted = losses * weights
             if self.reduction is None or self.reduction == "none":
                 return weighted

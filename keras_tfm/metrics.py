@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tfm.losses import _broadcast_weight, _get_keras_mask
+from keras_tfm.losses import broadcast_weight, keras_mask
 
 __all__ = [
     "MaskedAccuracy",
@@ -43,7 +43,7 @@ class MaskedAccuracy(keras.metrics.Metric):
         self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        in_mask = _get_keras_mask(y_pred)
+        in_mask = keras_mask(y_pred)
         y_pred = ops.convert_to_tensor(y_pred)
         rank = len(y_pred.shape) - 1
         y_true = ops.convert_to_tensor(y_true)
@@ -57,9 +57,9 @@ class MaskedAccuracy(keras.metrics.Metric):
         else:
             weights = ops.cast(ops.not_equal(labels, self.ignore_index), "float32")
         if sample_weight is not None:
-            weights = weights * _broadcast_weight(sample_weight, rank)
+            weights = weights * broadcast_weight(sample_weight, rank)
         if in_mask is not None:
-            weights = weights * _broadcast_weight(in_mask, rank)
+            weights = weights * broadcast_weight(in_mask, rank)
         self.total.assign_add(ops.sum(correct * weights))
         self.count.assign_add(ops.sum(weights))
 

@@ -262,36 +262,36 @@ class GPTServing:
         return tokens, out_lengths, scores
 
     # ---- endpoints
+    def serving_default(self, token_ids):
+        """`token_ids` int32 [B, T] → `logits` float32 [B, T, V]: the forward pass, ids and length checked."""
+        batch = tf.shape(token_ids)[0]
+        checks = [
+            check_nonempty_batch("token_ids", batch),
+            require(
+                tf.reduce_all((token_ids >= 0) & (token_ids < self.vocabulary_size)),
+                f"`token_ids` holds ids outside [0, {self.vocabulary_size})",
+            ),
+        ]
+        if self.max_length is not None:
+            checks.append(
+                require(
+                    tf.shape(token_ids)[1] <= self.max_length,
+                    f"`token_ids` is longer than the model's maximum length {self.max_length}:",
+                    tf.shape(token_ids)[1],
+                )
+            )
+        with tf.control_dependencies(checks):
+            token_ids = tf.identity(token_ids)
+        inputs = token_ids
+        if self.model.config["with_padding_mask"]:
+            inputs = {"token_ids": token_ids, "padding_mask": tf.ones_like(token_ids)}
+        # Longer inputs are refused above: "auto" attention need not trace its long-input path.
+        with key_length_bound(self.max_length):
+            return {"logits": tf.cast(self.model(inputs, training=False), tf.float32)}
+
     def endpoints(self):
         """List of `(name, fn, input_signature)`; the first is `serving_default`."""
-        model = self.model
-        needs_mask = model.config["with_padding_mask"]
-
-        def serving_default(token_ids):
-            batch = tf.shape(token_ids)[0]
-            checks = [
-                check_nonempty_batch("token_ids", batch),
-                require(
-                    tf.reduce_all((token_ids >= 0) & (token_ids < self.vocabulary_size)),
-                    f"`token_ids` holds ids outside [0, {self.vocabulary_size})",
-                ),
-            ]
-            if self.max_length is not None:
-                checks.append(
-                    require(
-                        tf.shape(token_ids)[1] <= self.max_length,
-                        f"`token_ids` is longer than the model's maximum length {self.max_length}:",
-                        tf.shape(token_ids)[1],
-                    )
-                )
-            with tf.control_dependencies(checks):
-                token_ids = tf.identity(token_ids)
-            inputs = (
-                {"token_ids": token_ids, "padding_mask": tf.ones_like(token_ids)} if needs_mask else token_ids
-            )
-            # Longer inputs are refused above: "auto" attention need not trace its long-input path.
-            with key_length_bound(self.max_length):
-                return {"logits": tf.cast(model(inputs, training=False), tf.float32)}
+        serving_default = self.serving_default
 
         def ragged_ids(token_ids, lengths):
             checks = [

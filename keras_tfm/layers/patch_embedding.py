@@ -11,7 +11,8 @@ from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.tensor_checks import check_rank
 
 
-def _pair(name, value):
+def as_pair(name, value):
+    """`value` as an int pair `(height, width)`: an int n is `(n, n)`; an error names `name`."""
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise ValueError(f"`{name}` must be an int or a pair (height, width); received {value!r}.")
@@ -56,7 +57,7 @@ class PatchEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.patch_size = _pair("patch_size", patch_size)
+        self.patch_size = as_pair("patch_size", patch_size)
         self.d_model = check_positive_int("d_model", d_model)
         self.use_bias = check_bool("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -22,7 +22,7 @@ import keras
 
 from keras_tfm.checks import check_choice, check_positive_int, check_rate
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
-from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, _pair
+from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding, as_pair
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D
 from keras_tfm.layers.transformer_block import TransformerBlock
 from keras_tfm.models.base import TransformerModel, classification_loss_and_accuracy
@@ -117,8 +117,8 @@ def check_vit_arguments(config: dict) -> dict:
     """The `ViT` constructor's arguments, checked (image and patch sizes as pairs, `d_ff`
     resolved to 4·d_model when None)."""
     config = dict(config)
-    height, width = config["image_size"] = _pair("image_size", config["image_size"])
-    ph, pw = config["patch_size"] = _pair("patch_size", config["patch_size"])
+    height, width = config["image_size"] = as_pair("image_size", config["image_size"])
+    ph, pw = config["patch_size"] = as_pair("patch_size", config["patch_size"])
     if height % ph or width % pw:
         raise ValueError(
             f"`image_size` {(height, width)} must be a multiple of `patch_size` {(ph, pw)} in each dimension."

@@ -233,37 +233,17 @@ def _schedule(o, decay_steps, warmup_steps):
     )
 
 
-def train_gpt(**options: Any) -> dict[str, Any]:
-    """Trains the character GPT; prints the validation loss every `eval_interval` steps, a sample and the
-    wall time.
-
-    Args:
-        **options: the fields of `GPTOptions` (nanoGPT's CPU settings by default).
-
-    Returns:
-        dict: "steps", "val_loss" (whole validation split), "val_loss_eval_batches", "history",
-        "parameters", "sample", the times ("train_seconds", "total_seconds"), "output_path" /
-        "export_path" when written, and the trained "model" and its "tokenizer".
-
-    Raises:
-        ValueError / TypeError / FileNotFoundError naming the option, before any training.
-    """
-    t_start = time.perf_counter()
-    o = GPTOptions(**options)
-    output_lib.check_output_options(o)
-    strategy = runtime.setup(o)
-    import tensorflow as tf
-
-    from keras_tfm import models, optimizers, training
-    from keras_tfm.data import lm_windows
+def _character_ids(o):
+    """`(tokenizer, train ids, validation ids)` of the text: a character tokenizer of both splits;
+    a split shorter than one window and the character after it is refused, naming `data`."""
     from keras_tfm.tokenizers import CharTokenizer
 
     train_text, val_text = load_shakespeare_text(o.data, o.manual_dir, o.tfds_data_dir)
     tokenizer = CharTokenizer.from_corpus(train_text + val_text, special_tokens=False)
-    vocab = tokenizer.vocabulary_size
-    train_ids = tokenizer(train_text).numpy()
-    val_ids = tokenizer(val_text).numpy()
-    runtime.log(f"data: {len(train_ids):,} train / {len(val_ids):,} val characters, vocabulary {vocab}")
+    train_ids, val_ids = tokenizer(train_text).numpy(), tokenizer(val_text).numpy()
+    runtime.log(
+        f"data: {len(train_ids):,} train / {len(val_ids):,} val characters, vocabulary {tokenizer.vocabulary_size}"
+    )
     for split, ids in (("training", train_ids), ("validation", val_ids)):
         if len(ids) <= o.max_length:  # a window is max_length characters and the one after it
             raise ValueError(
@@ -271,23 +251,18 @@ def train_gpt(**options: Any) -> dict[str, Any]:
                 f"{o.max_length + 1} (one window and the character after it); give more text or a smaller "
                 "`max_length`."
             )
+    return tokenizer, train_ids, val_ids
 
-    T, B = o.max_length, o.batch_size
-    train_windows = lm_windows(train_ids, T, B, random_offsets=True, seed=o.seed)
 
-    def data(start_step):  # batch i depends only on (seed, i): exact resumption
-        return runtime.skip(train_windows, start_step)
-
-    if o.eval_iters > 0:  # nanoGPT: `eval_iters` random batches (fixed here, so evaluations compare)
-        val_data = lm_windows(val_ids, T, B, random_offsets=True, seed=o.seed + 1).take(o.eval_iters).cache()
-    else:
-        val_data = lm_windows(val_ids, T, B, random_offsets=False, shuffle=False).cache()
-
-    decay_steps = o.lr_decay_steps or o.steps
-    warmup_steps = o.warmup_steps if o.warmup_steps < decay_steps else decay_steps // 10
+def _builder(o, vocab, decay_steps, warmup_steps):
+    """The model factory of `runtime.train`: the GPT with nanoGPT's initialisation, compiled with
+    AdamW on the lab's schedule and the causal LM loss over every character."""
+    from keras_tfm import models, optimizers, training
 
     def build():
-        model = models.gpt(o.preset, vocabulary_size=vocab, max_length=T, **o.model_sizes(), **o.layout())
+        model = models.gpt(
+            o.preset, vocabulary_size=vocab, max_length=o.max_length, **o.model_sizes(), **o.layout()
+        )
         nanogpt_init(model, o.num_layers, seed=o.seed)
         optimizer = optimizers.adamw(
             _schedule(o, decay_steps, warmup_steps),
@@ -307,6 +282,60 @@ def train_gpt(**options: Any) -> dict[str, Any]:
             steps_per_execution=o.steps_per_execution,
         )
 
+    return build
+
+
+def _sample(o, model, tokenizer):
+    """`sample_tokens` characters generated after a newline, logged and returned."""
+    import tensorflow as tf
+
+    newline = tokenizer.token_to_id("\n")
+    ids = sample_text(model, [newline], o.sample_tokens, o.max_length, o.temperature, o.top_k, o.seed)
+    sample = tokenizer.detokenize(tf.constant([ids], tf.int32)).numpy()[0].decode("utf-8")
+    runtime.log("---------- sample ----------")
+    runtime.log(sample)
+    runtime.log("----------------------------")
+    return sample
+
+
+def train_gpt(**options: Any) -> dict[str, Any]:
+    """Trains the character GPT; prints the validation loss every `eval_interval` steps, a sample and the
+    wall time.
+
+    Args:
+        **options: the fields of `GPTOptions` (nanoGPT's CPU settings by default).
+
+    Returns:
+        dict: "steps", "val_loss" (whole validation split), "val_loss_eval_batches", "history",
+        "parameters", "sample", the times ("train_seconds", "total_seconds"), "output_path" /
+        "export_path" when written, and the trained "model" and its "tokenizer".
+
+    Raises:
+        ValueError / TypeError / FileNotFoundError naming the option, before any training.
+    """
+    t_start = time.perf_counter()
+    o = GPTOptions(**options)
+    output_lib.check_output_options(o)
+    strategy = runtime.setup(o)
+    from keras_tfm.data import lm_windows
+
+    tokenizer, train_ids, val_ids = _character_ids(o)
+
+    T, B = o.max_length, o.batch_size
+    train_windows = lm_windows(train_ids, T, B, random_offsets=True, seed=o.seed)
+
+    def data(start_step):  # batch i depends only on (seed, i): exact resumption
+        return runtime.skip(train_windows, start_step)
+
+    if o.eval_iters > 0:  # nanoGPT: `eval_iters` random batches (fixed here, so evaluations compare)
+        val_data = lm_windows(val_ids, T, B, random_offsets=True, seed=o.seed + 1).take(o.eval_iters).cache()
+    else:
+        val_data = lm_windows(val_ids, T, B, random_offsets=False, shuffle=False).cache()
+
+    decay_steps = o.lr_decay_steps or o.steps
+    warmup_steps = o.warmup_steps if o.warmup_steps < decay_steps else decay_steps // 10
+
+    build = _builder(o, tokenizer.vocabulary_size, decay_steps, warmup_steps)
     result = runtime.train(o, build, data, val_data, strategy)
     model = result.model
     model.tokenizer = tokenizer  # saved in the .keras file: `model.generate("text")` after loading
@@ -318,14 +347,7 @@ def train_gpt(**options: Any) -> dict[str, Any]:
         f"step {result.steps}: validation loss {full_val_loss:.4f} (whole split, {windows:,} windows of {T}); "
         f"{final_val:.4f} on the {o.eval_iters or 'all'} evaluation batches (nanoGPT's estimate)"
     )
-    sample = ""
-    if o.sample_tokens > 0:
-        newline = tokenizer.token_to_id("\n")
-        ids = sample_text(model, [newline], o.sample_tokens, T, o.temperature, o.top_k, o.seed)
-        sample = tokenizer.detokenize(tf.constant([ids], tf.int32)).numpy()[0].decode("utf-8")
-        runtime.log("---------- sample ----------")
-        runtime.log(sample)
-        runtime.log("----------------------------")
+    sample = _sample(o, model, tokenizer) if o.sample_tokens > 0 else ""
     results = {
         "steps": result.steps,
         "val_loss": full_val_loss,

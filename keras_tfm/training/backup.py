@@ -15,7 +15,7 @@ import time
 
 import keras
 
-from keras_tfm.atomic_files import _fsync_dir, _fsync_file, atomic_write_text
+from keras_tfm.atomic_files import fsync_dir, fsync_file, atomic_write_text
 from keras_tfm.training.keras_patches import clear_fit_initial_epoch, set_fit_initial_epoch
 from keras_tfm.training.strategies import is_chief
 
@@ -273,14 +273,14 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         tmp = os.path.join(self.backup_dir, f".tmp-{os.getpid()}-{name}")
         try:
             self.model.save_weights(tmp, overwrite=True)
-            _fsync_file(tmp)
+            fsync_file(tmp)
             digest = _sha256(tmp)
             os.replace(tmp, final)
         except BaseException:
             if os.path.exists(tmp):
                 os.remove(tmp)
             raise
-        _fsync_dir(self.backup_dir)
+        fsync_dir(self.backup_dir)
         in_epoch = self._batch + 1
         metadata = {
             "step": step,

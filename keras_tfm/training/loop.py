@@ -70,6 +70,34 @@ def _segments(start, total, steps_per_epoch):
     return groups
 
 
+def _callbacks(callbacks, strategy, log_dir, backup_dir, save_freq, time_budget, time_budget_clock):
+    """`(callbacks, backup, timer, budget)` of `train`: the user's callbacks, with an
+    `AtomicBackupAndRestore` for `backup_dir`, TensorBoard for `log_dir` (the chief only),
+    `TerminateOnNaN`, a `StepTimer` and a `TimeBudget`, each unless already given."""
+    callbacks = list(callbacks or [])
+    backup = next((c for c in callbacks if isinstance(c, AtomicBackupAndRestore)), None)
+    if backup_dir and backup is None:
+        backup = AtomicBackupAndRestore(backup_dir, save_freq=save_freq or "epoch")
+        callbacks.append(backup)
+    if (
+        log_dir
+        and is_chief(strategy)
+        and not any(isinstance(c, keras.callbacks.TensorBoard) for c in callbacks)
+    ):
+        tb = tensorboard_callback(log_dir)
+        if tb is not None:
+            callbacks.append(tb)
+    if not any(isinstance(c, keras.callbacks.TerminateOnNaN) for c in callbacks):
+        callbacks.append(keras.callbacks.TerminateOnNaN())
+    timer = StepTimer()
+    callbacks.append(timer)
+    budget = next((c for c in callbacks if isinstance(c, TimeBudget)), None)
+    if time_budget is not None and budget is None:
+        budget = TimeBudget(time_budget, clock=time_budget_clock)
+        callbacks.append(budget)
+    return callbacks, backup, timer, budget
+
+
 def train(
     model: keras.Model | Callable[[], keras.Model],
     data: tf.data.Dataset | Callable[[int], tf.data.Dataset],
@@ -145,27 +173,9 @@ def train(
     if model.optimizer is None:
         raise ValueError("`model` must be compiled before `train`.")
 
-    callbacks = list(callbacks or [])
-    backup = next((c for c in callbacks if isinstance(c, AtomicBackupAndRestore)), None)
-    if backup_dir and backup is None:
-        backup = AtomicBackupAndRestore(backup_dir, save_freq=save_freq or "epoch")
-        callbacks.append(backup)
-    if (
-        log_dir
-        and is_chief(strategy)
-        and not any(isinstance(c, keras.callbacks.TensorBoard) for c in callbacks)
-    ):
-        tb = tensorboard_callback(log_dir)
-        if tb is not None:
-            callbacks.append(tb)
-    if not any(isinstance(c, keras.callbacks.TerminateOnNaN) for c in callbacks):
-        callbacks.append(keras.callbacks.TerminateOnNaN())
-    timer = StepTimer()
-    callbacks.append(timer)
-    budget = next((c for c in callbacks if isinstance(c, TimeBudget)), None)
-    if time_budget is not None and budget is None:
-        budget = TimeBudget(time_budget, clock=time_budget_clock)
-        callbacks.append(budget)
+    callbacks, backup, timer, budget = _callbacks(
+        callbacks, strategy, log_dir, backup_dir, save_freq, time_budget, time_budget_clock
+    )
 
     start = 0
     if backup is not None:
