@@ -15,7 +15,7 @@ import time
 
 import keras
 
-from keras_tfm.atomic_files import fsync_dir, fsync_file, atomic_write_text
+from keras_tfm.atomic_files import atomic_write_text, fsync_dir, fsync_file
 from keras_tfm.training.keras_patches import clear_fit_initial_epoch, set_fit_initial_epoch
 from keras_tfm.training.strategies import is_chief
 
