@@ -99,11 +99,11 @@ def build(kind):
     from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 
     keras.utils.set_random_seed(0)
-    if kind == "gpt":
+    if kind == "causal_lm":
         tokenizer = CharTokenizer.from_corpus(GPT_TEXT)
         return models.gpt("tiny", vocabulary_size=tokenizer.vocabulary_size), tokenizer
     tokenizer = WordTokenizer(WORDS)
-    if kind == "seq2seq":
+    if kind == "seq2seq_lm":
         return models.seq2seq("tiny"), tokenizer
     return models.bert_classifier("tiny", 2), tokenizer
 
@@ -132,10 +132,10 @@ def main(argv=None):
         gpt_signatures = tuple(gpt_signatures.split(","))
     root = tempfile.mkdtemp(prefix="export_time-")
     rows, spec = [], []
-    for kind in ("gpt", "seq2seq", "bert_classifier"):
+    for kind in ("causal_lm", "seq2seq_lm", "classifier"):
         model, tokenizer = build(kind)
         start = time.perf_counter()
-        options = {"signatures": gpt_signatures} if kind == "gpt" and gpt_signatures else {}
+        options = {"signatures": gpt_signatures} if kind == "causal_lm" and gpt_signatures else {}
         path = export_for_serving(model, os.path.join(root, kind), tokenizer=tokenizer, **options)
         export_s = time.perf_counter() - start
         start = time.perf_counter()

@@ -174,7 +174,7 @@ class Env:
         model = tiny_bert_classifier(
             seed=None, num_classes=2, vocabulary_size=tok.vocabulary_size, max_length=8
         )
-        serving = build_serving(model, tok, kind="bert_classifier")
+        serving = build_serving(model, tok, kind="classifier")
         (name, fn, signature), *_ = serving.endpoints()
         return tf.function(fn, input_signature=signature)
 
@@ -849,9 +849,13 @@ def _(env):
 
 
 # ---- export ------------------------------------------------------------------- #
-@case("export-kind-mismatch-gpt-as-bert_mlm", ValueError, r"`kind`='bert_mlm' does not match .*'gpt' model")
+@case(
+    "export-kind-mismatch-gpt-as-masked_lm",
+    ValueError,
+    r"`kind`='masked_lm' does not match .*'causal_lm' model",
+)
 def _(env):
-    export_for_serving(env.gpt, os.path.join(env.root, "never"), tokenizer=env.tokenizer, kind="bert_mlm")
+    export_for_serving(env.gpt, os.path.join(env.root, "never"), tokenizer=env.tokenizer, kind="masked_lm")
 
 
 @case("export-kind-unknown", ValueError, r"Unknown `kind` 'llm'")

@@ -733,7 +733,7 @@ def _(env):
     from keras_tfm.export import export_for_serving
 
     model = tiny_seq2seq(vocabulary_size=32, num_layers=1)
-    export_for_serving(model, env.path("e2"), tokenizer=None, kind="seq2seq", eos_id=32, warmup=False)
+    export_for_serving(model, env.path("e2"), tokenizer=None, kind="seq2seq_lm", eos_id=32, warmup=False)
 
 
 @case(

@@ -505,24 +505,42 @@ def test_default_signatures(exports, served):
 @pytest.mark.parametrize(
     "kind, tokenizer, signatures, error, message",
     [
-        ("gpt", True, ["generate", "sample"], ValueError, r"unknown signature 'sample'; a gpt export has"),
         (
-            "gpt",
+            "causal_lm",
+            True,
+            ["generate", "sample"],
+            ValueError,
+            r"unknown signature 'sample'; a causal_lm export has",
+        ),
+        (
+            "causal_lm",
             True,
             ["translate"],
             ValueError,
-            r"a gpt export has no 'translate' signature \(a seq2seq one\)",
+            r"a causal_lm export has no 'translate' signature \(a seq2seq_lm one\)",
         ),
-        ("bert_classifier", True, "generate", ValueError, r"no 'generate' signature \(a gpt one\)"),
-        ("gpt", False, ("generate_ids", "beam_search"), ValueError, r"'beam_search' takes and returns text"),
-        ("gpt", True, [], ValueError, r"`signatures` is empty"),
-        ("gpt", True, 3, TypeError, r"`signatures` must be None, 'all', a signature name or a sequence"),
-        ("gpt", True, ["generate", 1], TypeError, r"`signatures` must be None"),
+        ("classifier", True, "generate", ValueError, r"no 'generate' signature \(a causal_lm one\)"),
+        (
+            "causal_lm",
+            False,
+            ("generate_ids", "beam_search"),
+            ValueError,
+            r"'beam_search' takes and returns text",
+        ),
+        ("causal_lm", True, [], ValueError, r"`signatures` is empty"),
+        (
+            "causal_lm",
+            True,
+            3,
+            TypeError,
+            r"`signatures` must be None, 'all', a signature name or a sequence",
+        ),
+        ("causal_lm", True, ["generate", 1], TypeError, r"`signatures` must be None"),
     ],
 )
 def test_signatures_bad_input(exports, tmp_path, kind, tokenizer, signatures, error, message):
-    model = exports["gpt_model"] if kind == "gpt" else exports["clf_model"]
-    tok = (exports["char_tok"] if kind == "gpt" else exports["bert_tok"]) if tokenizer else None
+    model = exports["gpt_model"] if kind == "causal_lm" else exports["clf_model"]
+    tok = (exports["char_tok"] if kind == "causal_lm" else exports["bert_tok"]) if tokenizer else None
     with pytest.raises(error, match=message):
         export_for_serving(model, tmp_path / "x", tokenizer=tok, signatures=signatures)
     assert not os.path.exists(tmp_path / "x")  # refused before anything is written
@@ -530,7 +548,7 @@ def test_signatures_bad_input(exports, tmp_path, kind, tokenizer, signatures, er
 
 def test_export_argument_errors(exports, tmp_path):
     clf, tok = exports["clf_model"], exports["bert_tok"]
-    assert detect_kind(clf) == "bert_classifier" and detect_kind(exports["gpt_model"]) == "gpt"
+    assert detect_kind(clf) == "classifier" and detect_kind(exports["gpt_model"]) == "causal_lm"
     with pytest.raises(ValueError, match="version"):
         export_for_serving(clf, tmp_path / "x", tokenizer=tok, version=0)
     with pytest.raises(ValueError, match="kind"):

@@ -34,12 +34,12 @@ def _tokenizers(args, trained):
 
 #: The export flags that only some kinds of model use (a flag given for another kind is refused).
 KIND_FLAGS = {
-    "label_names": ("bert_classifier",),
-    "eos_id": ("gpt", "seq2seq"),
-    "max_beams": ("gpt", "seq2seq"),
-    "max_new_tokens_limit": ("gpt", "seq2seq"),
-    "ids_only": ("gpt",),
-    "target_tokenizer": ("seq2seq",),
+    "label_names": ("classifier",),
+    "eos_id": ("causal_lm", "seq2seq_lm"),
+    "max_beams": ("causal_lm", "seq2seq_lm"),
+    "max_new_tokens_limit": ("causal_lm", "seq2seq_lm"),
+    "ids_only": ("causal_lm",),
+    "target_tokenizer": ("seq2seq_lm",),
 }
 
 
@@ -65,7 +65,7 @@ def _ids_only(signatures):
     from keras_tfm.export.exporter import DEFAULT_SIGNATURES, SIGNATURES, TEXT_SIGNATURES
 
     if signatures is None or signatures == "all":
-        names = (DEFAULT_SIGNATURES if signatures is None else SIGNATURES)["gpt"]
+        names = (DEFAULT_SIGNATURES if signatures is None else SIGNATURES)["causal_lm"]
         return tuple(n for n in names if n not in TEXT_SIGNATURES)
     text = [n for n in signatures if n in TEXT_SIGNATURES]
     if text:
@@ -97,11 +97,11 @@ def run_export(args):
         except ValueError as error:
             raise usage.UsageError("--kind", str(error)) from None
     _refuse_unused(args, kind)
-    if tokenizer is None and not (kind == "gpt" and args.ids_only):
+    if tokenizer is None and not (kind == "causal_lm" and args.ids_only):
         raise usage.UsageError(
             "--model",
             f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
-            + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
+            + (" (or --ids-only for the id signatures alone)" if kind == "causal_lm" else ""),
         )
     signatures = _signatures(args.signatures)
     if args.ids_only:
@@ -154,7 +154,7 @@ def register(subparsers):
         "--version", type=positive_int, default=None, help="version number (default: the next free one)"
     )
     p.add_argument(
-        "--kind", default="auto", choices=["auto", "gpt", "seq2seq", "bert_classifier", "bert_mlm"]
+        "--kind", default="auto", choices=["auto", "causal_lm", "seq2seq_lm", "classifier", "masked_lm"]
     )
     p.add_argument(
         "--label-names", type=comma_list, default=None, help="classifier class names, comma-separated"

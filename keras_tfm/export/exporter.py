@@ -22,19 +22,19 @@ from keras_tfm.models.sentence_encoder import SentenceEncoder
 from keras_tfm.models.seq2seq import Seq2Seq
 from keras_tfm.tokenizers.base import Tokenizer
 
-KINDS = ("gpt", "seq2seq", "bert_classifier", "bert_mlm", "sentence_encoder")
+KINDS = ("causal_lm", "seq2seq_lm", "classifier", "masked_lm", "sentence_embedding")
 
 #: The signatures each kind of model can export.
 SIGNATURES = {
-    "gpt": ("serving_default", "generate", "generate_ids", "beam_search", "beam_search_ids"),
-    "seq2seq": ("translate",),
-    "bert_classifier": ("classify",),
-    "bert_mlm": ("fill_mask",),
-    "sentence_encoder": ("embed",),
+    "causal_lm": ("serving_default", "generate", "generate_ids", "beam_search", "beam_search_ids"),
+    "seq2seq_lm": ("translate",),
+    "classifier": ("classify",),
+    "masked_lm": ("fill_mask",),
+    "sentence_embedding": ("embed",),
 }
 #: Those exported when `signatures` is None (GPT: beam search on request; without a tokenizer the
 #: text signatures are left out).
-DEFAULT_SIGNATURES = dict(SIGNATURES, gpt=("serving_default", "generate", "generate_ids"))
+DEFAULT_SIGNATURES = dict(SIGNATURES, causal_lm=("serving_default", "generate", "generate_ids"))
 #: GPT signatures that take or return strings (they need a tokenizer).
 TEXT_SIGNATURES = ("generate", "beam_search")
 
@@ -59,11 +59,11 @@ def select_signatures(kind, signatures, has_tokenizer):
     available = SIGNATURES[kind]
     if signatures is None:
         names = DEFAULT_SIGNATURES[kind]
-        if kind == "gpt" and not has_tokenizer:
+        if kind == "causal_lm" and not has_tokenizer:
             names = tuple(n for n in names if n not in TEXT_SIGNATURES)
         return names
     if signatures == "all":
-        if kind == "gpt" and not has_tokenizer:
+        if kind == "causal_lm" and not has_tokenizer:
             return tuple(n for n in available if n not in TEXT_SIGNATURES)
         return available
     if isinstance(signatures, str):
@@ -85,7 +85,7 @@ def select_signatures(kind, signatures, has_tokenizer):
                 f"some of {list(available)}."
             )
         raise ValueError(f"`signatures`: unknown signature {name!r}; a {kind} export has {list(available)}.")
-    if kind == "gpt" and not has_tokenizer:
+    if kind == "causal_lm" and not has_tokenizer:
         text = [n for n in signatures if n in TEXT_SIGNATURES]
         if text:
             raise ValueError(
@@ -96,16 +96,11 @@ def select_signatures(kind, signatures, has_tokenizer):
 
 
 def detect_kind(model: keras.Model) -> str:
-    """ "gpt" | "seq2seq" | "bert_classifier" | "bert_mlm" from the model's class."""
-    for cls, kind in (
-        (Seq2Seq, "seq2seq"),
-        (GPT, "gpt"),
-        (BertMaskedLM, "bert_mlm"),
-        (BertClassifier, "bert_classifier"),
-        (SentenceEncoder, "sentence_encoder"),
-    ):
-        if isinstance(model, cls):
-            return kind
+    """The model's task (`checkpoint_task`: "causal_lm", "seq2seq_lm", "classifier", "masked_lm",
+    "sentence_embedding"), the kind of its export."""
+    kind = getattr(model, "checkpoint_task", None)
+    if isinstance(model, (Seq2Seq, GPT, BertMaskedLM, BertClassifier, SentenceEncoder)) and kind in KINDS:
+        return kind
     raise ValueError(
         f"Cannot export a {type(model).__name__} ({model.name!r}); expected a keras_tfm GPT, Seq2Seq, "
         "BertClassifier, BertMaskedLM or SentenceEncoder (built with keras_tfm.models)."
@@ -152,11 +147,11 @@ def build_serving(
             f"`kind`={kind!r} does not match the model {model.name!r}, which is a {detected!r} model; "
             f"pass kind={detected!r} or 'auto'."
         )
-    if eos_id is not None and kind in ("gpt", "seq2seq"):
+    if eos_id is not None and kind in ("causal_lm", "seq2seq_lm"):
         check_token_id(
             "eos_id", eos_id, model.vocabulary_size, consequence=": the generator could never stop"
         )
-    if kind == "gpt":
+    if kind == "causal_lm":
         return sig.GPTServing(
             model,
             tokenizer,
@@ -166,7 +161,7 @@ def build_serving(
             max_prompt_length=max_prompt_length,
             max_beams=max_beams,
         )
-    if kind == "seq2seq":
+    if kind == "seq2seq_lm":
         source, target = _split_tokenizers(tokenizer)
         return sig.Seq2SeqServing(
             model,
@@ -177,9 +172,9 @@ def build_serving(
             eos_id=eos_id,
             jit_compile=jit_compile,
         )
-    if kind == "sentence_encoder":
+    if kind == "sentence_embedding":
         return sig.SentenceEncoderServing(model, tokenizer)
-    if kind == "bert_classifier":
+    if kind == "classifier":
         return sig.BertClassifierServing(model, tokenizer, label_names=label_names)
     return sig.BertMaskedLMServing(model, tokenizer)
 
@@ -207,7 +202,7 @@ def _write_export_info(version_dir, kind, serving):
     for key in ("max_new_tokens_limit", "max_beams"):
         if getattr(serving, key, None) is not None:
             info[key] = int(getattr(serving, key))
-    if kind == "gpt" and serving.max_length is not None:  # prompts must fit it
+    if kind == "causal_lm" and serving.max_length is not None:  # prompts must fit it
         info["max_length"] = int(serving.max_length)
         info["sliding_window"] = True  # `generate` goes past max_length (generation.sliding_window)
     folder = os.path.join(version_dir, "assets.extra")
@@ -278,8 +273,8 @@ def export_for_serving(
             target)`). GPT: optional (without it no `generate`); default
             `model.tokenizer` if the model has one.
         version: positive int; None = one more than the largest existing.
-        kind: "auto" or one of `KINDS` ("gpt", "seq2seq", "bert_classifier", "bert_mlm",
-            "sentence_encoder").
+        kind: "auto" or one of `KINDS` ("causal_lm", "seq2seq_lm", "classifier", "masked_lm",
+            "sentence_embedding").
         label_names: class names of a classifier (default LABEL_i).
         max_new_tokens_limit: largest `max_new_tokens` a request may ask for.
             GPT: default max(max_length - 1, 256), any value (past the
@@ -314,7 +309,7 @@ def export_for_serving(
         FileExistsError: the version directory already exists.
         OSError: a write found no room (errno ENOSPC, EFBIG or EDQUOT), also when TensorFlow wrote.
         ValueError: `path` is (or lies below) a file; bad arguments, unknown model kind, a `kind` that does not
-            match the model (a GPT exported as "bert_mlm"), tokenizer/model
+            match the model (a GPT exported as "masked_lm"), tokenizer/model
             mismatch, `max_prompt_length` < 1 or beyond the model's length,
             `signatures` naming a signature the kind lacks or a GPT text
             signature without a tokenizer.

@@ -103,7 +103,8 @@ class Seq2Seq(TransformerModel):
         config: the constructor arguments (dict).
     """
 
-    preset_family = "seq2seq"  # from_preset: seq2seq(name) for a built-in name; no checkpoint layout
+    preset_family = "seq2seq"  # from_preset: seq2seq(name) for a built-in name
+    checkpoint_task = "seq2seq_lm"  # its task: from_preset of a checkpoint, the kind of its export
 
     @classmethod
     def _build_preset(cls, preset, **options):
