@@ -66,3 +66,34 @@ def freeze_earlier_files_objects():
     gc.collect()
     gc.freeze()
     yield
+
+
+# --------------------------------------------------------------------------- CPU time per file
+#: `KERAS_TFM_TEST_CPU=path.jsonl`: each test file's CPU seconds (this process and the subprocesses
+#: it waited for) are appended to that file, one JSON line per file; a measure of a file's cost
+#: that a busy machine does not inflate as much as wall time (for ordering `SLOWEST_FIRST`).
+_CPU_LOG = os.environ.get("KERAS_TFM_TEST_CPU")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cpu_seconds_of_the_file(request):
+    if not _CPU_LOG:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def used():
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    start, wall = used(), time.perf_counter()
+    yield
+    line = {
+        "file": request.path.name,
+        "cpu": round(used() - start, 1),
+        "wall": round(time.perf_counter() - wall, 1),
+    }
+    with open(_CPU_LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
