@@ -33,7 +33,9 @@ _LABEL_MASK = (1 << 31) | 0xFF
 def decode_charsmap(text: str, where: str) -> bytes:
     """The bytes of a base64 `precompiled_charsmap` (a `tokenizer.json` field), checked."""
     if not isinstance(text, str):
-        raise ValueError(f"{where}: `precompiled_charsmap` must be a base64 string; found {type(text).__name__}.")
+        raise ValueError(
+            f"{where}: `precompiled_charsmap` must be a base64 string; found {type(text).__name__}."
+        )
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as error:
@@ -54,7 +56,9 @@ def split_charsmap(blob: bytes, where: str) -> tuple[np.ndarray, bytes]:
     try:
         replacements.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{where}: the replacement strings of `precompiled_charsmap` are not UTF-8.") from error
+        raise ValueError(
+            f"{where}: the replacement strings of `precompiled_charsmap` are not UTF-8."
+        ) from error
     return units, replacements
 
 
