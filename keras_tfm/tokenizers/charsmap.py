@@ -130,6 +130,23 @@ class CharsmapTrie(tf.Module):
         records = tf.reshape(found.concat(), [-1, 3])
         return records[:, 0], records[:, 1], records[:, 2]
 
+    def touches(self, strings: tf.Tensor) -> tf.Tensor:
+        """Bool `[n]`: some rule matches somewhere in the string (else no normaliser changes it).
+
+        Walks start at every byte: keys are UTF-8 strings, so a walk from a
+        continuation byte dies at once and the characters need not be decoded.
+        """
+        lengths = tf.cast(tf.strings.length(strings), tf.int64)
+        ends = tf.cumsum(lengths)
+        data = tf.reshape(
+            tf.cast(tf.io.decode_raw(tf.strings.reduce_join(strings), tf.uint8), tf.int64), [-1]
+        )
+        starts = tf.range(tf.size(data, out_type=tf.int64))
+        row = tf.searchsorted(ends, starts, side="right", out_type=tf.int64)
+        walk, _, _ = self.matches(data, starts, tf.gather(ends, row))
+        n = tf.size(strings, out_type=tf.int64)
+        return tf.math.unsorted_segment_max(tf.ones_like(walk, tf.int32), tf.gather(row, walk), n) > 0
+
     def replacement(self, value: tf.Tensor) -> tf.Tensor:
         """The replacement strings that start at offsets `value` (int64, any shape)."""
         return tf.strings.substr(self._replacements, value, tf.gather(self._lengths, value))

@@ -64,8 +64,12 @@ def char_layout(strings):
     }
 
 
-def _char_text(strings, layout):
-    return tf.strings.substr(tf.gather(strings, layout["row"]), layout["local_start"], layout["length"])
+def _char_text(strings, layout, keep=None):
+    """The text of every character (of those `keep` selects)."""
+    row, start, length = layout["row"], layout["local_start"], layout["length"]
+    if keep is not None:
+        row, start, length = (tf.boolean_mask(t, keep) for t in (row, start, length))
+    return tf.strings.substr(tf.gather(strings, row), start, length)
 
 
 def _join_rows(pieces, row, nrows):
@@ -86,6 +90,10 @@ class PrecompiledNormalizer(tf.Module):
         self._starts, self._classes = (tf.constant(a) for a in G.grapheme_class_runs())
 
     def __call__(self, strings: tf.Tensor) -> tf.Tensor:
+        touched = tf.where(self._trie.touches(strings))
+        return tf.tensor_scatter_nd_update(strings, touched, self._normalize(tf.gather_nd(strings, touched)))
+
+    def _normalize(self, strings):
         layout = char_layout(strings)
         n = tf.size(layout["row"], out_type=tf.int64)
         walk, length, value = self._trie.matches(
@@ -104,13 +112,30 @@ class PrecompiledNormalizer(tf.Module):
         head_length = tf.gather(first_length, head)
         whole = (cluster_bytes < 6) & (head_length > 0) & (head_length <= cluster_bytes)
         in_whole = tf.gather(whole, cluster)
+        # Only the strings a rule changes are rebuilt, character by character.
+        keep = _in_changed_rows(in_whole | (exact >= 0), layout["row"], tf.size(strings, out_type=tf.int64))
+        in_whole, cluster_start, exact, first_value = (
+            tf.boolean_mask(t, keep) for t in (in_whole, cluster_start, exact, first_value)
+        )
         replaced = self._trie.replacement(tf.where(in_whole, first_value, tf.maximum(exact, 0)))
         pieces = tf.where(
             in_whole,
             tf.where(cluster_start, replaced, ""),
-            tf.where(exact >= 0, replaced, _char_text(strings, layout)),
+            tf.where(exact >= 0, replaced, _char_text(strings, layout, keep)),
         )
-        return _join_rows(pieces, layout["row"], tf.size(strings, out_type=tf.int64))
+        return _rebuilt(strings, pieces, tf.boolean_mask(layout["row"], keep))
+
+
+def _in_changed_rows(changed, row, nrows):
+    """Bool per character: its string has a changed character."""
+    return tf.gather(tf.math.unsorted_segment_max(tf.cast(changed, tf.int32), row, nrows) > 0, row)
+
+
+def _rebuilt(strings, pieces, row):
+    """`strings` with the rows that have `pieces` replaced by their join."""
+    nrows = tf.size(strings, out_type=tf.int64)
+    has = tf.math.unsorted_segment_max(tf.ones_like(row, tf.int32), row, nrows) > 0
+    return tf.where(has, _join_rows(pieces, row, nrows), strings)
 
 
 class SentencePieceNormalizer(tf.Module):
@@ -139,8 +164,16 @@ class SentencePieceNormalizer(tf.Module):
         self.escape_whitespaces = escape_whitespaces
 
     def __call__(self, strings: tf.Tensor) -> tf.Tensor:
-        layout = char_layout(strings)
-        units, row = self._units(strings, layout)
+        """Strings no rule changes take `_plain`; the others go unit by unit through `_units`."""
+        plain = self._plain(strings)
+        if self._trie is None:
+            return plain
+        touched = tf.where(self._trie.touches(strings))
+        return tf.tensor_scatter_nd_update(plain, touched, self._normalize(tf.gather_nd(strings, touched)))
+
+    def _normalize(self, strings):
+        units, row = self._units(strings)
+        space = SPACE_SYMBOL if self.escape_whitespaces else " "
         nrows = tf.size(strings, out_type=tf.int64)
         if self.remove_extra_whitespaces:
             nonempty = tf.not_equal(units, "")
@@ -151,21 +184,33 @@ class SentencePieceNormalizer(tf.Module):
             valid = (count > 0) & tf.equal(tf.gather(row, last), row)
             after_space = tf.where(valid, tf.gather(ends_with_space, last), True)
             units = tf.where(after_space, tf.strings.regex_replace(units, "^ +", ""), units)
-        space = SPACE_SYMBOL if self.escape_whitespaces else " "
         if self.escape_whitespaces:
             units = tf.strings.regex_replace(units, " ", SPACE_SYMBOL)
         text = _join_rows(units, row, nrows)
         if self.add_dummy_prefix:
-            text = tf.where(tf.equal(strings, ""), text, tf.strings.join([space, text]))
+            text = tf.strings.join([space, text])
         if self.remove_extra_whitespaces:
             text = tf.strings.regex_replace(text, f"(?:{space})+$", "")
         return text
 
-    def _units(self, strings, layout):
-        """(`[units]` normalised strings, their int64 rows): the rule or character each step consumes."""
-        chars = _char_text(strings, layout)
-        if self._trie is None:
-            return chars, layout["row"]
+    def _plain(self, strings):
+        """The whitespace rules alone (what every string no charsmap rule touches gets)."""
+        space = SPACE_SYMBOL if self.escape_whitespaces else " "
+        text = strings
+        if self.remove_extra_whitespaces:
+            text = tf.strings.regex_replace(tf.strings.regex_replace(text, "^ +", ""), " +", " ")
+        if self.escape_whitespaces:
+            text = tf.strings.regex_replace(text, " ", SPACE_SYMBOL)
+        if self.add_dummy_prefix:
+            text = tf.where(tf.equal(text, ""), text, tf.strings.join([space, text]))
+        if self.remove_extra_whitespaces:
+            text = tf.strings.regex_replace(text, f"(?:{space})+$", "")
+        return text
+
+    def _units(self, strings):
+        """(`[units]` normalised strings, their int64 rows) of the strings some rule changes: the
+        replacement of the longest rule, or the character, each step of the scan consumes."""
+        layout = char_layout(strings)
         n = tf.size(layout["row"], out_type=tf.int64)
         walk, length, value = self._trie.matches(
             layout["data"], layout["start"], tf.gather(layout["end"], layout["row"])
@@ -174,10 +219,13 @@ class SentencePieceNormalizer(tf.Module):
         index = tf.range(n)
         end = tf.searchsorted(layout["start"], layout["start"] + longest, side="left", out_type=tf.int64)
         multi = (longest > 0) & (end > index + 1)
-        covered = _greedy_cover(index, end, multi, n)
-        units = tf.where(longest > 0, self._trie.replacement(longest_value), chars)
-        keep = ~covered
-        return tf.boolean_mask(units, keep), tf.boolean_mask(layout["row"], keep)
+        keep = ~_greedy_cover(index, end, multi, n)
+        units = tf.where(
+            tf.boolean_mask(longest, keep) > 0,
+            self._trie.replacement(tf.boolean_mask(longest_value, keep)),
+            _char_text(strings, layout, keep),
+        )
+        return units, tf.boolean_mask(layout["row"], keep)
 
 
 def _greedy_cover(index, end, multi, n):

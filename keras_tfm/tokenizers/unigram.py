@@ -8,6 +8,7 @@ library plus `vocab.json` for Marian.
 """
 
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -133,14 +134,14 @@ class UnigramTokenizer(VocabularyTokenizer):
         blob = (
             None
             if self.precompiled_charsmap is None
-            else decode_charsmap(self.precompiled_charsmap, "config")
+            else decode_charsmap(self.precompiled_charsmap, "UnigramTokenizer")
         )
         if self.compatibility == "sentencepiece":
             options = {
                 k: True for k in ("add_dummy_prefix", "remove_extra_whitespaces", "escape_whitespaces")
             }
             options.update(self.sentencepiece_normalizer)
-            self._normalizer = SentencePieceNormalizer(blob, **options)
+            self._normalizer = SentencePieceNormalizer(blob, **options, where="UnigramTokenizer")
             if self.decode_kinds is None or len(self.decode_kinds) != len(self._vocabulary):
                 raise ValueError(
                     "`decode_kinds` must hold one digit per token with compatibility='sentencepiece'."
@@ -153,7 +154,7 @@ class UnigramTokenizer(VocabularyTokenizer):
             check_choice("normalizers type", step.get("type"), NORMALIZER_TYPES)
             if step["type"] == "Precompiled" and blob is None:
                 raise ValueError("A `Precompiled` normalizer needs `precompiled_charsmap`.")
-        self._precompiled = PrecompiledNormalizer(blob) if blob is not None else None
+        self._precompiled = None if blob is None else PrecompiledNormalizer(blob, "UnigramTokenizer")
         for step in self.pre_tokenizers:
             check_choice("pre_tokenizers type", step.get("type"), PRE_TOKENIZER_TYPES)
             if step["type"] == "Metaspace":
@@ -193,7 +194,13 @@ class UnigramTokenizer(VocabularyTokenizer):
 
     # ---- encoding ---------------------------------------------------------- #
 
+    @tf.autograph.experimental.do_not_convert
     def _encode(self, strings):
+        if tf.executing_eagerly():
+            return _eager_function(self, "encode", self._encode_graph)(strings)
+        return self._encode_graph(strings)
+
+    def _encode_graph(self, strings):
         strings = tf.strings.unicode_transcode(
             strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
@@ -273,7 +280,13 @@ class UnigramTokenizer(VocabularyTokenizer):
 
     # ---- decoding ---------------------------------------------------------- #
 
+    @tf.autograph.experimental.do_not_convert
     def _decode(self, ids):
+        if tf.executing_eagerly():
+            return _eager_function(self, "decode", self._decode_graph)(ids)
+        return self._decode_graph(ids)
+
+    def _decode_graph(self, ids):
         tokens = self._tokens(ids)
         if self.compatibility == "sentencepiece":
             kinds = tf.ragged.map_flat_values(tf.gather, self._decode_kinds, ids)
@@ -364,6 +377,18 @@ def load_marian_tokenizers(path: str | os.PathLike, **kwargs) -> tuple[UnigramTo
     return UnigramTokenizer.from_marian(path, "source", **kwargs), UnigramTokenizer.from_marian(
         path, "target", **kwargs
     )
+
+
+#: Per tokenizer, the `tf.function`s that run its eager calls as one graph (outside the layer, so
+#: that neither Keras nor a SavedModel tracks them).
+_EAGER_FUNCTIONS = weakref.WeakKeyDictionary()
+
+
+def _eager_function(tokenizer, name, function):
+    functions = _EAGER_FUNCTIONS.setdefault(tokenizer, {})
+    if name not in functions:
+        functions[name] = tf.function(function, autograph=False, reduce_retracing=True)
+    return functions[name]
 
 
 def _check_scores(scores, size):

@@ -46,11 +46,20 @@ class UnigramLattice(tf.Module):
 
     def __init__(self, pieces, scores, unk_score, dtype=tf.float64, name=None):
         super().__init__(name=name)
-        self._table = tf.lookup.StaticHashTable(
+        # Every prefix of a piece -> 2 * (piece index + 1, or 0 if the prefix is no piece)
+        # + (1 if a longer piece starts with it): candidates grow only while they can still match.
+        codes = {}
+        for piece in pieces:
+            for m in range(1, len(piece)):
+                codes[piece[:m]] = 1
+        for i, piece in enumerate(pieces):
+            if codes.get(piece, 0) < 2:  # the first of equal pieces
+                codes[piece] = codes.get(piece, 0) | 2 * (i + 1)
+        self._prefixes = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
-                tf.constant(list(pieces), tf.string), tf.range(len(pieces), dtype=tf.int64)
+                tf.constant(list(codes), tf.string), tf.constant(list(codes.values()), tf.int64)
             ),
-            default_value=-1,
+            default_value=0,
         )
         self._scores = tf.constant(np.asarray(scores, np.float64), dtype)
         self._unk_score = tf.constant(unk_score, dtype)
@@ -88,44 +97,56 @@ class UnigramLattice(tf.Module):
         flat = pieces.flat_values
         return pieces.with_flat_values(flat[:, 0]), pieces.with_flat_values(tf.gather(text, flat[:, 1]))
 
+    def _matches(self, layout):
+        """(position, length, piece index) of every piece that occurs in the texts: candidates of
+        length 1, 2, ... are looked up while some piece still starts with them."""
+        positions = tf.size(layout["row"], out_type=tf.int64)
+        row, ends = layout["row"], layout["ends"]
+        within = tf.range(positions) - tf.gather(layout["base"], row)
+        remaining = tf.gather(layout["counts"], row) - within
+        end_index = tf.gather(ends.row_starts(), row) + within
+        found = tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False)
+
+        def body(length, alive, found):
+            begin = tf.gather(layout["local"], alive)
+            end = tf.gather(ends.values, tf.gather(end_index, alive) + length)
+            key = tf.strings.substr(tf.gather(layout["texts"], tf.gather(row, alive)), begin, end - begin)
+            code = self._prefixes.lookup(key)
+            hit = code >= 2
+            index = tf.boolean_mask(code // 2 - 1, hit)
+            found = found.write(
+                found.size(),
+                tf.stack([tf.boolean_mask(alive, hit), tf.fill(tf.shape(index), length), index], 1),
+            )
+            grow = tf.equal(code % 2, 1) & (tf.gather(remaining, alive) > length)
+            return length + 1, tf.boolean_mask(alive, grow), found
+
+        _, _, found = tf.while_loop(
+            lambda length, alive, found: tf.size(alive) > 0,
+            body,
+            (tf.constant(1, tf.int64), tf.range(positions), found),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), None),
+        )
+        found = found.write(found.size(), tf.zeros([0, 3], tf.int64))
+        found = tf.reshape(found.concat(), [-1, 3])
+        return found[:, 0], found[:, 1], found[:, 2]
+
     def _candidates(self, layout, k):
         """Dense `[positions * K]` score and piece-index tables: entry `p * K + l - 1` is the piece
         of `l` characters starting at position `p` (-inf / -1 if none; the unknown piece at l = 1)."""
         positions = tf.size(layout["row"], out_type=tf.int64)
-        row, local = layout["row"], layout["local"]
-        within = tf.range(positions) - tf.gather(layout["base"], row)
-        remaining = tf.gather(layout["counts"], row) - within
-        lengths = tf.ragged.range(1, tf.minimum(remaining, k) + 1)
-        owner = lengths.value_rowids()
-        length = lengths.flat_values
-        ends = layout["ends"]
-        end_row = tf.gather(row, owner)
-        end = tf.gather(
-            ends.values, tf.gather(ends.row_starts(), end_row) + tf.gather(within, owner) + length
-        )
-        begin = tf.gather(local, owner)
-        candidate = tf.strings.substr(tf.gather(layout["texts"], end_row), begin, end - begin)
-        ids = self._table.lookup(candidate)
-        slot = owner * k + length - 1
-        found = ids >= 0
-        single = tf.math.unsorted_segment_max(
-            tf.cast(found & tf.equal(length, 1), tf.int32), owner, positions
-        )
-        score = tf.gather(self._scores, tf.maximum(ids, 0))
+        owner, length, ids = self._matches(layout)
+        slot = (owner * k + length - 1)[:, None]
+        single = tf.math.unsorted_segment_max(tf.cast(tf.equal(length, 1), tf.int32), owner, positions)
+        score = tf.gather(self._scores, ids)
         size = positions * k
         table = tf.fill([size], tf.constant(-np.inf, self._dtype))
-        table = tf.tensor_scatter_nd_update(
-            table, tf.boolean_mask(slot, found)[:, None], tf.boolean_mask(score, found)
-        )
-        unknown = tf.where(tf.equal(single, 0))[:, 0] * k
+        table = tf.tensor_scatter_nd_update(table, slot, score)
+        unknown = tf.where(single <= 0)[:, 0] * k
         table = tf.tensor_scatter_nd_update(
             table, unknown[:, None], tf.fill(tf.shape(unknown), self._unk_score)
         )
-        index = tf.tensor_scatter_nd_update(
-            tf.fill([size], tf.constant(-1, tf.int64)),
-            tf.boolean_mask(slot, found)[:, None],
-            tf.boolean_mask(ids, found),
-        )
+        index = tf.tensor_scatter_nd_update(tf.fill([size], tf.constant(-1, tf.int64)), slot, ids)
         return table, index
 
     def _forward(self, scores, base, counts, k):
