@@ -97,6 +97,11 @@ def test_t5_edge_cases_match_tokenizers(t5, hf_t5):
     ids = t5("The <extra_id_0> walks in <extra_id_1> park").numpy().tolist()
     assert ids[-1] == t5.eos_id == 1 and t5.token_to_id("<extra_id_0>") in ids
     assert t5.prefix_ids == () and t5.suffix_ids == (1,) and (t5.pad_id, t5.unk_id) == (0, 2)
+    # Invalid UTF-8 (which HuggingFace cannot receive) is read with U+FFFD in place of each bad byte.
+    assert t5(tf.constant([b"ab\xff\xfec"])).to_list() == t5(["ab\ufffd\ufffdc"]).to_list()
+    cleanup = UnigramTokenizer(**{**t5.get_config(), "clean_up_tokenization_spaces": True})
+    ids = t5(["I 'm here , are n't you ?"])
+    assert cleanup.detokenize(ids).numpy().tolist() == [b"I'm here, aren't you?"]
 
 
 @needs_data
@@ -184,17 +189,45 @@ def test_t5_variants_match_tokenizers(t5_dir, tmp_path, lines, edit):
 # ---- Marian: source.spm / target.spm + vocab.json ------------------------------------------- #
 
 
-@pytest.fixture(scope="module")
-def marian_reference(marian_dir, lines):
+def _marian_reference():
     with lzma.open(os.path.join(unigram_corpus.FIXTURES, "unigram_marian", "reference.json.xz")) as file:
-        reference = json.loads(file.read())
+        return json.loads(file.read())
+
+
+@pytest.fixture(scope="module")
+def marian_reference(lines):
+    reference = _marian_reference()
     assert reference["digest"] == unigram_corpus.corpus_digest(lines), "the corpus lines changed"
     return reference
 
 
+@pytest.fixture(scope="module")
+def marian_edge_reference():
+    """MarianTokenizer's ids and decodes of the edge cases (the last lines of the reference corpus)."""
+    count = len(unigram_corpus.edge_cases())
+    return {key: value[-count:] for key, value in _marian_reference().items() if isinstance(value, list)}
+
+
+@pytest.fixture(scope="module")
+def marian(marian_dir):
+    return load_marian_tokenizers(marian_dir)
+
+
+def test_marian_edge_cases_match_marian_tokenizer(marian, marian_edge_reference):
+    texts = unigram_corpus.edge_cases()
+    source, target = marian
+    assert _mismatches(texts, _ids(source, texts), marian_edge_reference["source_ids"]) == []
+    assert _mismatches(texts, _ids(target, texts), marian_edge_reference["target_ids"]) == []
+    decoded = target.detokenize(tf.ragged.constant(marian_edge_reference["target_ids"])).numpy()
+    assert (
+        _mismatches(texts, [s.decode("utf-8") for s in decoded], marian_edge_reference["target_decoded"])
+        == []
+    )
+
+
 @needs_data
-def test_marian_ids_and_decode_match_marian_tokenizer(marian_dir, marian_reference, lines):
-    source, target = load_marian_tokenizers(marian_dir)
+def test_marian_ids_and_decode_match_marian_tokenizer(marian, marian_reference, lines):
+    source, target = marian
     assert _mismatches(lines, _ids(source, lines), marian_reference["source_ids"]) == []
     assert _mismatches(lines, _ids(target, lines), marian_reference["target_ids"]) == []
     decoded = [
@@ -215,50 +248,62 @@ def test_marian_ids_and_decode_match_marian_tokenizer(marian_dir, marian_referen
 
 
 class _TokenizerModule(tf.Module):
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizers):
         super().__init__()
-        self.tokenizer = tokenizer
+        self.tokenizers = tokenizers
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, strings):
-        ids = self.tokenizer(strings)
-        return {"ids": ids.to_tensor(default_value=-1), "lengths": ids.row_lengths()}
+        outputs = {}
+        for i, tokenizer in enumerate(self.tokenizers):
+            ids = tokenizer(strings)
+            outputs.update({f"ids_{i}": ids.to_tensor(default_value=-1), f"lengths_{i}": ids.row_lengths()})
+        return outputs
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def detokenize(self, ids):
-        return {"text": self.tokenizer.detokenize(tf.RaggedTensor.from_tensor(ids, padding=-1))}
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)])
+    def detokenize(self, ids, which):
+        ragged = tf.RaggedTensor.from_tensor(ids, padding=-1)
+        return tf.switch_case(which, [lambda t=t: t.detokenize(ragged) for t in self.tokenizers])
 
 
-def _from_saved(tokenizer, path, texts):
-    module = _TokenizerModule(tokenizer)
+def _from_saved(tokenizers, path, texts):
+    """Per tokenizer, (ids, detokenized text) from a SavedModel holding them, loaded back; its graphs
+    use core TensorFlow ops only (what a stock TF Serving binary runs)."""
+    module = _TokenizerModule(tokenizers)
+    ops = set()
+    concrete = (module.tokenize.get_concrete_function(), module.detokenize.get_concrete_function())
+    for function in concrete:
+        graph = function.graph.as_graph_def()
+        ops |= {node.op for node in graph.node}
+        ops |= {node.op for f in graph.library.function for node in f.node_def}
+    assert sorted(op for op in ops if not hasattr(tf.raw_ops, op)) == []
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.tokenize})
     restored = tf.saved_model.load(str(path))
     out = restored.signatures["serving_default"](tf.constant(texts))
-    ids = [row[:n].tolist() for row, n in zip(out["ids"].numpy(), out["lengths"].numpy())]
-    text = restored.detokenize(out["ids"])["text"].numpy()
-    return ids, [t.decode("utf-8") for t in text]
+    results = []
+    for i in range(len(tokenizers)):
+        ids = [row[:n].tolist() for row, n in zip(out[f"ids_{i}"].numpy(), out[f"lengths_{i}"].numpy())]
+        text = restored.detokenize(out[f"ids_{i}"], tf.constant(i)).numpy()
+        results.append((ids, [t.decode("utf-8") for t in text]))
+    return results
 
 
-def test_t5_saved_model_gives_the_same_ids(t5, hf_t5, tmp_path):
+def test_saved_model_gives_the_same_ids(t5, hf_t5, marian, marian_edge_reference, tmp_path):
+    """Both rule sets ("tokenizers": T5, "sentencepiece": Marian) served from one SavedModel."""
     texts = unigram_corpus.edge_cases()
-    ids, text = _from_saved(t5, tmp_path / "t5", texts)
-    assert _mismatches(texts, ids, _hf_ids(hf_t5, texts)) == []
-    assert text == [s.decode("utf-8") for s in t5.detokenize(tf.ragged.constant(ids)).numpy()]
+    target = marian[1]
+    (t5_ids, t5_text), (marian_ids, marian_text) = _from_saved([t5, target], tmp_path / "saved", texts)
+    assert _mismatches(texts, t5_ids, _hf_ids(hf_t5, texts)) == []
+    assert t5_text == [s.decode("utf-8") for s in t5.detokenize(tf.ragged.constant(t5_ids)).numpy()]
+    assert _mismatches(texts, marian_ids, marian_edge_reference["target_ids"]) == []
+    assert _mismatches(texts, marian_text, marian_edge_reference["target_decoded"]) == []
 
 
-@needs_data
-def test_marian_saved_model_gives_the_same_ids(marian_dir, marian_reference, lines, tmp_path):
-    _, target = load_marian_tokenizers(marian_dir)
-    ids, text = _from_saved(target, tmp_path / "marian", lines)
-    assert _mismatches(lines, ids, marian_reference["target_ids"]) == []
-    assert _mismatches(lines, text, marian_reference["target_decoded"]) == []
-
-
-def test_config_and_vocabulary_file_round_trip(t5, hf_t5, marian_dir, tmp_path):
+def test_config_and_vocabulary_file_round_trip(t5, hf_t5, marian, tmp_path):
     texts = unigram_corpus.edge_cases()
     rebuilt = UnigramTokenizer.from_config(json.loads(json.dumps(t5.get_config())))
     assert _mismatches(texts, _ids(rebuilt, texts), _hf_ids(hf_t5, texts)) == []
-    target = UnigramTokenizer.from_marian(marian_dir, "target")
+    target = marian[1]
     target.save_vocabulary(tmp_path / "vocabulary.txt")
     loaded = load_tokenizer(tmp_path / "vocabulary.txt")
     configs = [{k: v for k, v in t.get_config().items() if k != "name"} for t in (loaded, target)]
