@@ -329,6 +329,7 @@ def _set(path, value):
         (_set(["model", "type"], "BPE"), "model.type"),
         (_set(["model", "fuse_unk"], False), "fuse_unk"),
         (_set(["normalizer"], {"type": "NFKC"}), "normalizer.type"),
+        (_set(["normalizer", "precompiled_charsmap"], "not base64!"), "precompiled_charsmap"),
         (_set(["normalizer"], {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}), "pattern"),
         (_set(["pre_tokenizer"], {"type": "ByteLevel", "add_prefix_space": False}), "pre_tokenizer.type"),
         (_set(["pre_tokenizer", "pretokenizers", 1, "prepend_scheme"], "first"), "prepend_scheme"),

@@ -52,6 +52,11 @@ class UnigramTokenizer(VocabularyTokenizer):
     character that is no piece is unknown, with score `unk_score`, and a run
     of unknown characters is one piece: its text's id if the vocabulary has
     it, else its UTF-8 bytes `<0xXX>` with `byte_fallback`, else `unk_id`.
+    Invalid UTF-8 input is read with U+FFFD in place of each bad byte.
+
+    Everything is core TensorFlow ops (a SavedModel of it runs in a stock TF
+    Serving binary). An eager call runs the whole tokenizer as one
+    `tf.function`, traced on the first call (a few seconds).
 
     Args:
         vocabulary: the tokens in id order.

@@ -22,6 +22,7 @@ import numpy as np
 
 from keras_tfm.tokenizers import huggingface_files as F
 from keras_tfm.tokenizers import sentencepiece_model as S
+from keras_tfm.tokenizers.charsmap import decode_charsmap
 from keras_tfm.tokenizers.unigram_lattice import UNK_PENALTY
 
 _TOP_KEYS = {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "model"}
@@ -74,7 +75,7 @@ def _normalizers(where, data):
             if charsmap is not None:
                 _refuse(where, field, "a second Precompiled normalizer", "one")
             charsmap = node.get("precompiled_charsmap")
-            base64.b64decode(charsmap or "", validate=True)
+            decode_charsmap(charsmap, f"{where}: {field}")
             steps.append({"type": "Precompiled"})
         elif kind == "Strip":
             steps.append(
