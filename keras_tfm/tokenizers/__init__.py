@@ -32,6 +32,16 @@ One module per concept:
     qwen2_pieces       Qwen2's pre-tokenization regex from character classes
     tokenizer_json     load_tokenizer_json: the tokenizer a HuggingFace tokenizer.json describes
     tokenizer_json_fields  its parts, read strictly (anything else refused by name)
+    unigram            UnigramTokenizer    SentencePiece Unigram (T5, Flan-T5, Marian):
+                                           `from_tokenizer_json`, `from_sentencepiece_model`,
+                                           `from_pretrained`, `from_marian`; load_marian_tokenizers
+    unigram_lattice    Viterbi segmentation of a Unigram model
+    unigram_text       added tokens, HF normalizers / pre-tokenizers / decoders, Marian decode
+    unigram_files      readers of tokenizer.json, spiece.model and Marian checkpoints
+    sentencepiece_model  the SentencePiece .model protobuf, read by hand
+    charsmap           SentencePiece's precompiled charsmap (double-array trie) in TF ops
+    precompiled_normalizer  the charsmap applied as HF `tokenizers` and as SentencePiece do
+    grapheme_tables    grapheme cluster boundaries (for HF's `Precompiled` normalizer)
     bert_text          BERT's basic tokenizer (cleaning, accents, case, CJK, punctuation)
     unicode_tables     per-codepoint tables those normalisers look up
     corpus             split_words, count_words, count_characters
@@ -72,6 +82,7 @@ from keras_tfm.tokenizers.special_tokens import (
     SpecialTokens,
 )
 from keras_tfm.tokenizers.tokenizer_json import load_tokenizer_json
+from keras_tfm.tokenizers.unigram import UnigramTokenizer, load_marian_tokenizers
 from keras_tfm.tokenizers.vocabulary import VocabularyTokenizer
 from keras_tfm.tokenizers.vocabulary_file import VOCABULARY_FILE_FORMAT
 from keras_tfm.tokenizers.word import WordTokenizer
@@ -101,6 +112,8 @@ __all__ = [
     "SentencePieceBPETokenizer",
     "Qwen2BPETokenizer",
     "load_tokenizer_json",
+    "UnigramTokenizer",
+    "load_marian_tokenizers",
     "learn_wordpiece_vocabulary",
     "learn_byte_pair_vocabulary",
     "load_tokenizer",

@@ -53,8 +53,8 @@ def load_tokenizer_json(path: str | os.PathLike, **kwargs) -> Tokenizer:
             (e.g. `sequence_length=128`, `add_bos=False`).
 
     Returns:
-        A `WordPieceTokenizer`, `BytePairTokenizer`, `Qwen2BPETokenizer` or
-        `SentencePieceBPETokenizer` whose `tokenize` gives HuggingFace's
+        A `WordPieceTokenizer`, `BytePairTokenizer`, `Qwen2BPETokenizer`,
+        `SentencePieceBPETokenizer` or `UnigramTokenizer` whose `tokenize` gives HuggingFace's
         `Tokenizer.encode(text).ids` and whose `detokenize` gives its
         `decode(ids, skip_special_tokens=True)`.
 
@@ -70,9 +70,10 @@ def load_tokenizer_json(path: str | os.PathLike, **kwargs) -> Tokenizer:
     if not isinstance(model, dict) or model.get("type") not in MODEL_TYPES:
         kind = model.get("type") if isinstance(model, dict) else model
         raise J.unsupported(file, "model.type", kind, ", ".join(MODEL_TYPES))
-    if model["type"] == "Unigram":
-        # LEAD: build the SentencePiece Unigram tokenizer of `keras_tfm.tokenizers.unigram` here.
-        raise ValueError(f"{file!r}: `model.type` 'Unigram': Unigram is not implemented.")
+    if model["type"] == "Unigram":  # SentencePiece Unigram (T5, Flan-T5): its own reader
+        from keras_tfm.tokenizers.unigram import UnigramTokenizer
+
+        return UnigramTokenizer.from_tokenizer_json(file, **kwargs)
     if model["type"] == "WordPiece":
         return _wordpiece(data, file, directory, kwargs)
     return _byte_pair(data, file, directory, kwargs)
