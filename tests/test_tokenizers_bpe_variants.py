@@ -366,7 +366,7 @@ def _edit(name, edit):
 LLAMA3_REGEX = QWEN2_REGEX.replace(r"\p{N}|", r"\p{N}{1,3}|")
 REFUSALS = [
     ("llama_bpe", lambda d: d["model"].update(type="WordLevel"), "`model.type` 'WordLevel'"),
-    ("llama_bpe", lambda d: d["model"].update(type="Unigram"), "Unigram is not implemented"),
+    ("llama_bpe", lambda d: d["model"].update(type="Unigram"), "UnigramTokenizer does not implement"),
     ("llama_bpe", lambda d: d.update(normalizer={"type": "NFKC"}), "`normalizer` {'type': 'NFKC'}"),
     (
         "llama_bpe",
