@@ -13,7 +13,7 @@ linearly):
 
 `--threshold` measures standard vs chunked (causal) at T = 256 … 2048 and prints the
 smallest T from which chunked is both faster (process CPU time) and lighter: the
-value of `keras_tfm.layers.attention.auto.AUTO_MIN_KEY_LENGTH`.
+value of `keras_tfm.layers.attention.dot_product.AUTO_MIN_KEY_LENGTH`.
 
 `--gpt` (issue 16 item 4) trains the lab GPT (4 layers, 4 heads, d 128, vocabulary 65,
 dropout 0) at context `--gpt-context` (4096) and batch 1: keras_tfm `gpt(...)` with
