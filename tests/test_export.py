@@ -179,11 +179,8 @@ def bad_gpt_requests():
     cases += [
         ("num_beams = 0", dict(beam, num_beams=0), "`num_beams` must be in [1, 3]"),
         ("num_beams > max_beams", dict(beam, num_beams=4), "`num_beams` must be in [1, 3]"),
-        (
-            "length_penalty < 0",
-            dict(beam, length_penalty=-1.0),
-            "`length_penalty` must be a finite float >= 0",
-        ),
+        ("length_penalty < 0", dict(beam, length_penalty=-1.0), "`length_penalty` must be in [0, 5.0]"),
+        ("length_penalty > 5", dict(beam, length_penalty=6.0), "`length_penalty` must be in [0, 5.0]"),
         ("beam max_new_tokens > limit", dict(beam, max_new_tokens=76), "`max_new_tokens` must be <= 75"),
         ("beam prompt too long", dict(beam, prompts=["h" * 9]), "maximum prompt length 8"),
     ]

@@ -7,7 +7,7 @@ the endpoints is in `keras_tfm.export.signatures`.
 
 import tensorflow as tf
 
-from keras_tfm.checks import SEED_MAX
+from keras_tfm.checks import MAX_LENGTH_PENALTY, SEED_MAX
 from keras_tfm.generation import samplers
 from keras_tfm.tokenizers.special_tokens import MASK, SPECIAL_TOKENS
 
@@ -52,7 +52,8 @@ def check_max_new_tokens(max_new_tokens, max_new_tokens_limit):
 
 
 def check_beams(num_beams, length_penalty, max_beams):
-    """Asserts on the beam-search inputs: `num_beams` in [1, max_beams], `length_penalty` finite >= 0."""
+    """Asserts on the beam-search inputs: `num_beams` in [1, max_beams], `length_penalty` in
+    [0, `checks.MAX_LENGTH_PENALTY`] (the rule of in-process beam search, `checks.check_length_penalty`)."""
     return [
         require(
             tf.logical_and(num_beams >= 1, num_beams <= max_beams),
@@ -60,8 +61,8 @@ def check_beams(num_beams, length_penalty, max_beams):
             num_beams,
         ),
         require(
-            tf.logical_and(length_penalty >= 0.0, tf.math.is_finite(length_penalty)),
-            "`length_penalty` must be a finite float >= 0; received:",
+            tf.logical_and(length_penalty >= 0.0, length_penalty <= MAX_LENGTH_PENALTY),
+            f"`length_penalty` must be in [0, {MAX_LENGTH_PENALTY}]; received:",
             length_penalty,
         ),
     ]
@@ -75,7 +76,8 @@ def check_seed(seed):
 
 
 def check_sampling(max_new_tokens, temperature, top_k, top_p, max_new_tokens_limit):
-    """Asserts on the sampling inputs (all scalars)."""
+    """Asserts on the sampling inputs (all scalars), by the rules of `checks.check_sampling_args`
+    (a request may set temperature 0 for greedy decoding: the served sampler decides in the graph)."""
     return check_max_new_tokens(max_new_tokens, max_new_tokens_limit) + [
         require(
             tf.logical_and(temperature >= 0.0, tf.math.is_finite(temperature)),
