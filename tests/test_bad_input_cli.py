@@ -319,7 +319,7 @@ def slow(*args, **kwargs):
     time.sleep(600)
     return out
 saving.write_weights = slow
-pretrained.save_pretrained(tiny_gpt(), sys.argv[1], overwrite=True)
+saving.save_pretrained(tiny_gpt(), sys.argv[1], overwrite=True)
 """
 
 TRAIN_WRITER = """
@@ -739,7 +739,7 @@ def _(env):
 @case(
     "export-label-names-for-a-gpt",
     ValueError,
-    r"keras-tfm export: error: --label-names: a gpt model has no use",
+    r"keras-tfm export: error: --label-names: a causal_lm model has no use",
 )
 def _(env):
     _line("export", "--model", env.gpt_folder, "--name", "lab", "--export-dir", env.path("e"), "--label-names", "a,b",

@@ -235,7 +235,9 @@ def test_finetune_progress_ends_at_the_steps_run(console):
 def test_finetune_warning_reads_as_a_message(console):
     """The untrained classifier head is one line, `PROG: warning: ...`: no file, line number or source line."""
     err = console["err"]["finetune"]
-    assert err and all(line.startswith("keras-tfm finetune: warning: from_pretrained(") for line in err), err
+    assert err and all(
+        line.startswith("keras-tfm finetune: warning: BertClassifier.from_preset(") for line in err
+    ), err
     head = [line for line in err if "not in the checkpoint" in line]
     assert len(head) == 1 and "['classifier.weight', 'classifier.bias']" in head[0]
 

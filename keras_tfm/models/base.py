@@ -35,6 +35,8 @@ family), a HuggingFace-layout checkpoint directory or an `"hf://org/name"` hub n
 `keras_tfm.checkpoints` with the class's checkpoint task, tokenizer attached).
 """
 
+import contextvars
+
 import keras
 
 from keras_tfm.checks import check_cache_dtype
@@ -48,6 +50,10 @@ from keras_tfm.schedules import LinearWarmup
 #: The default optimizer's rate (the lecture's fine-tuning recipe: AdamW at 2e-5) and warmup.
 DEFAULT_LEARNING_RATE = 2e-5
 DEFAULT_WARMUP_STEPS = 100
+
+#: True while `TransformerModel.from_config` builds a model (its constructor skips the default
+#: compile; the saved compile config, if any, is applied by Keras afterwards).
+_FROM_CONFIG = contextvars.ContextVar("keras_tfm_from_config", default=False)
 
 
 def _check_tokenizer_like(name, tokenizer):
@@ -209,6 +215,21 @@ class TransformerModel(PresetLoading, keras.Model):
                 kwargs[key] = default
         super().compile(optimizer=optimizer, loss=loss, **kwargs)
 
+    def compile_from_config(self, config: dict) -> None:
+        """Recompiles a loaded model from its saved compile config (Keras skips this step for
+        a model whose `compile` is overridden), then builds the optimizer so that its saved
+        state (iterations, moments) loads into it."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if getattr(self, "optimizer", None) is not None and self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def _compile_defaults(self) -> None:
+        """A task's constructor compiles it with `compile()`'s defaults, except when the model is
+        rebuilt by `from_config` (loading, cloning): there the saved compile config decides, as
+        for any Keras model (`load_model(..., compile=False)` gives an uncompiled model)."""
+        if not _FROM_CONFIG.get():
+            self.compile()
+
     def _default_loss(self) -> tuple:
         """`(loss, metrics, weighted)` of `compile("auto")`: none for a model without a task;
         `weighted` puts the metrics in `weighted_metrics` (they honour `sample_weight`)."""
@@ -273,7 +294,11 @@ class TransformerModel(PresetLoading, keras.Model):
         lora = config.pop("lora", None)
         quantized = config.pop("quantized", None)
         tokenizer = config.pop("tokenizer", None)
-        model = cls(**config)
+        token = _FROM_CONFIG.set(True)
+        try:
+            model = cls(**config)
+        finally:
+            _FROM_CONFIG.reset(token)
         if tokenizer is not None:
             model.tokenizer = _deserialize_tokenizer(tokenizer)
         if lora:

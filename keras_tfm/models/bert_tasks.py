@@ -88,7 +88,7 @@ class BertTask(TransformerModel):
         # Not tracked as a sublayer: its layers are already this model's layers.
         object.__setattr__(self, "_encoder", encoder)
         if self._default_loss()[0] is not None:  # a task: its defaults (`TransformerModel.compile`)
-            self.compile()
+            self._compile_defaults()
 
     @property
     def encoder(self) -> BertEncoder:

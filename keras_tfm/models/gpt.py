@@ -164,7 +164,7 @@ class GPT(TransformerModel):
             head=head,
             tie_embeddings=o.tie_embeddings,
         )
-        self.compile()  # the task's defaults (`TransformerModel.compile`); a user's compile replaces them
+        self._compile_defaults()  # `TransformerModel.compile`'s; a user's compile replaces them
 
     def _default_loss(self):
         """The causal LM loss: token cross-entropy from logits over every position (id 0 may be a real token), and `MaskedAccuracy`."""

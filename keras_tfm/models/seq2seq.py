@@ -184,7 +184,7 @@ class Seq2Seq(TransformerModel):
             **parts,
         )
         object.__setattr__(self, "encoder_output", x)
-        self.compile()  # the task's defaults (`TransformerModel.compile`); a user's compile replaces them
+        self._compile_defaults()  # `TransformerModel.compile`'s; a user's compile replaces them
 
     def _default_loss(self):
         """The teacher-forcing loss: token cross-entropy from logits, target padding (id 0) excluded, and `MaskedAccuracy`."""

@@ -96,7 +96,7 @@ class ViT(TransformerModel):
             for k in ("image_size", "patch_size", "num_classes", "num_layers", "num_heads", "d_model")
         }
         self._set_parts(dict(sizes, grid_size=(height // ph, width // pw)), **parts)
-        self.compile()  # the task's defaults (`TransformerModel.compile`); a user's compile replaces them
+        self._compile_defaults()  # `TransformerModel.compile`'s; a user's compile replaces them
 
     def _default_loss(self):
         """Sparse cross-entropy from the logits and accuracy."""

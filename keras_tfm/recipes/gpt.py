@@ -182,10 +182,10 @@ def sample_text(
     if not context:
         raise ValueError("`prompt_ids` must contain at least one id.")
     top_k = min(int(top_k), model.vocabulary_size) if top_k else 0
-    sampler = "sample" if temperature > 0 else "greedy"
-    return generate(
-        model, [context], num_tokens, sampler=sampler, temperature=temperature, top_k=top_k, seed=seed
-    )[0].tolist()
+    # Temperature 0 is the limit of sampling: the most likely token, i.e. greedy decoding.
+    sampling = dict(sampler="sample", temperature=temperature, top_k=top_k, seed=seed)
+    options = sampling if temperature > 0 else dict(sampler="greedy")
+    return generate(model, [context], num_tokens, **options)[0].tolist()
 
 
 def nanogpt_init(model: Any, num_layers: int, seed: int = 0, layer_norm_bias: bool = False) -> Any:
