@@ -90,23 +90,57 @@ def mlm_mask(
         )
     pad_id = PAD
     if tokenizer is not None:
-        if special_token_ids is not None or num_special_tokens is not None:
-            raise ValueError(
-                "Pass `tokenizer` or `special_token_ids` / `num_special_tokens`, not both: the special "
-                f"tokens come from the tokenizer; received special_token_ids={special_token_ids!r}, "
-                f"num_special_tokens={num_special_tokens!r}."
-            )
-        if vocabulary_size is None:
-            vocabulary_size = tokenizer.vocabulary_size
-        if mask_token_id is None:
-            mask_token_id = tokenizer.mask_id
-            if mask_token_id is None:
-                raise ValueError("`tokenizer` has no mask token (`mask_id` is None); pass `mask_token_id`.")
-        special_token_ids = tokenizer.special_token_ids
-        pad_id = PAD if tokenizer.pad_id is None else tokenizer.pad_id
+        vocabulary_size, mask_token_id, special_token_ids, pad_id = _tokenizer_defaults(
+            tokenizer, vocabulary_size, mask_token_id, special_token_ids, num_special_tokens
+        )
     if vocabulary_size is None:
         raise ValueError("`vocabulary_size` is required (or pass `tokenizer`).")
     check_positive_int("vocabulary_size", vocabulary_size)
+    special = _special_ids(vocabulary_size, mask_token_id, special_token_ids, num_special_tokens)
+    options = dict(
+        vocabulary_size=vocabulary_size,
+        mask_rate=mask_rate,
+        mask_token_id=check_int("mask_token_id", MASK if mask_token_id is None else mask_token_id, 0),
+        random_token_rate=random_token_rate,
+        unchanged_rate=unchanged_rate,
+        special_token_ids=tuple(special),
+        pad_id=pad_id,
+    )
+    if isinstance(ids, tf.data.Dataset):
+        base = tf.constant(resolve_seed(seed), tf.int64)
+        return ids.enumerate().map(
+            lambda index, element: _mask_element(element, tf.stack([base, index]), **options),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+    if seed is None or isinstance(seed, int):
+        seed = tf.constant([resolve_seed(seed), 0], tf.int64)
+    return _mask_element(ids, seed, **options)
+
+
+def _tokenizer_defaults(tokenizer, vocabulary_size, mask_token_id, special_token_ids, num_special_tokens):
+    """`(vocabulary_size, mask_token_id, special_token_ids, pad_id)`: the arguments given, else
+    the tokenizer's. Raises a ValueError for special ids passed beside the tokenizer, or when
+    neither gives a mask id."""
+    if special_token_ids is not None or num_special_tokens is not None:
+        raise ValueError(
+            "Pass `tokenizer` or `special_token_ids` / `num_special_tokens`, not both: the special "
+            f"tokens come from the tokenizer; received special_token_ids={special_token_ids!r}, "
+            f"num_special_tokens={num_special_tokens!r}."
+        )
+    if vocabulary_size is None:
+        vocabulary_size = tokenizer.vocabulary_size
+    if mask_token_id is None:
+        mask_token_id = tokenizer.mask_id
+        if mask_token_id is None:
+            raise ValueError("`tokenizer` has no mask token (`mask_id` is None); pass `mask_token_id`.")
+    pad_id = PAD if tokenizer.pad_id is None else tokenizer.pad_id
+    return vocabulary_size, mask_token_id, tokenizer.special_token_ids, pad_id
+
+
+def _special_ids(vocabulary_size, mask_token_id, special_token_ids, num_special_tokens):
+    """The sorted special ids: `special_token_ids` (each in [0, vocabulary_size), and then
+    `mask_token_id` is required), else `range(num_special_tokens)` (default the fixed
+    `NUM_SPECIAL_TOKENS`). Raises if they leave no ordinary token."""
     if special_token_ids is not None:
         if num_special_tokens is not None:
             raise ValueError(
@@ -142,24 +176,7 @@ def mlm_mask(
         raise ValueError(
             f"`vocabulary_size` ({vocabulary_size}) leaves no ordinary token besides the {len(special)} special ones."
         )
-    options = dict(
-        vocabulary_size=vocabulary_size,
-        mask_rate=mask_rate,
-        mask_token_id=check_int("mask_token_id", MASK if mask_token_id is None else mask_token_id, 0),
-        random_token_rate=random_token_rate,
-        unchanged_rate=unchanged_rate,
-        special_token_ids=tuple(special),
-        pad_id=pad_id,
-    )
-    if isinstance(ids, tf.data.Dataset):
-        base = tf.constant(resolve_seed(seed), tf.int64)
-        return ids.enumerate().map(
-            lambda index, element: _mask_element(element, tf.stack([base, index]), **options),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-    if seed is None or isinstance(seed, int):
-        seed = tf.constant([resolve_seed(seed), 0], tf.int64)
-    return _mask_element(ids, seed, **options)
+    return special
 
 
 def _mask_element(

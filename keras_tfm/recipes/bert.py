@@ -161,10 +161,58 @@ def train_bert(**options: Any) -> dict[str, Any]:
     output_lib.check_output_options(o)
     strategy = runtime.setup(o)
     import numpy as np
+
+    tokenizer, x, y = _tokenized_splits(o)
+    pretrain_steps, finetune_steps, per_epoch = stage_steps(o, len(y["train"]))
+    pre, holder = _pretrain(o, tokenizer, x, strategy, pretrain_steps)
+    mlm_loss = pre.history.get("val_loss", [float("nan")])[-1]
+    mlm_acc = pre.history.get("val_accuracy", [float("nan")])[-1]
+    runtime.log(f"MLM dev loss {mlm_loss:.4f}, masked-token accuracy {mlm_acc:.4f}")
+    ft, dev = _finetune(o, holder, x, y, strategy, finetune_steps, per_epoch)
+    classifier = ft.model
+    classifier.tokenizer = tokenizer  # saved in the .keras file with the model
+    dev_acc = float(classifier.evaluate(dev, verbose=0, return_dict=True)["accuracy"])
+    results = {
+        "steps": pre.steps + ft.steps,
+        "mlm_steps": pre.steps,
+        "mlm_dev_loss": mlm_loss,
+        "mlm_dev_masked_accuracy": mlm_acc,
+        "finetune_steps": ft.steps,
+        "dev_accuracy": dev_acc,
+        "dev_accuracy_per_epoch": ft.history.get("val_accuracy", []),
+        "pretrain_seconds": pre.seconds,
+        "finetune_seconds": ft.seconds,
+    }
+    if "test" in x:
+        results["test_accuracy"] = float(
+            classifier.evaluate(_labelled(x, y, "test"), verbose=0, return_dict=True)["accuracy"]
+        )
+    majority = max(np.mean(y["dev"]), 1 - np.mean(y["dev"]))
+    runtime.log(
+        f"SST-2 dev accuracy {dev_acc:.4f} (majority class {majority:.4f})"
+        + (f", test accuracy {results['test_accuracy']:.4f}" if "test_accuracy" in results else "")
+    )
+    written = output_lib.save_trained(
+        o, "bert", classifier, {"tokenizer": tokenizer}, results, labels=LABELS, log=runtime.log
+    )
+    results.update({f"{key}_path": path for key, path in written.items()})
+    results["total_seconds"] = time.perf_counter() - t_start
+    runtime.log(
+        f"wall time: pretraining {pre.seconds:.1f} s, fine-tuning {ft.seconds:.1f} s, "
+        f"total {results['total_seconds']:.1f} s"
+    )
+    runtime.write_results(o, results)
+    results["model"] = classifier
+    results["tokenizer"] = tokenizer
+    return results
+
+
+def _tokenized_splits(o):
+    """The WordPiece tokenizer learned from the training sentences, and per split
+    `{split: token ids (n, max_length)}` and `{split: labels (n,)}`, both int32."""
+    import numpy as np
     import tensorflow as tf
 
-    from keras_tfm import models, training
-    from keras_tfm.data import mlm_mask
     from keras_tfm.tokenizers import WordPieceTokenizer
 
     splits = load_sst2(o.data, o.manual_dir, o.tfds_data_dir)
@@ -172,17 +220,28 @@ def train_bert(**options: Any) -> dict[str, Any]:
     tokenizer = WordPieceTokenizer.from_corpus(
         train_sentences, o.vocabulary_size, add_cls_sep=True, sequence_length=o.max_length
     )
-    vocab = tokenizer.vocabulary_size
     x = {k: tokenizer(tf.constant(v[0])).numpy().astype("int32") for k, v in splits.items()}
     y = {k: np.asarray(v[1], "int32") for k, v in splits.items()}
     runtime.log(
         "data: "
         + ", ".join(f"{k} {len(v):,}" for k, v in y.items())
-        + f" sentences; WordPiece vocabulary {vocab}"
+        + f" sentences; WordPiece vocabulary {tokenizer.vocabulary_size}"
     )
-    pretrain_steps, finetune_steps, per_epoch = stage_steps(o, len(y["train"]))
+    return tokenizer, x, y
 
-    # ---- 1. masked-LM pretraining on the training sentences (no labels) ---- #
+
+def _pretrain(o, tokenizer, x, strategy, pretrain_steps):
+    """Stage 1, masked-LM pretraining on the training sentences (no labels).
+
+    Returns:
+        `(run, holder)`: the `training.train` result and `{"encoder": the encoder}` (the one
+        the last `build_mlm` call built).
+    """
+    import tensorflow as tf
+
+    from keras_tfm import models, training
+    from keras_tfm.data import mlm_mask
+
     def with_inputs(features, labels, weights):
         inputs = encoder_inputs(features["token_ids"])
         inputs["padding_mask"] = tf.cast(features["padding_mask"], tf.int32)
@@ -202,7 +261,7 @@ def train_bert(**options: Any) -> dict[str, Any]:
 
     def build_mlm():
         encoder = models.bert_encoder(
-            vocabulary_size=vocab,
+            vocabulary_size=tokenizer.vocabulary_size,
             max_length=o.max_length,
             **o.model_sizes(),
         )
@@ -219,12 +278,26 @@ def train_bert(**options: Any) -> dict[str, Any]:
         )
 
     runtime.log(f"== 1. masked-LM pretraining: {pretrain_steps} steps of {o.batch_size} sentences ==")
-    pre = runtime.train(o, build_mlm, mlm_data, mlm_val, strategy, pretrain_steps, stage="pretrain")
-    mlm_loss = pre.history.get("val_loss", [float("nan")])[-1]
-    mlm_acc = pre.history.get("val_accuracy", [float("nan")])[-1]
-    runtime.log(f"MLM dev loss {mlm_loss:.4f}, masked-token accuracy {mlm_acc:.4f}")
+    return runtime.train(o, build_mlm, mlm_data, mlm_val, strategy, pretrain_steps, stage="pretrain"), holder
 
-    # ---- 2. fine-tuning the classifier -------------------------------------- #
+
+def _labelled(x, y, split):
+    """The batched, cached `(encoder inputs, label)` dataset of `split`."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((encoder_inputs(x[split]), y[split])).batch(256).cache()
+
+
+def _finetune(o, holder, x, y, strategy, finetune_steps, per_epoch):
+    """Stage 2, fine-tuning a classifier on `holder["encoder"]`.
+
+    Returns:
+        `(run, dev)`: the `training.train` result and the dev dataset it validated on.
+    """
+    import tensorflow as tf
+
+    from keras_tfm import models, training
+
     n_train = len(y["train"])
 
     def ft_data(start_step):
@@ -232,10 +305,7 @@ def train_bert(**options: Any) -> dict[str, Any]:
         ds = ds.repeat().shuffle(n_train, seed=o.seed).batch(o.finetune_batch_size, drop_remainder=True)
         return runtime.skip(ds, start_step)
 
-    def labelled(split):
-        return tf.data.Dataset.from_tensor_slices((encoder_inputs(x[split]), y[split])).batch(256).cache()
-
-    dev = labelled("dev")
+    dev = _labelled(x, y, "dev")
 
     def build_classifier():
         with strategy.scope():
@@ -268,42 +338,7 @@ def train_bert(**options: Any) -> dict[str, Any]:
         min(per_epoch, finetune_steps),
         "finetune",
     )
-    classifier = ft.model
-    classifier.tokenizer = tokenizer  # saved in the .keras file with the model
-    dev_acc = float(classifier.evaluate(dev, verbose=0, return_dict=True)["accuracy"])
-    results = {
-        "steps": pre.steps + ft.steps,
-        "mlm_steps": pre.steps,
-        "mlm_dev_loss": mlm_loss,
-        "mlm_dev_masked_accuracy": mlm_acc,
-        "finetune_steps": ft.steps,
-        "dev_accuracy": dev_acc,
-        "dev_accuracy_per_epoch": ft.history.get("val_accuracy", []),
-        "pretrain_seconds": pre.seconds,
-        "finetune_seconds": ft.seconds,
-    }
-    if "test" in x:
-        results["test_accuracy"] = float(
-            classifier.evaluate(labelled("test"), verbose=0, return_dict=True)["accuracy"]
-        )
-    majority = max(np.mean(y["dev"]), 1 - np.mean(y["dev"]))
-    runtime.log(
-        f"SST-2 dev accuracy {dev_acc:.4f} (majority class {majority:.4f})"
-        + (f", test accuracy {results['test_accuracy']:.4f}" if "test_accuracy" in results else "")
-    )
-    written = output_lib.save_trained(
-        o, "bert", classifier, {"tokenizer": tokenizer}, results, labels=LABELS, log=runtime.log
-    )
-    results.update({f"{key}_path": path for key, path in written.items()})
-    results["total_seconds"] = time.perf_counter() - t_start
-    runtime.log(
-        f"wall time: pretraining {pre.seconds:.1f} s, fine-tuning {ft.seconds:.1f} s, "
-        f"total {results['total_seconds']:.1f} s"
-    )
-    runtime.write_results(o, results)
-    results["model"] = classifier
-    results["tokenizer"] = tokenizer
-    return results
+    return ft, dev
 
 
 def evaluate_bert(trained: Trained, data: str) -> dict[str, float]:

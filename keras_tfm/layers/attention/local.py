@@ -29,7 +29,7 @@ raises a `ValueError` (the T × T weights are never formed). Written with
 `keras.ops`: runs on the TensorFlow, JAX and PyTorch backends.
 """
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from keras import ops
 
@@ -80,15 +80,41 @@ def _toeplitz_at(bias, t, offsets):
     return ops.take(ops.cast(bias.values, "float32"), index, axis=1)[None]
 
 
+class _Band(NamedTuple):
+    """The static layout of the band: `t` positions in `nb` blocks of `w` queries, each
+    seeing `nkw` keys (2w causal, 3w otherwise) from key `(n - 1)·w` on; `g` global tokens."""
+
+    t: Any
+    w: int
+    g: int
+    nb: Any
+    nkw: int
+    causal: bool
+
+
 @register_attention_impl("local")
 def local_attention(inputs: AttentionInputs, window: int = 128, global_tokens: int = 0) -> tuple[Any, None]:
-    """Sliding-window attention in O(T·window); see module docs."""
+    """Sliding-window attention in O(T·window) (module docstring).
+
+    Args:
+        inputs: the call (`core.py`'s contract), self-attention only; weight dropout is
+            applied to the banded weights, `return_attention_scores` is refused.
+        window: positive int w: query i sees the keys j with |i - j| ≤ w (causal: i - w ≤ j ≤ i).
+        global_tokens: non-negative int g: the first g positions attend to and are attended
+            by every position.
+
+    Returns:
+        `(output, None)`: the float32 `(B, T, H, Dv)` output.
+
+    Raises:
+        ValueError: a bad `window` or `global_tokens`, query and key lengths that differ, or
+            `return_attention_scores`.
+    """
     inputs.refuse_weights("local", dropout=False)  # weight dropout is applied on the band
     check_positive_int("window", window)
     check_non_negative_int("global_tokens", global_tokens)
     query, key, value = inputs[:3]
     mask, bias, causal, scale = inputs.mask, inputs.bias, inputs.causal, inputs.score_scale()
-    dropout, training = inputs.dropout, inputs.training
     t = static_or_dynamic_length(query)
     tk = key.shape[1]
     if isinstance(t, int) and tk is not None and t != tk:
@@ -98,8 +124,7 @@ def local_attention(inputs: AttentionInputs, window: int = 128, global_tokens: i
         )
     w = min(window, t) if isinstance(t, int) else window
     g = min(global_tokens, t) if isinstance(t, int) else global_tokens
-    nb = -(-t // w)
-    nkw = 2 * w if causal else 3 * w
+    band = _Band(t, w, g, -(-t // w), 2 * w if causal else 3 * w, causal)
     batch = static_or_dynamic_length(query, 0)
     h, d, dv = query.shape[2], query.shape[3], value.shape[3]
 
@@ -107,19 +132,45 @@ def local_attention(inputs: AttentionInputs, window: int = 128, global_tokens: i
     k = ops.cast(key, "float32")
     v = ops.cast(value, "float32")
     mask4 = None if mask is None else expand_mask(mask)
-    toeplitz = isinstance(bias, ToeplitzBias)
-    bias4 = None if bias is None or toeplitz else expand_bias(bias)
+    if bias is not None and not isinstance(bias, ToeplitzBias):
+        bias = expand_bias(bias)  # rank 4; a ToeplitzBias is read on the band only
 
     # ------------------------------------------------ banded (local) part
-    qb = ops.reshape(ops.pad(q, [[0, 0], [0, nb * w - t], [0, 0], [0, 0]]), (batch, nb, w, h, d))
+    qb = ops.reshape(ops.pad(q, [[0, 0], [0, band.nb * w - t], [0, 0], [0, 0]]), (batch, band.nb, w, h, d))
+    kw, vw = _windows(band, k, batch, h, d), _windows(band, v, batch, h, dv)
+    s, valid = _band_scores(band, qb, kw, k, mask4, bias)
+    s = ops.where(valid, s, MASK_FILL_VALUE)
+    p = ops.softmax(s, axis=-1)
+    p = _weight_dropout(inputs, ops.where(valid, p, 0.0))
+    out = ops.einsum("bhnqk,bnkhe->bnqhe", p[..., g:], vw)
+    if g:
+        out = out + ops.einsum("bhnqk,bkhe->bnqhe", p[..., :g], v[:, :g])
+    out = ops.reshape(out, (batch, band.nb * w, h, dv))[:, :t]
+    if g:
+        out = ops.concatenate([_global_queries(band, inputs, q, k, v, mask4, bias), out[:, g:]], axis=1)
+    return out, None
 
-    def windows(x, dim):
-        x = ops.pad(x, [[0, 0], [w, (nb + 2) * w - w - t], [0, 0], [0, 0]])
-        x = ops.reshape(x, (batch, nb + 2, w, h, dim))
-        parts = [x[:, 0:nb], x[:, 1 : nb + 1]] + ([] if causal else [x[:, 2 : nb + 2]])
-        return ops.concatenate(parts, axis=2)  # (B, nb, nkw, H, dim)
 
-    kw, vw = windows(k, d), windows(v, dv)
+def _weight_dropout(inputs, p):
+    """The float32 weights `p` after the call's weight dropout (in the value dtype), if any."""
+    if inputs.dropout is None:
+        return p
+    return ops.cast(inputs.dropout(ops.cast(p, inputs.value.dtype), training=inputs.training), "float32")
+
+
+def _windows(band, x, batch, heads, dim):
+    """The keys (or values) `(B, T, H, dim)` each query block sees: `(B, nb, nkw, H, dim)`."""
+    nb, w = band.nb, band.w
+    x = ops.pad(x, [[0, 0], [w, (nb + 2) * w - w - band.t], [0, 0], [0, 0]])
+    x = ops.reshape(x, (batch, nb + 2, w, heads, dim))
+    parts = [x[:, 0:nb], x[:, 1 : nb + 1]] + ([] if band.causal else [x[:, 2 : nb + 2]])
+    return ops.concatenate(parts, axis=2)
+
+
+def _band_scores(band, qb, kw, k, mask4, bias):
+    """Scores and visibility of every query block: `(B, H, nb, w, g + nkw)` float32 and bool,
+    the g global keys first, then the block's band of keys."""
+    t, w, g, nb, nkw = band.t, band.w, band.g, band.nb, band.nkw
     s = ops.einsum("bnqhd,bnkhd->bhnqk", qb, kw)  # (B, H, nb, w, nkw)
     qpos = ops.arange(nb, dtype="int32")[:, None, None] * w + ops.arange(w, dtype="int32")[None, :, None]
     kpos = (ops.arange(nb, dtype="int32")[:, None, None] - 1) * w + ops.arange(nkw, dtype="int32")[
@@ -127,68 +178,55 @@ def local_attention(inputs: AttentionInputs, window: int = 128, global_tokens: i
     ]
     rel = qpos - kpos
     valid = (kpos >= 0) & (kpos < t) & (kpos >= g) & (rel <= w)
-    valid = valid & ((rel >= 0) if causal else (rel >= -w))
+    valid = valid & ((rel >= 0) if band.causal else (rel >= -w))
     valid = valid[None, None]  # (1, 1, nb, w, nkw)
-    if toeplitz:
+    if isinstance(bias, ToeplitzBias):
         # Offset k - q = c - r - w inside every block: one (H, w, nkw) gather.
         offsets = ops.arange(nkw, dtype="int32")[None, :] - ops.arange(w, dtype="int32")[:, None] - w
         s = s + _toeplitz_at(bias, t, offsets)[:, :, None]
-    elif bias4 is not None:
-        s = s + _band(bias4, nb, w, nkw, t, 0.0)
+    elif bias is not None:
+        s = s + _band(bias, nb, w, nkw, t, 0.0)
     if mask4 is not None:
         valid = ops.logical_and(valid, _band(mask4, nb, w, nkw, t, False))
+    if not g:
+        return s, valid
+    # Every query also attends to the g global keys.
+    sg = ops.einsum("bnqhd,bkhd->bhnqk", qb, k[:, :g])  # (B, H, nb, w, g)
+    valid_g = ops.ones((1, 1, 1, 1, g), "bool")
+    if band.causal:
+        valid_g = (qpos >= ops.arange(g, dtype="int32")[None, None, :])[None, None]
+    if isinstance(bias, ToeplitzBias):
+        sg = sg + _toeplitz_at(bias, t, ops.arange(g, dtype="int32")[None, None, :] - qpos)
+    elif bias is not None:
+        sg = sg + _rows(bias, nb, w, t, 0.0, g)
+    if mask4 is not None:
+        valid_g = ops.logical_and(valid_g, _rows(mask4, nb, w, t, False, g))
+    s = ops.concatenate([sg, s], axis=-1)
+    valid = ops.concatenate(
+        [ops.broadcast_to(valid_g, ops.shape(sg)), ops.broadcast_to(valid, ops.shape(s[..., g:]))], -1
+    )
+    return s, valid
 
-    if g:
-        # Every query also attends to the g global keys.
-        sg = ops.einsum("bnqhd,bkhd->bhnqk", qb, k[:, :g])  # (B, H, nb, w, g)
-        valid_g = ops.ones((1, 1, 1, 1, g), "bool")
-        if causal:
-            valid_g = (qpos >= ops.arange(g, dtype="int32")[None, None, :])[None, None]
-        if toeplitz:
-            sg = sg + _toeplitz_at(bias, t, ops.arange(g, dtype="int32")[None, None, :] - qpos)
-        elif bias4 is not None:
-            sg = sg + _rows(bias4, nb, w, t, 0.0, g)
-        if mask4 is not None:
-            valid_g = ops.logical_and(valid_g, _rows(mask4, nb, w, t, False, g))
-        s = ops.concatenate([sg, s], axis=-1)
-        valid = ops.concatenate(
-            [ops.broadcast_to(valid_g, ops.shape(sg)), ops.broadcast_to(valid, ops.shape(s[..., g:]))], -1
+
+def _global_queries(band, inputs, q, k, v, mask4, bias):
+    """The output of the g global queries, ordinary rows over every key (O(g·T)): `(B, g, H, Dv)`."""
+    t, g = band.t, band.g
+    sq = ops.einsum("bqhd,bkhd->bhqk", q[:, :g], k)
+    valid_q = None
+    if band.causal:
+        valid_q = (ops.arange(g, dtype="int32")[:, None] >= ops.arange(t, dtype="int32")[None, :])[None, None]
+    if isinstance(bias, ToeplitzBias):
+        sq = sq + _toeplitz_at(
+            bias, t, ops.arange(t, dtype="int32")[None, :] - ops.arange(g, dtype="int32")[:, None]
         )
-
-    s = ops.where(valid, s, MASK_FILL_VALUE)
-    p = ops.softmax(s, axis=-1)
-    p = ops.where(valid, p, 0.0)
-    if dropout is not None:
-        p = ops.cast(dropout(ops.cast(p, value.dtype), training=training), "float32")
-    out = ops.einsum("bhnqk,bnkhe->bnqhe", p[..., g:], vw)
-    if g:
-        out = out + ops.einsum("bhnqk,bkhe->bnqhe", p[..., :g], v[:, :g])
-    out = ops.reshape(out, (batch, nb * w, h, dv))[:, :t]
-
-    if g:
-        # The g global queries attend to every key (ordinary rows, O(g·T)).
-        sq = ops.einsum("bqhd,bkhd->bhqk", q[:, :g], k)
-        valid_q = None
-        if causal:
-            valid_q = (ops.arange(g, dtype="int32")[:, None] >= ops.arange(t, dtype="int32")[None, :])[
-                None, None
-            ]
-        if toeplitz:
-            sq = sq + _toeplitz_at(
-                bias, t, ops.arange(t, dtype="int32")[None, :] - ops.arange(g, dtype="int32")[:, None]
-            )
-        elif bias4 is not None:
-            sq = sq + (bias4 if bias4.shape[2] == 1 else bias4[:, :, :g])
-        if mask4 is not None:
-            mq = mask4 if mask4.shape[2] == 1 else mask4[:, :, :g]
-            valid_q = mq if valid_q is None else ops.logical_and(valid_q, mq)
-        if valid_q is not None:
-            sq = ops.where(valid_q, sq, MASK_FILL_VALUE)
-        pq = ops.softmax(sq, axis=-1)
-        if valid_q is not None:
-            pq = ops.where(valid_q, pq, 0.0)
-        if dropout is not None:
-            pq = ops.cast(dropout(ops.cast(pq, value.dtype), training=training), "float32")
-        out_g = ops.einsum("bhqk,bkhe->bqhe", pq, v)
-        out = ops.concatenate([out_g, out[:, g:]], axis=1)
-    return out, None
+    elif bias is not None:
+        sq = sq + (bias if bias.shape[2] == 1 else bias[:, :, :g])
+    if mask4 is not None:
+        mq = mask4 if mask4.shape[2] == 1 else mask4[:, :, :g]
+        valid_q = mq if valid_q is None else ops.logical_and(valid_q, mq)
+    if valid_q is not None:
+        sq = ops.where(valid_q, sq, MASK_FILL_VALUE)
+    pq = ops.softmax(sq, axis=-1)
+    if valid_q is not None:
+        pq = ops.where(valid_q, pq, 0.0)
+    return ops.einsum("bhqk,bkhe->bqhe", _weight_dropout(inputs, pq), v)
