@@ -20,7 +20,7 @@ Read in this order:
     offset_bias.py, alibi.py, relative_position_bias.py
                         the position biases (functions of key − query)
 Implementations and their pieces:
-    chunked.py, row_blocks.py, lengths.py
+    chunked.py, block_plan.py, row_blocks.py, lengths.py
                         exact attention in O(T) memory
     fused.py            the backend's kernel (cuDNN flash attention on JAX GPUs)
     local.py, linear.py sliding window; kernelized linear attention
