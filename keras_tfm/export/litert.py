@@ -1,0 +1,277 @@
+"""Export a GPT, seq2seq or BERT model to LiteRT (`.tflite`), checked against TensorFlow.
+
+    export_for_litert(model, "gpt.tflite", tokenizer=tokenizer)            → gpt.tflite (+ beside it)
+    export_for_litert(model, "gpt_int8.tflite", quantize="int8")           weights int8, activations float
+
+Beside `PATH` it writes `PATH.json` (the metadata the runner needs, with the sha256 of
+`PATH`) and the tokenizer(s) as keras_tfm vocabulary files (`PATH.tokenizer`, or
+`PATH.source_tokenizer` / `PATH.target_tokenizer`; see `litert_tokenizers`). Every file
+is written under a temporary name and renamed; the `.tflite` last, and the runner
+refuses a model whose metadata records another file's digest.
+
+The signatures are those of `litert_signatures`; the runner is `litert_runner`. The model
+goes through a SavedModel (`keras.export.ExportArchive`, which freezes Keras variables;
+a bare `TFLiteConverter.from_concrete_functions` leaves them out of the file) and
+`tf.lite.TFLiteConverter` with LiteRT's built-in operators only (no TensorFlow kernels:
+the `ai-edge-litert` runtime has none). What it cannot convert is refused with the
+operator and the layer named. After conversion the runner generates from a probe prompt
+twice, on the TensorFlow functions and on the `.tflite` interpreter (GPT: past the
+context too, through every prefill width and the window slide); the export is refused
+unless the tokens are equal and the logits agree to 1e-3 of their scale. An int8 file
+(`quantize="int8"`: dynamic-range quantization, int8 weights, float activations) is
+checked to run with finite logits, and the share of probe steps whose top token agrees
+with float32 is recorded in the metadata (`verification`).
+"""
+
+import json
+import os
+import re
+import tempfile
+
+import numpy as np
+
+from keras_tfm.atomic_files import atomic_write_bytes, atomic_write_text
+from keras_tfm.checks import check_choice, check_int
+from keras_tfm.export.exporter import detect_kind
+from keras_tfm.export.litert_runner import (
+    FORMAT,
+    LiteRTEncoder,
+    LiteRTGenerator,
+    make_interpreter,
+    sidecar_path,
+)
+from keras_tfm.export.litert_signatures import (
+    EncoderSignatures,
+    GPTSignatures,
+    Seq2SeqSignatures,
+    constant_sinusoids,
+)
+from keras_tfm.export.litert_verification import verify
+from keras_tfm.tokenizers.special_tokens import CLS, SEP
+
+__all__ = ["LITERT_KINDS", "QUANTIZE", "export_for_litert"]
+
+#: Model kinds `export_for_litert` writes.
+LITERT_KINDS = ("gpt", "seq2seq", "bert_classifier", "sentence_encoder")
+#: `quantize` values: None (float32) or "int8" (dynamic range: int8 weights, float activations).
+QUANTIZE = (None, "int8")
+#: Smallest prefill width of the default widths (powers of two up to `max_length`).
+MIN_PREFILL_LENGTH = 8
+
+
+def default_prefill_lengths(max_length: int) -> tuple[int, ...]:
+    """8, 16, 32, ... below `max_length`, then `max_length` (the prompt widths of `prefill_*`)."""
+    widths, width = [], MIN_PREFILL_LENGTH
+    while width < max_length:
+        widths.append(width)
+        width *= 2
+    return (*widths, max_length)
+
+
+def _check_prefill_lengths(prefill_lengths, max_length):
+    if prefill_lengths is None:
+        return default_prefill_lengths(max_length)
+    if isinstance(prefill_lengths, (str, bytes)) or not hasattr(prefill_lengths, "__iter__"):
+        raise TypeError(f"`prefill_lengths` must be a list of ints; received {prefill_lengths!r}.")
+    widths = sorted(
+        {check_int("prefill_lengths", w, minimum=1, maximum=max_length, maximum_name="`max_length`") for w in prefill_lengths}
+    )
+    if not widths or widths[-1] != max_length:
+        widths.append(max_length)  # the widest prompt must fit a prefill
+    return tuple(widths)
+
+
+def _refuse_options(model, kind):
+    """ValueErrors naming what LiteRT cannot run, before converting."""
+    policy = model.dtype_policy
+    if policy.compute_dtype != "float32" or policy.variable_dtype != "float32":
+        raise ValueError(
+            f"The model's dtype policy {policy.name!r} is not float32; LiteRT export converts float32 models "
+            "(build it with dtype='float32' and set its weights; `quantize='int8'` makes the file small)."
+        )
+    if kind in ("gpt", "seq2seq") and getattr(model, "cache_dtype", None) not in (None, "float32"):
+        raise ValueError(
+            f"`model.cache_dtype`={model.cache_dtype!r}: LiteRT export keeps float32 caches; set it to None."
+        )
+    impl = model.config.get("attention_impl", "auto")
+    if impl not in SUPPORTED_ATTENTION:
+        raise ValueError(
+            f"The model's `attention_impl`={impl!r} has no LiteRT form; export a model built with "
+            f"attention_impl in {list(SUPPORTED_ATTENTION)} (the weights are the same)."
+        )
+
+
+#: `attention_impl` values whose graphs LiteRT runs (the cached decoding step is the same for all).
+SUPPORTED_ATTENTION = ("auto", "standard", "reference")
+
+
+def _signatures(model, kind, max_length, prefill_lengths):
+    if kind == "gpt":
+        return GPTSignatures(model, max_length, prefill_lengths)
+    if kind == "seq2seq":
+        return Seq2SeqSignatures(model, max_length)
+    return EncoderSignatures(model, max_length, "logits" if kind == "bert_classifier" else "embeddings")
+
+
+_UNSUPPORTED_OP = re.compile(r"'(tf\.\w+)' op is neither a custom op nor a flex op")
+_OP_NODE = re.compile(r'fused\["\w+:", (?:callsite\()?"([^"@]+)@')
+
+
+def _conversion_error(error, model):
+    """A ValueError naming the operator LiteRT lacks and the layer that uses it."""
+    message = str(error)
+    ops = sorted(set(_UNSUPPORTED_OP.findall(message)))
+    nodes = [n for n in _OP_NODE.findall(message) if "/" in n]
+    layer = re.sub(r"_\d+(?=/|$)", "", nodes[0].rsplit("/", 1)[0]) if nodes else None
+    where = f" in layer {layer!r}" if layer else ""
+    if ops:
+        return ValueError(
+            f"LiteRT cannot convert the model: operator(s) {ops}{where} have no LiteRT built-in kernel "
+            f"(model options: position={model.config.get('position')!r}, "
+            f"attention_impl={model.config.get('attention_impl')!r})."
+        )
+    return ValueError(f"LiteRT cannot convert the model: {message.strip().splitlines()[-1]}")
+
+
+def _convert(signatures, quantize):
+    """The `.tflite` bytes of `signatures.signatures()` and the TensorFlow functions traced."""
+    import keras
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(signatures.model)
+    if signatures.caches or getattr(signatures, "cross_caches", None):
+        archive.add_variable_collection("litert_caches", signatures.caches + getattr(signatures, "cross_caches", []))
+    functions = {}
+    with tempfile.TemporaryDirectory(prefix="keras_tfm_litert_") as folder:
+        with constant_sinusoids(signatures.model, signatures.cache_length):
+            for name, fn, inputs in signatures.signatures():
+                functions[name] = archive.add_endpoint(name, fn, input_signature=inputs)
+            archive.write_out(folder, verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(folder, signature_keys=list(functions))
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        converter.experimental_enable_resource_variables = True
+        if quantize == "int8":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        try:
+            content = converter.convert()
+        except Exception as error:  # ConverterError and the MLIR pass errors alike
+            raise _conversion_error(error, signatures.model) from None
+    return content, functions
+
+
+def _tensorflow_callables(functions):
+    """name → `(**numpy) → dict of numpy`, running the traced functions in TensorFlow."""
+
+    def wrap(fn):
+        return lambda **inputs: {k: np.asarray(v) for k, v in fn(**inputs).items()}
+
+    return {name: wrap(fn) for name, fn in functions.items()}
+
+
+def _tokenizer_roles(model, kind, tokenizer):
+    if tokenizer is None:
+        tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        return {}
+    if kind == "seq2seq":
+        pair = tuple(tokenizer) if isinstance(tokenizer, (tuple, list)) else (tokenizer, tokenizer)
+        if len(pair) != 2:
+            raise ValueError("`tokenizer` of a seq2seq model: one tokenizer or a (source, target) pair.")
+        return {"source_tokenizer": pair[0], "target_tokenizer": pair[1]}
+    return {"tokenizer": tokenizer}
+
+
+def _metadata(model, kind, signatures, max_length, quantize, tokenizers, label_names):
+    metadata = {
+        "format": FORMAT,
+        "kind": kind,
+        "max_length": max_length,
+        "model_max_length": int(model.max_length),
+        "quantize": quantize,
+        "signatures": [name for name, _, _ in signatures.signatures()],
+        "tokenizers": sorted(tokenizers),
+        "pad_id": 0,
+        **signatures.metadata(),
+    }
+    if kind == "gpt":
+        metadata["vocabulary_size"] = int(model.vocabulary_size)
+    elif kind == "seq2seq":
+        metadata["vocabulary_size"] = int(model.target_vocabulary_size)
+        metadata["source_vocabulary_size"] = int(model.source_vocabulary_size)
+    else:
+        metadata["vocabulary_size"] = int(model.vocabulary_size)
+        tokenizer = tokenizers.get("tokenizer")
+        metadata["cls_id"] = int(getattr(tokenizer, "cls_id", None) or CLS)
+        metadata["sep_id"] = int(getattr(tokenizer, "sep_id", None) or SEP)
+        if label_names is not None:
+            metadata["label_names"] = [str(n) for n in label_names]
+    return metadata
+
+
+def export_for_litert(
+    model,
+    path: str,
+    *,
+    tokenizer=None,
+    max_length: int | None = None,
+    quantize: str | None = None,
+    prefill_lengths=None,
+    label_names=None,
+    kind: str = "auto",
+) -> str:
+    """Writes `model` as a LiteRT model `path` (`.tflite`) with its metadata and tokenizers beside it.
+
+    Args:
+        model: a keras_tfm `GPT`, `Seq2Seq`, `BertClassifier` or `SentenceEncoder` (float32).
+        path: the `.tflite` file to write (its folder is created).
+        tokenizer: the model's tokenizer (seq2seq: one, or a `(source, target)` pair);
+            default `model.tokenizer`; None: the runner takes ids only.
+        max_length: W, the context the file holds (GPT: prompt + new tokens before the
+            window slides; seq2seq: source and decoder length; BERT: the input length);
+            default and maximum the model's `max_length`. Tokens equal in-process
+            generation's while the window slides at the model's own length (the default).
+        quantize: None (float32) or "int8" (dynamic-range quantization).
+        prefill_lengths: GPT prompt widths of the `prefill_*` signatures (default
+            8, 16, ... and W; W is always added, as `prefill`).
+        label_names: classifier class names (recorded in the metadata).
+        kind: "auto" or one of `LITERT_KINDS`.
+
+    Returns:
+        `path`.
+
+    Raises:
+        ValueError: a bad argument, an option or operator LiteRT cannot run (named), or a
+            converted file whose tokens or logits differ from TensorFlow's.
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).endswith(".tflite"):
+        raise ValueError(f"`path` must be a file name ending in `.tflite`; received {path!r}.")
+    path = os.fspath(path)
+    kind = detect_kind(model) if kind == "auto" else kind
+    check_choice("kind", kind, LITERT_KINDS)
+    check_choice("quantize", quantize, QUANTIZE)
+    limit = int(model.max_length)
+    max_length = limit if max_length is None else check_int("max_length", max_length, minimum=2, maximum=limit, maximum_name="the model's max_length")
+    _refuse_options(model, kind)
+    tokenizers = _tokenizer_roles(model, kind, tokenizer)
+    prefill_lengths = _check_prefill_lengths(prefill_lengths, max_length) if kind == "gpt" else ()
+    signatures = _signatures(model, kind, max_length, prefill_lengths)
+    content, functions = _convert(signatures, quantize)
+    metadata = _metadata(model, kind, signatures, max_length, quantize, tokenizers, label_names)
+    runner_class = LiteRTGenerator if kind in ("gpt", "seq2seq") else LiteRTEncoder
+    interpreter = make_interpreter(model_content=content)
+    litert = {name: interpreter.get_signature_runner(name) for name in metadata["signatures"]}
+    reference = runner_class.from_parts(metadata, _tensorflow_callables(functions))
+    metadata["verification"] = verify(reference, runner_class.from_parts(metadata, litert), quantize)
+    metadata["sha256"] = _digest(content)
+    for role, tok in tokenizers.items():
+        tok.save_vocabulary(sidecar_path(path, role))
+    atomic_write_text(sidecar_path(path, "json"), json.dumps(metadata, indent=1) + "\n")
+    atomic_write_bytes(path, content)
+    return path
+
+
+def _digest(content):
+    import hashlib
+
+    return hashlib.sha256(content).hexdigest()
