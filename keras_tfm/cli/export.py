@@ -1,4 +1,5 @@
-"""`keras-tfm export`: a trained model (and the tokenizers beside it) → EXPORT_DIR/NAME/VERSION."""
+"""`keras-tfm export`: a trained model (and the tokenizers beside it) → EXPORT_DIR/NAME/VERSION, or with
+`--format litert` → EXPORT_DIR/NAME.tflite (and its metadata and tokenizers beside it)."""
 
 import os
 
@@ -51,6 +52,28 @@ def _refuse_unused(args, kind):
             )
 
 
+#: The flags of a SavedModel export that a LiteRT export has no use for (refused when given).
+SAVED_MODEL_FLAGS = ("version", "signatures", "max_beams", "max_new_tokens_limit", "eos_id", "ids_only")
+
+
+def _export_litert(args, trained, tokenizer, kind):
+    """`--format litert`: `export_for_litert` to EXPORT_DIR/NAME.tflite; returns the path."""
+    from keras_tfm.export.litert import export_for_litert
+
+    for name in SAVED_MODEL_FLAGS:
+        if getattr(args, name) not in (None, False):
+            raise usage.UsageError(usage.flag(name), "a SavedModel option; --format litert has no use for it")
+    os.makedirs(args.export_dir, exist_ok=True)
+    return export_for_litert(
+        trained.model,
+        os.path.join(args.export_dir, f"{args.name}.tflite"),
+        tokenizer=tokenizer,
+        quantize=args.quantize,
+        label_names=args.label_names or trained.labels,
+        kind=kind,
+    )
+
+
 def _signatures(names):
     """--signatures → `export_for_serving(signatures=)`: None (the defaults), "all" or the names."""
     if names is None:
@@ -86,9 +109,14 @@ def run_export(args):
             f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
             + (" (or --ids-only for the id signatures alone)" if kind == "gpt" else ""),
         )
+    if args.quantize is not None and args.format != "litert":
+        raise usage.UsageError("--quantize", "only a LiteRT export is quantized (--format litert)")
     target = os.path.join(args.export_dir, args.name)
     try:
         with write_guard(target, model_bytes(trained.model)):
+            if args.format == "litert":
+                print(_export_litert(args, trained, tokenizer, kind))
+                return 0
             path = export_for_serving(
                 trained.model,
                 target,
@@ -118,12 +146,25 @@ def register(subparsers):
 
     p = subparsers.add_parser(
         "export",
-        help="export a trained model as a TF Serving SavedModel version",
+        help="export a trained model as a TF Serving SavedModel version (or a LiteRT .tflite file)",
         description="Exports a trained model with its kind's default signatures (--signatures for others). --model is a folder written by "
         "`keras-tfm train ... --output DIR` (model.keras, its tokenizer(s) and class names are read from it) "
         "or a .keras file (vocabulary files beside it are picked up the same way).",
     )
     p.add_argument("--model", required=True, help="training output folder, or a .keras model file")
+    p.add_argument(
+        "--format",
+        default="saved_model",
+        choices=["saved_model", "litert"],
+        help="saved_model: EXPORT_DIR/NAME/VERSION for TF Serving (default); litert: EXPORT_DIR/NAME.tflite "
+        "for `keras-tfm generate` and ai-edge-litert (GPT, seq2seq, BERT classifier, sentence encoder)",
+    )
+    p.add_argument(
+        "--quantize",
+        default=None,
+        choices=["int8"],
+        help="--format litert: int8 weights, float activations (dynamic-range quantization)",
+    )
     p.add_argument(
         "--tokenizer", help="vocabulary file (keras_tfm save_vocabulary); default: the one beside the model"
     )

@@ -3,6 +3,8 @@
     export_for_serving(model, "saved_models/NAME", tokenizer=...)   → saved_models/NAME/VERSION/
     load_served(path, version=None)                                 → tf.saved_model.load(...) (no keras)
     call_signature(loaded, name, **inputs)                          → numpy outputs (strings as str)
+    export_for_litert(model, "NAME.tflite", tokenizer=...)          → a LiteRT file (`litert`)
+    LiteRTGenerator("NAME.tflite").generate(...)                    → its tokens (`litert_runner`)
 
 See `keras_tfm.export.exporter.export_for_serving` for the signatures.
 """
@@ -19,13 +21,19 @@ from keras_tfm.export.client import (
     resolve_version_dir,
 )
 from keras_tfm.export.exporter import KINDS, SIGNATURES, detect_kind, export_for_serving
+from keras_tfm.export.litert import export_for_litert
+from keras_tfm.export.litert_encoder import LiteRTEncoder
+from keras_tfm.export.litert_runner import LiteRTGenerator
 from keras_tfm.export.warmup import read_warmup_requests  # noqa: F401
 
 __all__ = [
     "KINDS",
+    "LiteRTEncoder",
+    "LiteRTGenerator",
     "SIGNATURES",
     "call_signature",
     "detect_kind",
+    "export_for_litert",
     "export_for_serving",
     "latest_version",
     "list_versions",

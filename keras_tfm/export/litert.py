@@ -10,10 +10,10 @@ is written under a temporary name and renamed; the `.tflite` last, and the runne
 refuses a model whose metadata records another file's digest.
 
 The signatures are those of `litert_signatures`; the runner is `litert_runner`. The model
-goes through a SavedModel (`keras.export.ExportArchive`, which freezes Keras variables;
-a bare `TFLiteConverter.from_concrete_functions` leaves them out of the file) and
-`tf.lite.TFLiteConverter` with LiteRT's built-in operators only (no TensorFlow kernels:
-the `ai-edge-litert` runtime has none). What it cannot convert is refused with the
+goes through a SavedModel of the traced signatures and the variables (`_convert`; TF 2.21's
+`TFLiteConverter.from_concrete_functions` with several functions leaves a Keras model's
+weights out of the file) and `tf.lite.TFLiteConverter` with LiteRT's built-in operators only
+(no TensorFlow kernels: the `ai-edge-litert` runtime has none). What it cannot convert is refused with the
 operator and the layer named. After conversion the runner generates from a probe prompt
 twice, on the TensorFlow functions and on the `.tflite` interpreter (GPT: past the
 context too, through every prefill width and the window slide); the export is refused
@@ -33,13 +33,8 @@ import numpy as np
 from keras_tfm.atomic_files import atomic_write_bytes, atomic_write_text
 from keras_tfm.checks import check_choice, check_int
 from keras_tfm.export.exporter import detect_kind
-from keras_tfm.export.litert_runner import (
-    FORMAT,
-    LiteRTEncoder,
-    LiteRTGenerator,
-    make_interpreter,
-    sidecar_path,
-)
+from keras_tfm.export.litert_encoder import LiteRTEncoder
+from keras_tfm.export.litert_runner import FORMAT, LiteRTGenerator, make_interpreter, sidecar_path
 from keras_tfm.export.litert_signatures import (
     EncoderSignatures,
     GPTSignatures,
@@ -74,7 +69,10 @@ def _check_prefill_lengths(prefill_lengths, max_length):
     if isinstance(prefill_lengths, (str, bytes)) or not hasattr(prefill_lengths, "__iter__"):
         raise TypeError(f"`prefill_lengths` must be a list of ints; received {prefill_lengths!r}.")
     widths = sorted(
-        {check_int("prefill_lengths", w, minimum=1, maximum=max_length, maximum_name="`max_length`") for w in prefill_lengths}
+        {
+            check_int("prefill_lengths", w, minimum=1, maximum=max_length, maximum_name="`max_length`")
+            for w in prefill_lengths
+        }
     )
     if not widths or widths[-1] != max_length:
         widths.append(max_length)  # the widest prompt must fit a prefill
@@ -83,12 +81,17 @@ def _check_prefill_lengths(prefill_lengths, max_length):
 
 def _refuse_options(model, kind):
     """ValueErrors naming what LiteRT cannot run, before converting."""
-    policy = model.dtype_policy
-    if policy.compute_dtype != "float32" or policy.variable_dtype != "float32":
-        raise ValueError(
-            f"The model's dtype policy {policy.name!r} is not float32; LiteRT export converts float32 models "
-            "(build it with dtype='float32' and set its weights; `quantize='int8'` makes the file small)."
-        )
+    for layer in model._flatten_layers():
+        policy = layer.dtype_policy
+        if policy.compute_dtype in ("float16", "bfloat16") or policy.variable_dtype in (
+            "float16",
+            "bfloat16",
+        ):
+            raise ValueError(
+                f"Layer {layer.name!r} has the dtype policy {policy.name!r}; LiteRT export converts float32 "
+                "models (build the model with dtype='float32' and set its weights; `quantize='int8'` makes "
+                "the file small)."
+            )
     if kind in ("gpt", "seq2seq") and getattr(model, "cache_dtype", None) not in (None, "float32"):
         raise ValueError(
             f"`model.cache_dtype`={model.cache_dtype!r}: LiteRT export keeps float32 caches; set it to None."
@@ -96,13 +99,15 @@ def _refuse_options(model, kind):
     impl = model.config.get("attention_impl", "auto")
     if impl not in SUPPORTED_ATTENTION:
         raise ValueError(
-            f"The model's `attention_impl`={impl!r} has no LiteRT form; export a model built with "
-            f"attention_impl in {list(SUPPORTED_ATTENTION)} (the weights are the same)."
+            f"The model's `attention_impl`={impl!r} cannot be exported to LiteRT (its cached decoding step "
+            f"does not convert); export a model built with attention_impl in {list(SUPPORTED_ATTENTION)} "
+            "(the weights are the same)."
         )
 
 
-#: `attention_impl` values whose graphs LiteRT runs (the cached decoding step is the same for all).
-SUPPORTED_ATTENTION = ("auto", "standard", "reference")
+#: `attention_impl` values whose prefill and decoding steps convert ("local" and "linear" do not: their
+#: cached calls fail in TensorFlow already).
+SUPPORTED_ATTENTION = ("auto", "standard", "reference", "chunked", "fused")
 
 
 def _signatures(model, kind, max_length, prefill_lengths):
@@ -134,20 +139,25 @@ def _conversion_error(error, model):
 
 
 def _convert(signatures, quantize):
-    """The `.tflite` bytes of `signatures.signatures()` and the TensorFlow functions traced."""
-    import keras
+    """The `.tflite` bytes of `signatures.signatures()` and their TensorFlow concrete functions.
+
+    The SavedModel in between holds the model's weights (read-only: the converter freezes them
+    into the file) and the cache variables (assigned by the signatures: LiteRT resource
+    variables). Each function is traced once, here, and saved as a signature only: a
+    `tf.function` attribute would be traced again by `tf.saved_model.save`.
+    """
     import tensorflow as tf
 
-    archive = keras.export.ExportArchive()
-    archive.track(signatures.model)
-    if signatures.caches or getattr(signatures, "cross_caches", None):
-        archive.add_variable_collection("litert_caches", signatures.caches + getattr(signatures, "cross_caches", []))
+    holder = tf.Module()
+    holder.model_weights = [variable.value for variable in signatures.model.variables]
+    holder.caches = list(signatures.variables)
     functions = {}
+    with constant_sinusoids(signatures.model, signatures.cache_length):
+        for name, fn, inputs in signatures.signatures():
+            traced = tf.function(fn, input_signature=inputs, autograph=False)
+            functions[name] = traced.get_concrete_function()
     with tempfile.TemporaryDirectory(prefix="keras_tfm_litert_") as folder:
-        with constant_sinusoids(signatures.model, signatures.cache_length):
-            for name, fn, inputs in signatures.signatures():
-                functions[name] = archive.add_endpoint(name, fn, input_signature=inputs)
-            archive.write_out(folder, verbose=False)
+        tf.saved_model.save(holder, folder, signatures=functions)
         converter = tf.lite.TFLiteConverter.from_saved_model(folder, signature_keys=list(functions))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         converter.experimental_enable_resource_variables = True
@@ -251,7 +261,13 @@ def export_for_litert(
     check_choice("kind", kind, LITERT_KINDS)
     check_choice("quantize", quantize, QUANTIZE)
     limit = int(model.max_length)
-    max_length = limit if max_length is None else check_int("max_length", max_length, minimum=2, maximum=limit, maximum_name="the model's max_length")
+    max_length = (
+        limit
+        if max_length is None
+        else check_int(
+            "max_length", max_length, minimum=2, maximum=limit, maximum_name="the model's max_length"
+        )
+    )
     _refuse_options(model, kind)
     tokenizers = _tokenizer_roles(model, kind, tokenizer)
     prefill_lengths = _check_prefill_lengths(prefill_lengths, max_length) if kind == "gpt" else ()

@@ -1,10 +1,10 @@
-"""Run a LiteRT export with `ai_edge_litert`'s interpreter: `LiteRTGenerator` and `LiteRTEncoder`.
+"""Run a LiteRT export with `ai_edge_litert`'s interpreter: `LiteRTGenerator` (and the shared loading
+of every export kind; BERT exports: `litert_encoder.LiteRTEncoder`).
 
     gen = LiteRTGenerator("gpt.tflite")
     gen.generate("To be", max_new_tokens=40, sampler="sample", temperature=0.8, seed=1)
     gen.generate([[7, 8, 9]], max_new_tokens=40)              # ids → int32 (1, 40)
     LiteRTGenerator("s2s.tflite").translate("the cat sat")
-    LiteRTEncoder("bert.tflite").predict(["a fine movie"])     # probabilities / embeddings
 
 The generation loop lives here, in Python, around the `prefill_*` / `decode` / `shift`
 (GPT) or `encode` / `decode` (seq2seq) signatures of `keras_tfm.export.litert_signatures`;
@@ -31,16 +31,16 @@ from keras_tfm.generation import base
 from keras_tfm.generation.text import text_batch
 from keras_tfm.tokenizers.special_tokens import BOS, EOS
 
-__all__ = ["FORMAT", "LiteRTEncoder", "LiteRTGenerator", "make_interpreter", "sidecar_path"]
+__all__ = ["FORMAT", "LiteRTGenerator", "LiteRTModel", "make_interpreter", "read_metadata", "sidecar_path"]
 
 #: `format` of the metadata file beside a `.tflite` export.
 FORMAT = "keras_tfm.litert"
 
 
 def sidecar_path(path: str, role: str) -> str:
-    """The file beside `path` holding `role`: "json" (metadata), "tokenizer",
-    "source_tokenizer" or "target_tokenizer" (keras_tfm vocabulary files)."""
-    return f"{path}.{role}"
+    """The file beside `path` holding `role`: "json" (metadata, `PATH.json`), or "tokenizer",
+    "source_tokenizer", "target_tokenizer" (keras_tfm vocabulary files, `PATH.ROLE.vocab`)."""
+    return f"{path}.json" if role == "json" else f"{path}.{role}.vocab"
 
 
 def make_interpreter(model_path=None, model_content=None, num_threads=None):
@@ -87,7 +87,7 @@ def read_metadata(path: str) -> dict:
     return metadata
 
 
-class _LiteRTModel:
+class LiteRTModel:
     """The metadata, signatures and tokenizers of an export (`signatures`: name → callable
     `(**numpy inputs) → dict of numpy outputs`)."""
 
@@ -127,7 +127,7 @@ class _LiteRTModel:
         return self.tokenizers[role]
 
 
-class LiteRTGenerator(_LiteRTModel):
+class LiteRTGenerator(LiteRTModel):
     """Generation with a GPT or seq2seq LiteRT export (`export_for_litert`).
 
     Args:
@@ -141,7 +141,7 @@ class LiteRTGenerator(_LiteRTModel):
     def _setup(self, metadata, signatures, tokenizers):
         super()._setup(metadata, signatures, tokenizers)
         if self.kind not in ("gpt", "seq2seq"):
-            raise ValueError(f"A {self.kind} export does not generate; use LiteRTEncoder.")
+            raise ValueError(f"A {self.kind} export does not generate; use litert_encoder.LiteRTEncoder.")
         self.cache_length = int(metadata["cache_length"])
         self.pad_id = int(metadata.get("pad_id", 0))
         self.source_vocabulary_size = int(metadata.get("source_vocabulary_size", self.vocabulary_size))
@@ -176,7 +176,8 @@ class LiteRTGenerator(_LiteRTModel):
             ids in: int32 `(batch, max_new_tokens)` (and the lengths); text in: strings
             (a GPT's prompt followed by its completion).
         """
-        batch = text_batch("inputs", inputs)
+        empty = isinstance(inputs, (list, tuple)) and not inputs  # the ids path names the empty batch
+        batch = None if empty else text_batch("inputs", inputs)
         check_bool("completion_only", completion_only)
         options = dict(
             sampler=sampler, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, **request
@@ -213,18 +214,46 @@ class LiteRTGenerator(_LiteRTModel):
             )
         batch = text_batch("texts", texts)
         if batch is None:
-            raise TypeError(f"`texts` must be a str or a non-empty list of str; received {type(texts).__name__}.")
+            raise TypeError(
+                f"`texts` must be a str or a non-empty list of str; received {type(texts).__name__}."
+            )
         max_new_tokens = self.max_length - 1 if max_new_tokens is None else max_new_tokens
         return self.generate(batch[0][0] if batch[1] else batch[0], max_new_tokens, sampler="greedy")
 
+    def next_token_logits(self, ids) -> np.ndarray:
+        """GPT: float32 `(len(ids), V)`, the logits after each prefix of `ids` (1 to `max_length`
+        ids), the rows of the model's forward pass over `ids` (teacher forcing through the
+        prefill and decode signatures)."""
+        if self.kind != "gpt":
+            raise ValueError(f"`next_token_logits` needs a GPT export; this one is a {self.kind}.")
+        (row,), _ = self._gpt_rows([ids], 0)
+        if len(row) > self.max_length:
+            raise ValueError(
+                f"`ids` has {len(row)} tokens, more than the export's max_length {self.max_length}."
+            )
+        logits = []
+
+        def forced(step_logits, step):
+            logits.append(np.asarray(step_logits[0], np.float32))
+            return row[step + 1] if step + 1 < len(row) else 0
+
+        self._gpt_row(row[:1], len(row), forced, -1)
+        return np.stack(logits)
+
     # ------------------------------------------------------------------ checks
-    def _generate_ids(self, inputs, max_new_tokens, *, sampler, temperature, top_k, top_p, seed, eos_id, **request):
-        temperature, top_k, top_p = base.check_sampler(sampler, temperature, top_k, top_p, self.vocabulary_size)
+    def _generate_ids(
+        self, inputs, max_new_tokens, *, sampler, temperature, top_k, top_p, seed, eos_id, **request
+    ):
+        temperature, top_k, top_p = base.check_sampler(
+            sampler, temperature, top_k, top_p, self.vocabulary_size
+        )
         eos = -1
         if eos_id is not None:
             consequence = ": generation could never stop on it"
             eos = check_token_id("eos_id", eos_id, self.vocabulary_size, consequence=consequence)
-        choice = dict(sampler=sampler, seed=base.make_seed(seed), temperature=temperature, top_k=top_k, top_p=top_p)
+        choice = dict(
+            sampler=sampler, seed=base.make_seed(seed), temperature=temperature, top_k=top_k, top_p=top_p
+        )
         if self.kind == "gpt":
             rows, max_new_tokens = self._gpt_rows(inputs, max_new_tokens, **request)
             run = self._gpt_row
@@ -247,10 +276,14 @@ class LiteRTGenerator(_LiteRTModel):
         ids, lengths = base.pad_prompts(
             "prompt_ids", prompt_ids, prompt_lengths, self.pad_id, self.vocabulary_size, side="left"
         )
-        max_new_tokens, _ = base.check_max_new_tokens(max_new_tokens, int(lengths.max()), self.max_length, sliding=True)
+        max_new_tokens, _ = base.check_max_new_tokens(
+            max_new_tokens, int(lengths.max()), self.max_length, sliding=True
+        )
         return [ids[b, ids.shape[1] - n :].tolist() for b, n in enumerate(lengths)], max_new_tokens
 
-    def _seq2seq_rows(self, source_ids, max_new_tokens, bos_id=None, source_lengths=None, decoder_prompt_ids=None):
+    def _seq2seq_rows(
+        self, source_ids, max_new_tokens, bos_id=None, source_lengths=None, decoder_prompt_ids=None
+    ):
         src, src_lengths = base.pad_prompts(
             "source_ids", source_ids, source_lengths, 0, self.source_vocabulary_size, side="right"
         )
@@ -265,11 +298,19 @@ class LiteRTGenerator(_LiteRTModel):
             )
         if decoder_prompt_ids is None:
             if bos_id is None:
-                raise ValueError("`bos_id` is required (the first decoder token), or pass `decoder_prompt_ids`.")
+                raise ValueError(
+                    "`bos_id` is required (the first decoder token), or pass `decoder_prompt_ids`."
+                )
             bos_id = check_token_id("bos_id", bos_id, self.vocabulary_size, minimum=1)
             decoder_prompt_ids = np.full((src.shape[0], 1), bos_id, np.int32)
         dec, dec_lengths = base.pad_prompts(
-            "decoder_prompt_ids", decoder_prompt_ids, None, self.pad_id, self.vocabulary_size, side="left", minimum=1
+            "decoder_prompt_ids",
+            decoder_prompt_ids,
+            None,
+            self.pad_id,
+            self.vocabulary_size,
+            side="left",
+            minimum=1,
         )
         if dec.shape[0] != src.shape[0]:
             raise ValueError(f"{dec.shape[0]} decoder prompts for {src.shape[0]} sources.")
@@ -347,47 +388,3 @@ class LiteRTGenerator(_LiteRTModel):
             valid[slot] = not (mask_zero and token == 0)
             logits = self._decode(token, slot, slot, valid, context_mask=context)
         return new
-
-
-class LiteRTEncoder(_LiteRTModel):
-    """A BERT classifier or sentence encoder LiteRT export: `forward` (ids) and `predict` (text)."""
-
-    def forward(self, token_ids, segment_ids=None, padding_mask=None) -> np.ndarray:
-        """The model's output (`logits` or `embeddings`) for int `(batch, T <= max_length)` inputs
-        (padded to the export's length; `padding_mask` default: ids != 0)."""
-        token_ids = base.to_id_array("token_ids", token_ids)
-        if token_ids.ndim != 2 or token_ids.shape[1] > self.max_length:
-            raise ValueError(
-                f"`token_ids` must be 2-D (batch, length <= {self.max_length}); received shape {token_ids.shape}."
-            )
-        if token_ids.size and (token_ids.min() < 0 or token_ids.max() >= self.vocabulary_size):
-            raise ValueError(f"`token_ids` holds ids outside [0, {self.vocabulary_size}).")
-        defaults = {"segment_ids": np.zeros_like(token_ids), "padding_mask": (token_ids != 0).astype(np.int32)}
-        inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        width = self.max_length - token_ids.shape[1]
-        for name, value in inputs.items():
-            value = defaults[name] if value is None else base.to_id_array(name, value)
-            inputs[name] = np.pad(value.astype(np.int32), [(0, 0), (0, width)])
-        return self._call("forward", **inputs)[self.metadata["output"]]
-
-    def predict(self, texts):
-        """Classifier: class probabilities (softmax; sigmoid for one logit); sentence encoder:
-        embeddings. Each text is encoded as `[CLS] ids [SEP]`, cut to the export's length."""
-        batch = text_batch("texts", texts)
-        if batch is None:
-            raise TypeError(f"`texts` must be a str or a non-empty list of str; received {type(texts).__name__}.")
-        texts, scalar = batch
-        tokenizer = self._tokenizer("tokenizer", "predict")
-        cls, sep = self.metadata["cls_id"], self.metadata["sep_id"]
-        rows = [[cls] + ids[: self.max_length - 2] + [sep] for ids in tokenizer.encode(texts, raw=True)]
-        ids = np.zeros((len(rows), self.max_length), np.int32)
-        for b, row in enumerate(rows):
-            ids[b, : len(row)] = row
-        out = self.forward(ids, padding_mask=(np.arange(self.max_length) < np.array([[len(r)] for r in rows])))
-        if self.metadata["output"] == "logits":
-            if out.shape[-1] == 1:
-                out = 1.0 / (1.0 + np.exp(-out))
-            else:
-                shifted = np.exp(out - out.max(axis=-1, keepdims=True))
-                out = shifted / shifted.sum(axis=-1, keepdims=True)
-        return out[0] if scalar else out

@@ -102,6 +102,7 @@ class GPTSignatures:
         self.shift = sliding_window.uses_shift(self.position)
         self.cache_length = max_length + (max(max_length // 2, 1) if self.shift else max_length)
         self.caches = _cache_variables(model, self.cache_length)
+        self.variables = self.caches
 
     def metadata(self):
         return {
@@ -137,7 +138,12 @@ class GPTSignatures:
         def decode(token_ids, positions, cache_index, padding_mask):
             current = [variable.read_value() for variable in caches]
             logits, new = model.call_with_cache(
-                token_ids, current, cache_index, positions=positions, padding_mask=padding_mask, last_only=True
+                token_ids,
+                current,
+                cache_index,
+                positions=positions,
+                padding_mask=padding_mask,
+                last_only=True,
             )
             return _assign(caches, new, {"logits": logits[:, 0]})
 
@@ -177,6 +183,7 @@ class Seq2SeqSignatures:
         self.cross_caches = [
             tf.Variable(c, trainable=False, name=f"cross_cache_{i:02d}") for i, c in enumerate(cross)
         ]
+        self.variables = self.caches + self.cross_caches
 
     def metadata(self):
         return {"cache_length": self.cache_length, "mask_zero": bool(self.model.mask_zero)}
@@ -232,7 +239,7 @@ class EncoderSignatures:
         self.max_length = max_length
         self.output = output
         self.cache_length = max_length
-        self.caches = []
+        self.variables = []
 
     def metadata(self):
         return {"output": self.output}

@@ -97,7 +97,9 @@ def verify(reference, candidate, quantize=None) -> dict:
     ref = np.stack([p[0] for p in pairs])
     cand = np.stack([p[1] for p in pairs])
     if not np.all(np.isfinite(cand)):
-        raise ValueError("The converted LiteRT file computes non-finite outputs on a probe input; not written.")
+        raise ValueError(
+            "The converted LiteRT file computes non-finite outputs on a probe input; not written."
+        )
     scale = max(1.0, float(np.max(np.abs(ref))))
     difference = float(np.max(np.abs(ref - cand)))
     top = np.argsort(-ref, axis=-1)[:, :2]
