@@ -83,7 +83,7 @@ def agreement(runner, model, ids, windows, width):
     return hits / total
 
 
-def bench_gpt(args, folder, rows):
+def bench_gpt(args, folder, rows, lab):
     import tensorflow as tf
 
     from keras_tfm import generation
@@ -91,7 +91,7 @@ def bench_gpt(args, folder, rows):
     from keras_tfm.export.litert import export_for_litert
     from keras_tfm.export.litert_runner import LiteRTGenerator
 
-    model, tokenizer, val_ids = lab_gpt(args)
+    model, tokenizer, val_ids = lab
     prompt = [int(i) for i in val_ids[:16]]
     n = args.new_tokens
     # In process (XLA): warm both lengths, then time.
@@ -199,6 +199,128 @@ def bench_seq2seq(args, folder, rows):
     )
 
 
+def bench_designs(args, folder, rows, lab):
+    """The lab GPT's decoding step in three LiteRT designs, greedy, batch 1, `--new-tokens` tokens:
+    the caches passed in and out of every `decode` call (LiteRT-LM's layout), one signature holding
+    the whole loop (`tf.while_loop`), and the export's design (caches in resource variables)."""
+    import tensorflow as tf
+
+    from keras_tfm.export.litert import export_for_litert
+    from keras_tfm.export.litert_runner import LiteRTGenerator, make_interpreter
+
+    model, tokenizer, val_ids = lab
+    w, n = LAB["max_length"], min(args.new_tokens, LAB["max_length"])
+    c = 2 * w
+    prompt = [int(i) for i in val_ids[:16]]
+    specs = [
+        tf.TensorSpec([1] + list(x.shape[1:]), x.dtype, name=f"cache_{i:02d}")
+        for i, x in enumerate(model.init_caches(1, c))
+    ]
+
+    def prefill(token_ids, length):
+        pad = w - length
+        logits, caches = model.call_with_cache(
+            token_ids,
+            model.init_caches(1, c),
+            0,
+            positions=tf.range(w)[None] - pad,
+            padding_mask=tf.range(c)[None] >= pad,
+            last_only=True,
+        )
+        return logits[:, 0], caches
+
+    def decode(token_ids, positions, cache_index, padding_mask, *caches):
+        logits, caches = model.call_with_cache(
+            token_ids,
+            list(caches),
+            cache_index,
+            positions=positions,
+            padding_mask=padding_mask,
+            last_only=True,
+        )
+        return {"logits": logits[:, 0], **{f"cache_{i:02d}": x for i, x in enumerate(caches)}}
+
+    def loop(token_ids, length):
+        logits, caches = prefill(token_ids, length)
+        pad = w - length
+
+        def body(i, logits, tokens, *caches):
+            token = tf.argmax(logits, -1, output_type=tf.int32)
+            tokens = tf.tensor_scatter_nd_update(tokens, [[0, i]], token)
+            logits, caches = model.call_with_cache(
+                token[:, None],
+                list(caches),
+                w + i,
+                positions=[[w + i - pad]],
+                padding_mask=tf.range(c)[None] >= pad,
+                last_only=True,
+            )
+            return (i + 1, logits[:, 0], tokens, *caches)
+
+        out = tf.while_loop(lambda i, *_: i < n, body, (0, logits, tf.zeros([1, n], tf.int32), *caches))
+        return {"tokens": out[2]}
+
+    def start(token_ids, length):
+        logits, caches = prefill(token_ids, length)
+        return {"logits": logits, **{f"cache_{i:02d}": x for i, x in enumerate(caches)}}
+
+    holder = tf.Module()
+    holder.model_weights = [v.value for v in model.variables]
+    ids_spec = [tf.TensorSpec([1, w], tf.int32, name="token_ids"), tf.TensorSpec([], tf.int32, name="length")]
+    step_spec = [
+        tf.TensorSpec([1, 1], tf.int32, name="token_ids"),
+        tf.TensorSpec([1, 1], tf.int32, name="positions"),
+        tf.TensorSpec([], tf.int32, name="cache_index"),
+        tf.TensorSpec([1, c], tf.bool, name="padding_mask"),
+    ]
+    functions = {
+        "prefill": tf.function(start, input_signature=ids_spec, autograph=False).get_concrete_function(),
+        "decode": tf.function(
+            decode, input_signature=step_spec + specs, autograph=False
+        ).get_concrete_function(),
+        "loop": tf.function(loop, input_signature=ids_spec, autograph=False).get_concrete_function(),
+    }
+    saved = os.path.join(folder, "designs")
+    tf.saved_model.save(holder, saved, signatures=functions)
+    interpreter = make_interpreter(model_content=tf.lite.TFLiteConverter.from_saved_model(saved).convert())
+    pf, dc, lp = (interpreter.get_signature_runner(k) for k in ("prefill", "decode", "loop"))
+    ids = np.zeros((1, w), np.int32)
+    ids[0, w - len(prompt) :] = prompt
+    pad, mask = w - len(prompt), (np.arange(c) >= w - len(prompt))[None]
+
+    def passed_caches():
+        out = pf(token_ids=ids, length=np.int32(len(prompt)))
+        tokens = []
+        for i in range(n):
+            tokens.append(int(np.argmax(out.pop("logits")[0])))
+            if i + 1 < n:
+                step = dict(
+                    token_ids=np.array([[tokens[-1]]], np.int32),
+                    positions=np.array([[w + i - pad]], np.int32),
+                    cache_index=np.int32(w + i),
+                    padding_mask=mask,
+                )
+                out = dc(**step, **out)
+        return tokens
+
+    path = export_for_litert(
+        model, os.path.join(folder, "designs.tflite"), tokenizer=tokenizer, prefill_lengths=[w]
+    )
+    runner = LiteRTGenerator(path)
+    designs = {
+        "caches passed in/out": passed_caches,
+        "one while-loop signature": lambda: lp(token_ids=ids, length=np.int32(len(prompt)))["tokens"][
+            0
+        ].tolist(),
+        "caches in variables (chosen)": lambda: runner.generate([prompt], n)[0].tolist(),
+    }
+    results = {name: fn() for name, fn in designs.items()}
+    assert len({tuple(r) for r in results.values()}) == 1, "the designs chose different tokens"
+    for name, fn in designs.items():
+        seconds, _ = timed(fn, args.reps)
+        rows.append(("lab GPT", f"design: {name}, prefill + {n} tokens", None, None, None, seconds / n))
+
+
 def table(rows):
     def ms(x):
         return "" if x is None else f"{1000 * x:.2f}"
@@ -242,12 +364,16 @@ def main():
     parser.add_argument(
         "--windows", type=int, default=40, help="64-character validation windows for the agreement"
     )
+    parser.add_argument("--designs", action="store_true", help="also time the three decoding-loop designs")
     parser.add_argument("--output", default=None, help="also write the table to this file")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        bench_gpt(args, folder, rows)
+        lab = lab_gpt(args)
+        bench_gpt(args, folder, rows, lab)
         bench_seq2seq(args, folder, rows)
+        if args.designs:
+            bench_designs(args, folder, rows, lab)
     text = f"{table(rows)}\n\n{goals(rows)}\nload average: {os.getloadavg()}\n"
     print(text)
     if args.output:

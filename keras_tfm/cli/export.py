@@ -162,8 +162,9 @@ def register(subparsers):
     p.add_argument(
         "--quantize",
         default=None,
-        choices=["int8"],
-        help="--format litert: int8 weights, float activations (dynamic-range quantization)",
+        choices=["int8", "int8_per_channel"],
+        help="--format litert: int8 weights (one scale per tensor, or per output channel), float "
+        "activations (dynamic-range quantization)",
     )
     p.add_argument(
         "--tokenizer", help="vocabulary file (keras_tfm save_vocabulary); default: the one beside the model"

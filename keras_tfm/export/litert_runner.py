@@ -348,6 +348,7 @@ class LiteRTGenerator(LiteRTModel):
         keep = max(window // 2, 1)
         context, new = list(prompt), []
         logits, slot, pad = self._prefill(context)
+        valid = slots >= pad
         for step in range(max_new_tokens):
             token = choose(logits, step)
             new.append(token)
@@ -357,12 +358,12 @@ class LiteRTGenerator(LiteRTModel):
             if not shift and len(context) > window:  # recompute: restart the window
                 context = context[-keep:]
                 logits, slot, pad = self._prefill(context)
+                valid = slots >= pad
                 continue
-            if shift and slot >= self.cache_length:  # shift: drop the oldest W // 2 slots
-                slot, pad = slot - int(self._call("shift")["slots"]), pad - keep
-            valid = slots >= pad
             if shift:
-                valid &= slots > slot - window
+                if slot >= self.cache_length:  # drop the oldest W // 2 slots
+                    slot, pad = slot - int(self._call("shift")["slots"]), pad - keep
+                valid = (slots >= pad) & (slots > slot - window)
             logits = self._decode(token, slot - pad, slot, valid)
             slot += 1
         return new

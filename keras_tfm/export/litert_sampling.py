@@ -23,12 +23,26 @@ from keras_tfm.generation.samplers import MASK_VALUE, MIN_TEMPERATURE
 
 __all__ = ["choose_token", "split_seed", "uniform_noise"]
 
-_GOLDEN = np.uint32(0x9E3779B9)
+_MASK32 = 0xFFFFFFFF
+_GOLDEN = 0x9E3779B9
+
+
+def _word(value):
+    """The bits of an int32 value as a Python int in [0, 2^32)."""
+    return int(value) & _MASK32
+
+
+def _mix_word(x):
+    """`samplers._mix` on one 32-bit word (Python ints, multiplication taken modulo 2^32)."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _MASK32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _MASK32
+    return x ^ (x >> 16)
 
 
 def _mix(x):
-    """`samplers._mix` on uint32 arrays (multiplication wraps modulo 2^32)."""
-    x = np.asarray(x, np.uint32)
+    """`samplers._mix` on a uint32 array (NumPy's uint32 multiplication wraps modulo 2^32)."""
     x = x ^ (x >> np.uint32(16))
     x = x * np.uint32(0x7FEB352D)
     x = x ^ (x >> np.uint32(15))
@@ -36,35 +50,34 @@ def _mix(x):
     return x ^ (x >> np.uint32(16))
 
 
-def _bits(values):
-    """int32 values → uint32 arrays holding the same bits."""
-    return np.atleast_1d(np.asarray(values, np.int64).astype(np.int32)).view(np.uint32)
-
-
-def _seed_words(seed):
-    """The two words of an int32 `(2,)` seed as uint32 arrays of shape `(1,)` (arrays, not
-    scalars: NumPy wraps array arithmetic silently)."""
-    words = _bits(seed)
-    return words[0:1], words[1:2]
-
-
 def split_seed(seed: np.ndarray, step: int) -> np.ndarray:
     """`samplers.split_seed`: int32 `(2,)` seed of decoding step `step`."""
-    s0, s1 = _seed_words(seed)
-    step = _bits(step)
-    first = _mix(s0 ^ _mix(step + _GOLDEN))
-    second = _mix(s1 ^ _mix(step ^ s0))
-    return np.concatenate([first, second]).view(np.int32)
+    s0, s1 = (_word(value) for value in np.asarray(seed).reshape(-1))
+    step = _word(step)
+    first = _mix_word(s0 ^ _mix_word((step + _GOLDEN) & _MASK32))
+    second = _mix_word(s1 ^ _mix_word(step ^ s0))
+    return np.array([first, second], np.uint32).view(np.int32)
+
+
+_COLUMN_KEYS = {}
+
+
+def _column_keys(columns):
+    """`h(c + φ)` of every column (the same for every seed and step: computed once per width)."""
+    if columns not in _COLUMN_KEYS:
+        _COLUMN_KEYS[columns] = _mix(np.arange(columns, dtype=np.uint32) + np.uint32(_GOLDEN))
+    return _COLUMN_KEYS[columns]
 
 
 def uniform_noise(seed: np.ndarray, rows: np.ndarray, columns: int) -> np.ndarray:
     """`samplers.uniform_noise(seed, (R, columns))` restricted to the row indices `rows`:
     float32 `(len(rows), columns)` in (0, 1), bit-identical."""
-    s0, s1 = _seed_words(seed)
-    key = _mix(s0 ^ _GOLDEN) ^ s1
-    row_keys = _mix(key + _mix(_bits(rows)))
-    column_keys = _mix(np.arange(columns, dtype=np.uint32) + _GOLDEN)
-    bits = _mix(row_keys[:, None] ^ column_keys[None, :])
+    s0, s1 = (_word(value) for value in np.asarray(seed).reshape(-1))
+    key = _mix_word(s0 ^ _GOLDEN) ^ s1
+    row_keys = np.array(
+        [_mix_word((key + _mix_word(_word(r))) & _MASK32) for r in np.reshape(rows, -1)], np.uint32
+    )
+    bits = _mix(row_keys[:, None] ^ _column_keys(columns)[None, :])
     return ((bits >> np.uint32(9)).astype(np.float32) * np.float32(2.0) + np.float32(1.0)) * np.float32(
         1.0 / (1 << 24)
     )
