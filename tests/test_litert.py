@@ -24,6 +24,7 @@ from keras_tfm.export.litert import export_for_litert
 from keras_tfm.export.litert_encoder import LiteRTEncoder
 from keras_tfm.export.litert_runner import LiteRTGenerator, sidecar_path
 from keras_tfm.export.litert_sampling import choose_token
+from keras_tfm.export.litert_verification import verify
 from keras_tfm.generation import samplers
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 from keras_tfm.training import compile_for_lm
@@ -37,6 +38,15 @@ PROMPTS = ["to be", "the slings and", "w"]
 SOURCE_WORDS = "the cat sat on a mat dog ran far".split()
 TARGET_WORDS = "die katze sass auf einer matte hund lief weit".split()
 SAMPLING = dict(sampler="sample", temperature=0.9, top_k=12, top_p=0.95, seed=7)
+
+
+def cli_parser():
+    """`keras-tfm` with its `export` and `generate` subcommands."""
+    parser = argparse.ArgumentParser(prog="keras-tfm")
+    sub = parser.add_subparsers(dest="command")
+    export_cli.register(sub)
+    generate_cli.register(sub)
+    return parser
 
 
 def constant_buffers(path):
@@ -80,9 +90,11 @@ def gpt(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    """RoPE positions, 4 query heads sharing 2 key/value heads; a 16-token window."""
+    """RoPE positions, 4 query heads sharing 2 key/value heads; a 16-token window, prefill widths 8 and 16."""
     model = tiny_llama(seed=4, max_length=16)
-    path = export_for_litert(model, str(tmp_path_factory.mktemp("litert") / "llama.tflite"))
+    path = export_for_litert(
+        model, str(tmp_path_factory.mktemp("litert") / "llama.tflite"), prefill_lengths=[8]
+    )
     return model, LiteRTGenerator(path)
 
 
@@ -91,7 +103,7 @@ def s2s(tmp_path_factory):
     model = tiny_seq2seq(seed=2, num_layers=1, max_length=8)
     model.tokenizer = (WordTokenizer(SOURCE_WORDS), WordTokenizer(TARGET_WORDS))
     path = export_for_litert(model, str(tmp_path_factory.mktemp("litert") / "s2s.tflite"))
-    return model, LiteRTGenerator(path)
+    return model, LiteRTGenerator(path), path
 
 
 def test_gpt_tokens_equal_in_process(gpt):
@@ -114,8 +126,8 @@ def test_rope_gqa_tokens_equal_in_process(llama):
     assert {"prefill_8", "prefill", "decode"} == set(runner.metadata["signatures"])
 
 
-def test_seq2seq_tokens_and_translations_equal_in_process(s2s):
-    model, runner = s2s
+def test_seq2seq_tokens_and_translations_equal_in_process(s2s, capsys):
+    model, runner, path = s2s
     texts = ["the cat sat", "a dog ran far"]
     sources = runner.tokenizers["source_tokenizer"].encode(texts)
     for options in ({}, SAMPLING):  # greedy: the call `translate` makes (BOS 5, EOS 6, 7 new tokens)
@@ -124,9 +136,12 @@ def test_seq2seq_tokens_and_translations_equal_in_process(s2s):
     assert runner.translate(texts) == model.translate(texts, num_beams=1)
     with pytest.raises(ValueError, match="num_beams"):
         runner.translate(texts, num_beams=3)
+    parser = cli_parser()
+    assert usage.run(parser.parse_args(["generate", "--model", path, "--prompt", texts[0]])) == 0
+    assert capsys.readouterr().out == runner.translate(texts[0]) + "\n"
 
 
-def test_bert_classifier_outputs_equal_keras(tmp_path):
+def test_bert_classifier_outputs_equal_keras(tmp_path, capsys):
     tokenizer = WordTokenizer("the cat sat on a mat dog ran far good bad movie".split())
     model = tiny_bert_classifier(
         seed=5, num_classes=3, vocabulary_size=tokenizer.vocabulary_size, max_length=16
@@ -140,6 +155,10 @@ def test_bert_classifier_outputs_equal_keras(tmp_path):
     texts = ["the cat sat on the mat", "a good movie"]
     np.testing.assert_allclose(runner.predict(texts), model.predict(texts), atol=1e-5)
     assert json.load(open(sidecar_path(path, "json")))["label_names"] == ["a", "b", "c"]
+    command = ["generate", "--model", path, "--prompt", texts[0], "--json"]
+    assert usage.run(cli_parser().parse_args(command)) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["labels"] == [["a", "b", "c"][int(np.argmax(runner.predict(texts[0])))]]
 
 
 def test_numpy_sampler_is_the_samplers_arithmetic():
@@ -183,7 +202,7 @@ def test_bad_input_same_messages_as_generate(gpt, args, kwargs, message):
 
 
 def test_seq2seq_bad_input_same_messages(s2s):
-    model, runner = s2s
+    model, runner, _ = s2s
     for args, kwargs in (
         (([[1] * 9], 3), dict(bos_id=5)),
         (([[1, 2]], 3), {}),
@@ -208,6 +227,28 @@ def test_export_refuses_what_litert_cannot_run(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_verification_refuses_other_logits(gpt):
+    """The check `export_for_litert` runs after converting: a file whose decode step moves one logit
+    by 0.1 is refused (the tolerance: 1e-3 of the logits' scale, max(1, max |logit|))."""
+    _, runner, _ = gpt
+    signatures = dict(runner.signatures)
+    decode = signatures["decode"]
+
+    def shifted(**inputs):
+        out = dict(decode(**inputs))
+        out["logits"] = out["logits"] + np.eye(1, out["logits"].shape[-1], 3, dtype=np.float32) * 0.1
+        return out
+
+    signatures["decode"] = shifted
+    reference = LiteRTGenerator.from_parts(runner.metadata, runner.signatures)
+    assert (
+        verify(reference, LiteRTGenerator.from_parts(runner.metadata, runner.signatures))["top1_agreement"]
+        == 1
+    )
+    with pytest.raises(ValueError, match="computes other outputs than TensorFlow"):
+        verify(reference, LiteRTGenerator.from_parts(runner.metadata, signatures))
+
+
 def test_runner_refuses_a_file_its_metadata_does_not_describe(gpt, tmp_path):
     _, _, path = gpt
     copy = str(tmp_path / "gpt.tflite")
@@ -225,10 +266,7 @@ def test_cli_int8_export_generate_and_agreement(gpt, tmp_path, capsys):
     """`keras-tfm export --format litert --quantize int8`, then `keras-tfm generate` on the file; the
     int8 logits choose the float32 model's top token on ≥ 99 % of the validation text's positions."""
     model, runner, float_path = gpt
-    parser = argparse.ArgumentParser(prog="keras-tfm")
-    sub = parser.add_subparsers(dest="command")
-    export_cli.register(sub)
-    generate_cli.register(sub)
+    parser = cli_parser()
     model.save(tmp_path / "model.keras")
     model.tokenizer.save_vocabulary(tmp_path / "tokenizer.vocab")
     command = ["export", "--model", str(tmp_path), "--name", "gpt8", "--export-dir", str(tmp_path / "out")]

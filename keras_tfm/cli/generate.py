@@ -178,7 +178,15 @@ def _run_litert(args):
         )
         out = {"probabilities": probabilities, "labels": [names[i] for i in index]}
     elif signature == "translate":
-        out = {"translations": LiteRTGenerator(args.model).translate(list(args.prompt), max_new_tokens)}
+        out = {
+            "translations": LiteRTGenerator(args.model).translate(
+                list(args.prompt),
+                max_new_tokens=max_new_tokens,
+                length_penalty=REQUEST_DEFAULTS["length_penalty"]
+                if args.length_penalty is None
+                else args.length_penalty,
+            )
+        }
     else:
         sampling = {
             n: REQUEST_DEFAULTS[n] if getattr(args, n) is None else getattr(args, n) for n in SAMPLING

@@ -4,24 +4,24 @@
     export_for_litert(model, "gpt_int8.tflite", quantize="int8")           weights int8, activations float
 
 Beside `PATH` it writes `PATH.json` (the metadata the runner needs, with the sha256 of
-`PATH`) and the tokenizer(s) as keras_tfm vocabulary files (`PATH.tokenizer`, or
-`PATH.source_tokenizer` / `PATH.target_tokenizer`; see `litert_tokenizers`). Every file
-is written under a temporary name and renamed; the `.tflite` last, and the runner
+`PATH`) and the tokenizer(s) as keras_tfm vocabulary files (`PATH.tokenizer.vocab`, or
+`PATH.source_tokenizer.vocab` / `PATH.target_tokenizer.vocab`; see `litert_tokenizers`).
+Every file is written under a temporary name and renamed, the `.tflite` last; the runner
 refuses a model whose metadata records another file's digest.
 
 The signatures are those of `litert_signatures`; the runner is `litert_runner`. The model
 goes through a SavedModel of the traced signatures and the variables (`_convert`; TF 2.21's
 `TFLiteConverter.from_concrete_functions` with several functions leaves a Keras model's
-weights out of the file) and `tf.lite.TFLiteConverter` with LiteRT's built-in operators only
-(no TensorFlow kernels: the `ai-edge-litert` runtime has none). What it cannot convert is refused with the
-operator and the layer named. After conversion the runner generates from a probe prompt
-twice, on the TensorFlow functions and on the `.tflite` interpreter (GPT: past the
-context too, through every prefill width and the window slide); the export is refused
-unless the tokens are equal and the logits agree to 1e-3 of their scale. An int8 file
-(`quantize="int8"`: dynamic-range quantization, int8 weights with one scale per tensor,
-float activations; "int8_per_channel": a scale per output channel) is checked to run with
-finite logits, and the share of probe steps whose top token agrees
-with float32 is recorded in the metadata (`verification`).
+weights out of the file) and `tf.lite.TFLiteConverter` with LiteRT's built-in operators
+only (no TensorFlow kernels: the `ai-edge-litert` runtime has none). What it cannot convert
+is refused with the option, or the operator and the layer, named. After conversion the
+runner generates from a probe prompt twice, on the TensorFlow functions and on the
+`.tflite` interpreter (GPT: through every prefill width and past the context); the export
+is refused unless the tokens are equal and the logits agree to 1e-3 of their scale. An
+int8 file (`quantize="int8"`: dynamic-range quantization, int8 weights with one scale per
+tensor, float activations; "int8_per_channel": a scale per output channel) is checked to
+run with finite logits, and the share of probe steps whose top token agrees with float32
+is recorded in the metadata (`verification`).
 """
 
 import json
@@ -45,19 +45,20 @@ from keras_tfm.export.litert_signatures import (
 from keras_tfm.export.litert_verification import verify
 from keras_tfm.tokenizers.special_tokens import CLS, SEP
 
-__all__ = ["LITERT_KINDS", "QUANTIZE", "export_for_litert"]
+__all__ = ["LITERT_KINDS", "QUANTIZE", "bucket_prefill_lengths", "export_for_litert"]
 
 #: Model kinds `export_for_litert` writes.
 LITERT_KINDS = ("gpt", "seq2seq", "bert_classifier", "sentence_encoder")
 #: `quantize` values: None (float32), "int8" (dynamic range: int8 weights with one scale per tensor,
 #: float activations) or "int8_per_channel" (one scale per output channel: closer to float32, larger).
 QUANTIZE = (None, "int8", "int8_per_channel")
-#: Smallest prefill width of the default widths (powers of two up to `max_length`).
+#: Smallest width of `bucket_prefill_lengths` (powers of two up to `max_length`).
 MIN_PREFILL_LENGTH = 8
 
 
-def default_prefill_lengths(max_length: int) -> tuple[int, ...]:
-    """8, 16, 32, ... below `max_length`, then `max_length` (the prompt widths of `prefill_*`)."""
+def bucket_prefill_lengths(max_length: int) -> tuple[int, ...]:
+    """8, 16, 32, ... below `max_length`, then `max_length`: prompt widths for `prefill_lengths`
+    that make a short prompt's prefill cost what its bucket costs (each adds a signature)."""
     widths, width = [], MIN_PREFILL_LENGTH
     while width < max_length:
         widths.append(width)
@@ -67,7 +68,7 @@ def default_prefill_lengths(max_length: int) -> tuple[int, ...]:
 
 def _check_prefill_lengths(prefill_lengths, max_length):
     if prefill_lengths is None:
-        return default_prefill_lengths(max_length)
+        return (max_length,)
     if isinstance(prefill_lengths, (str, bytes)) or not hasattr(prefill_lengths, "__iter__"):
         raise TypeError(f"`prefill_lengths` must be a list of ints; received {prefill_lengths!r}.")
     widths = sorted(
@@ -85,10 +86,7 @@ def _refuse_options(model, kind):
     """ValueErrors naming what LiteRT cannot run, before converting."""
     for layer in model._flatten_layers():
         policy = layer.dtype_policy
-        if policy.compute_dtype in ("float16", "bfloat16") or policy.variable_dtype in (
-            "float16",
-            "bfloat16",
-        ):
+        if {policy.compute_dtype, policy.variable_dtype} & {"float16", "bfloat16"}:
             raise ValueError(
                 f"Layer {layer.name!r} has the dtype policy {policy.name!r}; LiteRT export converts float32 "
                 "models (build the model with dtype='float32' and set its weights; `quantize='int8'` makes "
@@ -165,8 +163,8 @@ def _convert(signatures, quantize):
         converter.experimental_enable_resource_variables = True
         if quantize is not None:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
-            # One scale per weight tensor: per-channel scales and zero points cost 12 bytes per output
-            # channel of every matrix, which keeps the lab GPT's int8 file above 30 % of float32.
+            # "int8": one scale per weight tensor. Per-channel scales and zero points cost 12 bytes per
+            # output channel of every matrix (sizes and agreement of both: bench/litert.py).
             converter._experimental_disable_per_channel = quantize == "int8"
         try:
             content = converter.convert()
@@ -193,8 +191,20 @@ def _tokenizer_roles(model, kind, tokenizer):
         pair = tuple(tokenizer) if isinstance(tokenizer, (tuple, list)) else (tokenizer, tokenizer)
         if len(pair) != 2:
             raise ValueError("`tokenizer` of a seq2seq model: one tokenizer or a (source, target) pair.")
-        return {"source_tokenizer": pair[0], "target_tokenizer": pair[1]}
-    return {"tokenizer": tokenizer}
+        roles = {"source_tokenizer": pair[0], "target_tokenizer": pair[1]}
+        sizes = {
+            "source_tokenizer": model.source_vocabulary_size,
+            "target_tokenizer": model.target_vocabulary_size,
+        }
+    else:
+        roles, sizes = {"tokenizer": tokenizer}, {"tokenizer": model.vocabulary_size}
+    for role, tok in roles.items():
+        if tok.vocabulary_size > sizes[role]:
+            raise ValueError(
+                f"`tokenizer`: the {role.replace('_', ' ')} has {tok.vocabulary_size} ids but the model only "
+                f"{sizes[role]}."
+            )
+    return roles
 
 
 def _metadata(model, kind, signatures, max_length, quantize, tokenizers, label_names):
@@ -249,8 +259,9 @@ def export_for_litert(
         quantize: None (float32), "int8" (dynamic-range quantization: int8 weights with one
             scale per tensor, float activations) or "int8_per_channel" (a scale per output
             channel).
-        prefill_lengths: GPT prompt widths of the `prefill_*` signatures (default
-            8, 16, ... and W; W is always added, as `prefill`).
+        prefill_lengths: GPT prompt widths of prefill signatures (W is always there, as
+            `prefill`; each other width P adds `prefill_P`, e.g. `bucket_prefill_lengths(W)`);
+            default: W alone (a prompt is left-padded to W).
         label_names: classifier class names (recorded in the metadata).
         kind: "auto" or one of `LITERT_KINDS`.
 

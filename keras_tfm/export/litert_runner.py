@@ -24,8 +24,9 @@ import os
 
 import numpy as np
 
-from keras_tfm.checks import check_bool, check_int, check_token_id
+from keras_tfm.checks import check_bool, check_float, check_int, check_token_id
 from keras_tfm.export.litert_sampling import choose_token
+from keras_tfm.export.litert_signatures import prefill_name
 from keras_tfm.export.litert_tokenizers import read_tokenizer
 from keras_tfm.generation import base
 from keras_tfm.generation.text import text_batch
@@ -203,15 +204,19 @@ class LiteRTGenerator(LiteRTModel):
         strings = target.decode(new)
         return strings[0] if scalar else strings
 
-    def translate(self, texts, max_new_tokens: int | None = None, num_beams: int = 1):
+    def translate(
+        self, texts, num_beams: int = 1, max_new_tokens: int | None = None, length_penalty: float = 0.6
+    ):
         """`Seq2Seq.translate` with greedy decoding (`num_beams` 1; beam search is not exported):
-        from `BOS` to `EOS`, at most `max_new_tokens` (default `max_length - 1`) tokens."""
+        from `BOS` to `EOS`, at most `max_new_tokens` (default `max_length - 1`) tokens;
+        `length_penalty` is checked as in process and has no effect on greedy decoding."""
         if self.kind != "seq2seq":
             raise ValueError(f"`translate` needs a seq2seq export; this one is a {self.kind}.")
         if check_int("num_beams", num_beams, minimum=1) != 1:
             raise ValueError(
                 f"`num_beams`={num_beams}: a LiteRT export decodes greedily or by sampling (num_beams=1)."
             )
+        check_float("length_penalty", length_penalty, low=0.0, high=5.0)
         batch = text_batch("texts", texts)
         if batch is None:
             raise TypeError(
@@ -325,7 +330,7 @@ class LiteRTGenerator(LiteRTModel):
     def _prefill(self, context):
         """Prefills `context` LEFT-padded to the narrowest prefill width; `(logits, slot, pad)`."""
         width = min(w for w in self.metadata["prefill_lengths"] if w >= len(context))
-        name = "prefill" if width == self.max_length else f"prefill_{width}"
+        name = prefill_name(width, self.max_length)
         ids = np.full((1, width), self.pad_id, np.int32)
         ids[0, width - len(context) :] = context
         logits = self._call(name, token_ids=ids, length=np.int32(len(context)))["logits"]
