@@ -24,9 +24,11 @@ from keras_tfm.export.litert import export_for_litert
 from keras_tfm.export.litert_encoder import LiteRTEncoder
 from keras_tfm.export.litert_runner import LiteRTGenerator, sidecar_path
 from keras_tfm.export.litert_sampling import choose_token
+from keras_tfm.export.litert_tokenizers import PythonTokenizer, read_tokenizer
 from keras_tfm.export.litert_verification import verify
 from keras_tfm.generation import samplers
-from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
+from keras_tfm.generation.text import detokenize_ids, tokenize_texts
+from keras_tfm.tokenizers import ByteTokenizer, CharTokenizer, WordTokenizer
 from keras_tfm.training import compile_for_lm
 
 TEXT = (
@@ -175,6 +177,34 @@ def test_numpy_sampler_is_the_samplers_arithmetic():
             for r in range(3)
         ]
         np.testing.assert_array_equal(np.concatenate(rows), expected)
+
+
+@pytest.mark.parametrize(
+    "tokenizer",
+    [
+        CharTokenizer.from_corpus("abc de", add_bos=True, add_eos=True),
+        CharTokenizer.from_corpus("abc de", special_tokens=False),
+        ByteTokenizer(),
+        ByteTokenizer(special_tokens=False, errors="ignore"),
+    ],
+    ids=["char", "char-no-special", "byte", "byte-ignore"],
+)
+def test_python_tokenizers_read_the_vocabulary_file_as_tensorflow_does(tokenizer, tmp_path):
+    """The runner's TensorFlow-free Char/Byte tokenizers: ids and strings of the in-process text path."""
+    tokenizer.save_vocabulary(tmp_path / "t.vocab")
+    python = read_tokenizer(str(tmp_path / "t.vocab"))
+    assert isinstance(python, PythonTokenizer)
+    texts = (
+        ["abc", "cab ed", "é€ b"]
+        if tokenizer.unk_id is not None or isinstance(tokenizer, ByteTokenizer)
+        else ["abc", "cab ed"]
+    )
+    rows = tokenize_texts(tokenizer, texts)
+    assert python.encode(texts) == rows
+    rows = [
+        r + [0, 3, 250, tokenizer.vocabulary_size + 2] for r in rows
+    ]  # padding, specials, cut bytes, past V
+    assert python.decode(rows) == detokenize_ids(tokenizer, rows)
 
 
 BAD_GPT = [

@@ -59,7 +59,12 @@ SAVED_MODEL_FLAGS = ("version", "signatures", "max_beams", "max_new_tokens_limit
 def _export_litert(args, trained, tokenizer, kind):
     """`--format litert`: `export_for_litert` to EXPORT_DIR/NAME.tflite; returns the path."""
     from keras_tfm.export.litert import export_for_litert
+    from keras_tfm.export.litert_runner import interpreter_class
 
+    try:
+        interpreter_class()
+    except ImportError as error:
+        raise usage.UsageError("--format", str(error)) from None
     for name in SAVED_MODEL_FLAGS:
         if getattr(args, name) not in (None, False):
             raise usage.UsageError(usage.flag(name), "a SavedModel option; --format litert has no use for it")

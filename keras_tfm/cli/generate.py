@@ -147,8 +147,12 @@ LITERT_SIGNATURES = {"gpt": "generate", "seq2seq": "translate", "bert_classifier
 def _run_litert(args):
     """`--model PATH.tflite`: the LiteRT runner on `--prompt`s (greedy or sampling; no beam search)."""
     from keras_tfm.export.litert_encoder import LiteRTEncoder
-    from keras_tfm.export.litert_runner import LiteRTGenerator, read_metadata
+    from keras_tfm.export.litert_runner import LiteRTGenerator, interpreter_class, read_metadata
 
+    try:
+        interpreter_class()
+    except ImportError as error:
+        raise usage.UsageError("--model", str(error)) from None
     metadata = read_metadata(args.model)
     if args.version is not None:
         raise usage.UsageError("--version", "a .tflite file has no versions")

@@ -35,7 +35,13 @@ from keras_tfm.atomic_files import atomic_write_bytes, atomic_write_text
 from keras_tfm.checks import check_choice, check_int
 from keras_tfm.export.exporter import detect_kind
 from keras_tfm.export.litert_encoder import LiteRTEncoder
-from keras_tfm.export.litert_runner import FORMAT, LiteRTGenerator, make_interpreter, sidecar_path
+from keras_tfm.export.litert_runner import (
+    FORMAT,
+    LiteRTGenerator,
+    interpreter_class,
+    make_interpreter,
+    sidecar_path,
+)
 from keras_tfm.export.litert_signatures import (
     EncoderSignatures,
     GPTSignatures,
@@ -275,6 +281,7 @@ def export_for_litert(
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).endswith(".tflite"):
         raise ValueError(f"`path` must be a file name ending in `.tflite`; received {path!r}.")
     path = os.fspath(path)
+    interpreter_class()  # the converted file is checked with the runtime: refuse now without it
     kind = detect_kind(model) if kind == "auto" else kind
     check_choice("kind", kind, LITERT_KINDS)
     check_choice("quantize", quantize, QUANTIZE)

@@ -44,15 +44,20 @@ def sidecar_path(path: str, role: str) -> str:
     return f"{path}.json" if role == "json" else f"{path}.{role}.vocab"
 
 
-def make_interpreter(model_path=None, model_content=None, num_threads=None):
-    """An `ai_edge_litert.interpreter.Interpreter` (an ImportError naming the extra without it)."""
+def interpreter_class():
+    """`ai_edge_litert.interpreter.Interpreter`, or an ImportError naming the `litert` extra."""
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError as error:
         raise ImportError(
-            "Running a LiteRT export needs the `ai-edge-litert` package: pip install 'keras-tfm[litert]'."
+            "LiteRT export and its runner need the `ai-edge-litert` package: pip install 'keras-tfm[litert]'."
         ) from error
-    return Interpreter(model_path=model_path, model_content=model_content, num_threads=num_threads)
+    return Interpreter
+
+
+def make_interpreter(model_path=None, model_content=None, num_threads=None):
+    """An `ai_edge_litert` interpreter of a `.tflite` file or its bytes."""
+    return interpreter_class()(model_path=model_path, model_content=model_content, num_threads=num_threads)
 
 
 def file_digest(path: str) -> str:
@@ -337,13 +342,13 @@ class LiteRTGenerator(LiteRTModel):
         return logits, width, width - len(context)
 
     def _decode(self, token, position, slot, valid, **context):
+        """One `decode` call (its small inputs written into arrays kept for every step)."""
+        step = self.__dict__.setdefault(
+            "_step", {"token_ids": np.zeros((1, 1), np.int32), "positions": np.zeros((1, 1), np.int32)}
+        )
+        step["token_ids"][0, 0], step["positions"][0, 0] = token, position
         return self._call(
-            "decode",
-            token_ids=np.array([[token]], np.int32),
-            positions=np.array([[position]], np.int32),
-            cache_index=np.int32(slot),
-            padding_mask=valid[None, :],
-            **context,
+            "decode", cache_index=np.int32(slot), padding_mask=valid.reshape(1, -1), **step, **context
         )["logits"]
 
     def _gpt_row(self, prompt, max_new_tokens, choose, eos):
