@@ -1,6 +1,7 @@
 """Atomic writes: a temporary name in the same folder, then a rename; stale temporaries are cleaned.
 
     atomic_write_text(path, text)           one file: temporary file, fsync, `os.replace`
+    atomic_write_bytes(path, data)          the same for bytes (a `.tflite` model)
     atomic_directory(path, overwrite)       a directory written under a temporary name, renamed into place
     temporary_directory(target)             `.NAME.tmp-PID@HOST-XXXX` beside `target` (mkdtemp)
     remove_stale_temporaries(folder, name)  removes the temporaries of writers that no longer run
@@ -53,6 +54,24 @@ def atomic_write_text(path, text):
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    fsync_dir(folder)
+
+
+def atomic_write_bytes(path, data):
+    """Writes the bytes `data` to `path` atomically, as `atomic_write_text`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

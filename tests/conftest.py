@@ -38,6 +38,7 @@ SLOWEST_FIRST = (
     "test_examples_cli.py",  # 85
     "test_docs.py",  # 80 (one export, a compiled generation loop)
     "test_training.py",  # 74
+    "test_litert.py",  # ~70, estimated from a loaded machine (five LiteRT conversions, a short training)
     "test_long_generation.py",  # 66
     "test_models.py",  # 63
     "test_distribution.py",  # ~60, estimated (one JAX subprocess on 8 virtual devices)

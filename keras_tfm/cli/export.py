@@ -1,4 +1,5 @@
-"""`keras-tfm export`: a trained model (and the tokenizers beside it) → EXPORT_DIR/NAME/VERSION."""
+"""`keras-tfm export`: a trained model (and the tokenizers beside it) → EXPORT_DIR/NAME/VERSION, or with
+`--format litert` → EXPORT_DIR/NAME.tflite (and its metadata and tokenizers beside it)."""
 
 import os
 
@@ -49,6 +50,33 @@ def _refuse_unused(args, kind):
             raise usage.UsageError(
                 usage.flag(name), f"a {kind} model has no use for it (only {' or '.join(kinds)} models)"
             )
+
+
+#: The flags of a SavedModel export that a LiteRT export has no use for (refused when given).
+SAVED_MODEL_FLAGS = ("version", "signatures", "max_beams", "max_new_tokens_limit", "eos_id", "ids_only")
+
+
+def _export_litert(args, trained, tokenizer, kind):
+    """`--format litert`: `export_for_litert` to EXPORT_DIR/NAME.tflite; returns the path."""
+    from keras_tfm.export.litert import export_for_litert
+    from keras_tfm.export.litert_runner import interpreter_class
+
+    try:
+        interpreter_class()
+    except ImportError as error:
+        raise usage.UsageError("--format", str(error)) from None
+    for name in SAVED_MODEL_FLAGS:
+        if getattr(args, name) not in (None, False):
+            raise usage.UsageError(usage.flag(name), "a SavedModel option; --format litert has no use for it")
+    os.makedirs(args.export_dir, exist_ok=True)
+    return export_for_litert(
+        trained.model,
+        os.path.join(args.export_dir, f"{args.name}.tflite"),
+        tokenizer=tokenizer,
+        quantize=args.quantize,
+        label_names=args.label_names or trained.labels,
+        kind=kind,
+    )
 
 
 def _signatures(names):
@@ -103,12 +131,17 @@ def run_export(args):
             f"no tokenizer beside the model in {trained.folder!r} for the text signatures; pass --tokenizer FILE"
             + (" (or --ids-only for the id signatures alone)" if kind == "causal_lm" else ""),
         )
+    if args.quantize is not None and args.format != "litert":
+        raise usage.UsageError("--quantize", "only a LiteRT export is quantized (--format litert)")
     signatures = _signatures(args.signatures)
     if args.ids_only:
         signatures = _ids_only(signatures)
     target = os.path.join(args.export_dir, args.name)
     try:
         with write_guard(target, model_bytes(trained.model)):
+            if args.format == "litert":
+                print(_export_litert(args, trained, tokenizer, kind))
+                return 0
             path = export_for_serving(
                 trained.model,
                 target,
@@ -138,12 +171,26 @@ def register(subparsers):
 
     p = subparsers.add_parser(
         "export",
-        help="export a trained model as a TF Serving SavedModel version",
+        help="export a trained model as a TF Serving SavedModel version (or a LiteRT .tflite file)",
         description="Exports a trained model with its kind's default signatures (--signatures for others). --model is a folder written by "
         "`keras-tfm train ... --output DIR` (model.keras, its tokenizer(s) and class names are read from it) "
         "or a .keras file (vocabulary files beside it are picked up the same way).",
     )
     p.add_argument("--model", required=True, help="training output folder, or a .keras model file")
+    p.add_argument(
+        "--format",
+        default="saved_model",
+        choices=["saved_model", "litert"],
+        help="saved_model: EXPORT_DIR/NAME/VERSION for TF Serving (default); litert: EXPORT_DIR/NAME.tflite "
+        "for `keras-tfm generate` and ai-edge-litert (GPT, seq2seq, BERT classifier, sentence encoder)",
+    )
+    p.add_argument(
+        "--quantize",
+        default=None,
+        choices=["int8", "int8_per_channel"],
+        help="--format litert: int8 weights (one scale per tensor, or per output channel), float "
+        "activations (dynamic-range quantization)",
+    )
     p.add_argument(
         "--tokenizer", help="vocabulary file (keras_tfm save_vocabulary); default: the one beside the model"
     )

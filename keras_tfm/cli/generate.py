@@ -1,4 +1,5 @@
-"""`keras-tfm generate`: query an exported SavedModel version with tf.saved_model.load (no Keras).
+"""`keras-tfm generate`: query an exported SavedModel version with tf.saved_model.load (no Keras), or a
+LiteRT export (a `.tflite` path) with `keras_tfm.export.litert_runner`.
 
 Before loading, the graph's ops are checked against those keras_tfm's exporters emit
 (`keras_tfm.export.trusted_ops`): a SavedModel with any other op (WriteFile, ReadFile, PyFunc, ...) is
@@ -143,8 +144,80 @@ def _refuse_unused(signature, args):
             )
 
 
+#: The text "signature" of a LiteRT export of each kind (the flags it takes are those of `USES`).
+LITERT_SIGNATURES = {"causal_lm": "generate", "seq2seq_lm": "translate", "classifier": "classify"}
+
+
+def _run_litert(args):
+    """`--model PATH.tflite`: the LiteRT runner on `--prompt`s (greedy or sampling; no beam search)."""
+    from keras_tfm.export.litert_encoder import LiteRTEncoder
+    from keras_tfm.export.litert_runner import LiteRTGenerator, interpreter_class, read_metadata
+
+    try:
+        interpreter_class()
+    except ImportError as error:
+        raise usage.UsageError("--model", str(error)) from None
+    metadata = read_metadata(args.model)
+    if args.version is not None:
+        raise usage.UsageError("--version", "a .tflite file has no versions")
+    signature = LITERT_SIGNATURES.get(metadata["kind"])
+    if signature is None:
+        raise usage.UsageError("--model", f"a {metadata['kind']} LiteRT export has no text output to print")
+    _refuse_unused(signature, args)
+    if args.num_beams not in (None, 1):
+        raise usage.UsageError("--num-beams", "a LiteRT export decodes greedily or by sampling (1 beam)")
+    if args.completion_only and (signature != "generate" or args.json):
+        raise usage.UsageError(
+            "--completion-only", "only for a GPT's text (and --json prints it alone already)"
+        )
+    if args.max_new_tokens == 0:
+        raise usage.UsageError(
+            "--max-new-tokens", "must be at least 1; received 0 (nothing would be generated)"
+        )
+    info = {"max_length": metadata["max_length"], "sliding_window": metadata["kind"] == "causal_lm"}
+    max_new_tokens = args.max_new_tokens or default_max_new_tokens(info, args.prompt)
+    if signature == "classify":
+        probabilities = LiteRTEncoder(args.model).predict(list(args.prompt))
+        names = metadata.get("label_names") or [f"LABEL_{i}" for i in range(max(probabilities.shape[-1], 2))]
+        index = (
+            (probabilities[:, 0] >= 0.5).astype(int)
+            if probabilities.shape[-1] == 1
+            else probabilities.argmax(-1)
+        )
+        out = {"probabilities": probabilities, "labels": [names[i] for i in index]}
+    elif signature == "translate":
+        out = {
+            "translations": LiteRTGenerator(args.model).translate(
+                list(args.prompt),
+                max_new_tokens=max_new_tokens,
+                length_penalty=REQUEST_DEFAULTS["length_penalty"]
+                if args.length_penalty is None
+                else args.length_penalty,
+            )
+        }
+    else:
+        sampling = {
+            n: REQUEST_DEFAULTS[n] if getattr(args, n) is None else getattr(args, n) for n in SAMPLING
+        }
+        completions = LiteRTGenerator(args.model).generate(
+            list(args.prompt), max_new_tokens, sampler="sample", completion_only=True, **sampling
+        )
+        out = {"completions": completions}
+    if args.json:
+        print(
+            json.dumps({k: getattr(v, "tolist", lambda v=v: v)() for k, v in out.items()}, ensure_ascii=False)
+        )
+    else:
+        for text in output_texts(signature, args.prompt, out, args.completion_only):
+            print(text)
+    return 0
+
+
 def _run_generate(args):
     from keras_tfm.export.client import call_signature, load_served, resolve_version_dir
+
+    if str(args.model).endswith(".tflite"):
+        return _run_litert(args)
 
     directory = resolve_version_dir(args.model, args.version)
     if not args.trust_saved_model:
@@ -203,9 +276,14 @@ def _run_generate(args):
 def register(subparsers):
     """`keras-tfm generate`."""
     p = subparsers.add_parser(
-        "generate", help="run an exported SavedModel (generate / translate / classify / fill_mask)"
+        "generate",
+        help="run an exported SavedModel (generate / translate / classify / fill_mask) or LiteRT .tflite file",
     )
-    p.add_argument("--model", required=True, help="saved_models/NAME (latest version) or a version folder")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="saved_models/NAME (latest version), a version folder, or a LiteRT export NAME.tflite",
+    )
     p.add_argument("--version", type=positive_int, default=None, help="version number (default: the latest)")
     p.add_argument("--prompt", action="append", required=True, help="input text (repeat for a batch)")
     p.add_argument(

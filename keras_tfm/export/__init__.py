@@ -4,6 +4,8 @@
     load_served(path, version=None)                                 → tf.saved_model.load(...) (no keras)
     call_signature(loaded, name, **inputs)                          → numpy outputs (strings as str)
     check_saved_model_ops(version_dir)                              refuses ops our exports never emit
+    export_for_litert(model, "NAME.tflite", tokenizer=...)          → a LiteRT file (`litert`)
+    LiteRTGenerator("NAME.tflite").generate(...)                    → its tokens (`litert_runner`)
 
 See `keras_tfm.export.exporter.export_for_serving` for the signatures.
 """
@@ -20,16 +22,22 @@ from keras_tfm.export.client import (
     resolve_version_dir,
 )
 from keras_tfm.export.exporter import KINDS, SIGNATURES, detect_kind, export_for_serving
+from keras_tfm.export.litert import export_for_litert
+from keras_tfm.export.litert_encoder import LiteRTEncoder
+from keras_tfm.export.litert_runner import LiteRTGenerator
 from keras_tfm.export.trusted_ops import UntrustedSavedModelError, check_saved_model_ops, untrusted_ops
 from keras_tfm.export.warmup import read_warmup_requests  # noqa: F401
 
 __all__ = [
     "KINDS",
+    "LiteRTEncoder",
+    "LiteRTGenerator",
     "SIGNATURES",
     "UntrustedSavedModelError",
     "call_signature",
     "check_saved_model_ops",
     "detect_kind",
+    "export_for_litert",
     "export_for_serving",
     "latest_version",
     "list_versions",
