@@ -78,7 +78,7 @@ def test_fixed_special_tokens_unchanged_for_corpus_tokenizers():
     assert tokenizer.prefix_ids == (T.BOS,) and tokenizer.suffix_ids == (T.EOS,)
     assert tokenizer("ab").numpy().tolist() == [T.BOS, 7, 8, T.EOS]
     plain = CharTokenizer.from_corpus("abc", special_tokens=False)
-    assert plain.special_token_ids == () and plain.pad_id is None and plain.padding_id == 0
+    assert plain.special_token_ids == () and plain.pad_id is None
 
 
 def test_special_token_errors_name_the_field():

@@ -61,7 +61,7 @@ from keras_tfm.backend import require_tensorflow as _require_tensorflow
 
 _require_tensorflow("keras_tfm.tokenizers")
 
-from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, Tokenizer, load_tokenizer
+from keras_tfm.tokenizers.base import Tokenizer, load_tokenizer
 from keras_tfm.tokenizers.byte import ByteTokenizer
 from keras_tfm.tokenizers.byte_pair import BytePairTokenizer
 from keras_tfm.tokenizers.byte_pair_trainer import learn_byte_pair_vocabulary
@@ -77,6 +77,7 @@ from keras_tfm.tokenizers.special_tokens import (
     NUM_SPECIAL_TOKENS,
     PAD,
     SEP,
+    SPECIAL_TOKEN_ROLES,
     SPECIAL_TOKENS,
     UNK,
     SpecialTokens,

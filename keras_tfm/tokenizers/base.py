@@ -22,35 +22,13 @@ import tensorflow as tf
 from keras_tfm.checks import check_bool, check_positive_int
 from keras_tfm.tokenizers.batches import TextInput, id_column, string_batch
 from keras_tfm.tokenizers.sentence_pairs import pack_sentence_pairs
-from keras_tfm.tokenizers.special_tokens import SPECIAL_TOKENS
+from keras_tfm.tokenizers.special_tokens import (
+    FIXED_SPECIAL_IDS,
+    SPECIAL_TOKENS,
+    SpecialTokensArg,
+    check_special_tokens,
+)
 from keras_tfm.tokenizers.vocabulary_file import read_vocabulary_file, write_vocabulary_file
-
-# Role names of the special tokens, in the order of their fixed ids 0..6.
-SPECIAL_TOKEN_ROLES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
-FIXED_SPECIAL_IDS = {role: i for i, role in enumerate(SPECIAL_TOKEN_ROLES)}
-
-#: `special_tokens` argument: True (fixed ids 0..6), False (none) or {role: token of the vocabulary}.
-SpecialTokensArg = bool | dict[str, str]
-
-
-def check_special_tokens(special_tokens: SpecialTokensArg) -> SpecialTokensArg:
-    """`special_tokens` is a bool or a {role: token string} dict; returns it (dict copied)."""
-    if isinstance(special_tokens, bool):
-        return special_tokens
-    if not isinstance(special_tokens, dict):
-        raise TypeError(
-            "`special_tokens` must be a bool or a dict mapping roles "
-            f"{list(SPECIAL_TOKEN_ROLES)} to token strings; received {special_tokens!r}."
-        )
-    unknown = sorted(set(special_tokens) - set(SPECIAL_TOKEN_ROLES))
-    if unknown:
-        raise ValueError(
-            f"`special_tokens` has unknown roles {unknown}; expected some of {list(SPECIAL_TOKEN_ROLES)}."
-        )
-    for role, token in special_tokens.items():
-        if not isinstance(token, str) or not token:
-            raise ValueError(f"`special_tokens[{role!r}]` must be a non-empty str; received {token!r}.")
-    return dict(special_tokens)
 
 
 class Tokenizer(keras.layers.Layer):
@@ -183,11 +161,6 @@ class Tokenizer(keras.layers.Layer):
         """Ids `tokenize` puts after every sequence (`(sep_id,)`, `(eos_id,)` or `()`)."""
         return tuple(self._suffix)
 
-    @property
-    def padding_id(self) -> int:
-        """The id dense outputs are padded with: `pad_id`, or 0 without a `[PAD]`."""
-        return 0 if self.pad_id is None else self.pad_id
-
     def is_special(
         self, ids: tf.RaggedTensor | tf.types.experimental.TensorLike
     ) -> tf.Tensor | tf.RaggedTensor:
@@ -281,7 +254,7 @@ class Tokenizer(keras.layers.Layer):
             sequence_length = self.sequence_length
         ids = self._add_special_tokens(self.encode_text(batch), sequence_length)
         if sequence_length is not None:
-            ids = ids.to_tensor(default_value=self.padding_id, shape=[None, sequence_length])
+            ids = ids.to_tensor(default_value=self.pad_id or 0, shape=[None, sequence_length])
         return ids[0] if scalar else ids
 
     def _add_special_tokens(self, ids, sequence_length):
@@ -322,7 +295,7 @@ class Tokenizer(keras.layers.Layer):
 
         Returns:
             A dict of dense int32 `[batch, length]` tensors (`[length]` for
-            scalar inputs): `token_ids` (padded with `padding_id`),
+            scalar inputs): `token_ids` (padded with `pad_id`, or 0 without a `[PAD]`),
             `segment_ids` and `padding_mask` (1 = real token).
         """
         return pack_sentence_pairs(self, first, second, sequence_length)

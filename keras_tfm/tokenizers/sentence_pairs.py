@@ -54,7 +54,7 @@ def pack_sentence_pairs(tokenizer, first, second=None, sequence_length=None):
         )
     shape = [None, sequence_length]
     outputs = {
-        "token_ids": ids.to_tensor(default_value=tokenizer.padding_id, shape=shape),
+        "token_ids": ids.to_tensor(default_value=tokenizer.pad_id or 0, shape=shape),
         "segment_ids": segments.to_tensor(default_value=0, shape=shape),
         "padding_mask": tf.ones_like(ids).to_tensor(default_value=0, shape=shape),
     }

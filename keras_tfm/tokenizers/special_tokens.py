@@ -100,3 +100,31 @@ class SpecialTokens:
             return tf.ragged.map_flat_values(lambda v: v < NUM_SPECIAL_TOKENS, ids)
         ids = tf.convert_to_tensor(ids)
         return ids < tf.cast(NUM_SPECIAL_TOKENS, ids.dtype)
+
+
+# Role names of the special tokens, in the order of their fixed ids 0..6.
+SPECIAL_TOKEN_ROLES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
+FIXED_SPECIAL_IDS = {role: i for i, role in enumerate(SPECIAL_TOKEN_ROLES)}
+
+#: `special_tokens` argument: True (fixed ids 0..6), False (none) or {role: token of the vocabulary}.
+SpecialTokensArg = bool | dict[str, str]
+
+
+def check_special_tokens(special_tokens: SpecialTokensArg) -> SpecialTokensArg:
+    """`special_tokens` is a bool or a {role: token string} dict; returns it (dict copied)."""
+    if isinstance(special_tokens, bool):
+        return special_tokens
+    if not isinstance(special_tokens, dict):
+        raise TypeError(
+            "`special_tokens` must be a bool or a dict mapping roles "
+            f"{list(SPECIAL_TOKEN_ROLES)} to token strings; received {special_tokens!r}."
+        )
+    unknown = sorted(set(special_tokens) - set(SPECIAL_TOKEN_ROLES))
+    if unknown:
+        raise ValueError(
+            f"`special_tokens` has unknown roles {unknown}; expected some of {list(SPECIAL_TOKEN_ROLES)}."
+        )
+    for role, token in special_tokens.items():
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"`special_tokens[{role!r}]` must be a non-empty str; received {token!r}.")
+    return dict(special_tokens)

@@ -10,8 +10,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from keras_tfm.tokenizers.base import SPECIAL_TOKEN_ROLES, SpecialTokensArg, Tokenizer
-from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKENS
+from keras_tfm.tokenizers.base import SpecialTokensArg, Tokenizer
+from keras_tfm.tokenizers.special_tokens import NUM_SPECIAL_TOKENS, SPECIAL_TOKEN_ROLES, SPECIAL_TOKENS
 
 
 class VocabularyTokenizer(Tokenizer):
