@@ -358,6 +358,47 @@ def _(env):
     assert tok.lowercase is False
 
 
+# ---- tokenizer files named but missing, or cut short (issue 36, 4) ---------- #
+MINILM = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "all-MiniLM-L6-v2")
+
+
+def _tokenizer_not_attached(folder, match):
+    with pytest.warns(UserWarning, match=r"tokenizer was not attached \(.*" + match):
+        model = from_pretrained(folder)
+    assert model.tokenizer is None
+
+
+@case("gpt2-merges-without-vocab-json-warns", RECOVERS)
+def _(env):
+    folder = env.copy("tiny_gpt2", "no_vocab_json")
+    os.remove(os.path.join(folder, "vocab.json"))
+    _tokenizer_not_attached(folder, r"needs vocab\.json \+ merges\.txt.*found \['merges\.txt'\]")
+    os.symlink(os.path.join(folder, "gone.json"), os.path.join(folder, "vocab.json"))  # a dangling link
+    _tokenizer_not_attached(folder, r"needs vocab\.json \+ merges\.txt")
+
+
+@case("bert-tokenizer-config-without-vocab-txt-warns", RECOVERS)
+def _(env):
+    folder = env.copy("tiny_bert", "no_vocab_txt")
+    os.remove(os.path.join(folder, "vocab.txt"))
+    _tokenizer_not_attached(folder, r"needs vocab\.txt.*found \['tokenizer_config\.json'\]")
+
+
+@case("bert-vocab-txt-truncated-warns", RECOVERS)
+def _(env):
+    if not os.path.isdir(MINILM):
+        pytest.skip(f"the shared MiniLM checkpoint is absent ({MINILM})")
+    folder = os.path.join(env.root, "truncated_vocab")
+    os.makedirs(folder)
+    for name in ("config.json", "tokenizer_config.json", "model.safetensors"):
+        shutil.copy(os.path.join(MINILM, name), folder)
+    with open(os.path.join(MINILM, "vocab.txt"), encoding="utf-8") as f:
+        lines = f.readlines()
+    with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.writelines(lines[:1000])  # 1,000 of 30,522 tokens
+    _tokenizer_not_attached(folder, r"1000 tokens but the model 30522 embedding rows.*truncated")
+
+
 # ---- 5. clear errors instead of TF's ---------------------------------------- #
 @case("config-vocab_size-huge", ValueError, r"config\.json.*'vocab_size'.*needs [\d.]+ [TPG]B")
 def _(env):

@@ -148,6 +148,18 @@ def test_token_classifier_labels_each_word_at_its_first_piece(tokenizer):
     assert model.predict("hello world") == model.predict(["hello world"])[0]  # one str → one list
 
 
+def test_token_classifier_words_are_split_at_ascii_whitespace_only(tokenizer):
+    """A no-break space, NEL, NUL or a file separator stays inside its word (Python's `split`
+    would cut there, and the word-by-word ids would not be the text's ids)."""
+    model = _eager(tiny_bert_token_classifier(num_classes=5), tokenizer)
+    for odd in ("\u00a0", "\u0085", "\x00", "\x1c"):
+        answer = model.predict(f"good{odd}film  hello\tworld")
+        assert [w for w, _ in answer] == [f"good{odd}film", "hello", "world"], repr(odd)
+        assert isinstance(answer[0][1], int)  # the odd word has tokens and a label
+    # TF's UTF-8 lower-casing ends a string at NUL: the tokenizer drops NUL first, cutting nothing.
+    assert tokenizer("a\x00b hello").numpy().tolist() == tokenizer("ab hello").numpy().tolist()
+
+
 def test_fill_mask_equals_served_fill_mask(tokenizer):
     model = _eager(tiny_bert_masked_lm(), tokenizer)
     texts = ["the cat sat on the [MASK].", "a [MASK] ran in the [MASK]"]

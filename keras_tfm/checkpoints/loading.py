@@ -27,7 +27,11 @@ from keras_tfm.checkpoints import hub
 from keras_tfm.checkpoints import llama as llama_checkpoint
 from keras_tfm.checkpoints import weight_mapping as wm
 from keras_tfm.checkpoints.files import CONFIG_FILE, CheckpointError, ConfigReader, read_json, read_weights
-from keras_tfm.checkpoints.tokenizer_files import TOKENIZER_MARKERS, pretrained_tokenizer
+from keras_tfm.checkpoints.tokenizer_files import (
+    TOKENIZER_MARKERS,
+    check_vocabulary_size,
+    pretrained_tokenizer,
+)
 from keras_tfm.resources import check_allocation
 
 FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, gpt2_checkpoint, llama_checkpoint)}
@@ -276,6 +280,7 @@ class Checkpoint:
         try:
             tokenizer = pretrained_tokenizer(self.directory)
             if model is not None:
+                check_vocabulary_size(tokenizer, getattr(model, "vocabulary_size", None))
                 model._check_tokenizer(tokenizer)
         except (ValueError, TypeError, OSError) as error:
             warnings.warn(

@@ -20,8 +20,25 @@ from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
 from keras_tfm.checkpoints import hub
 from keras_tfm.checkpoints.files import CONFIG_FILE, MissingCheckpointFile, read_json, write_json
 
-#: Files of which one marks a checkpoint with a tokenizer.
-TOKENIZER_MARKERS = ("vocab.txt", "vocab.json", "tokenizer.json")
+#: Files of which any one marks a checkpoint with a tokenizer (one without the others is an
+#: incomplete tokenizer, named as such, never a checkpoint without one).
+TOKENIZER_MARKERS = ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+
+#: How many more embedding rows than tokens a checkpoint may have: models round their
+#: vocabulary up for speed (T5 32,128 rows for 32,100 tokens; Qwen2 271 rows more). A bigger
+#: gap means a vocabulary file cut short.
+PADDING_ROWS = 1024
+
+
+def check_vocabulary_size(tokenizer: "Tokenizer", rows: int | None) -> None:
+    """A ValueError, with both sizes, where `tokenizer` has fewer tokens than the model's
+    `rows` embedding rows by more than `PADDING_ROWS`."""
+    if rows is not None and int(rows) - tokenizer.vocabulary_size > PADDING_ROWS:
+        raise ValueError(
+            f"the tokenizer has {tokenizer.vocabulary_size} tokens but the model {int(rows)} embedding rows "
+            f"(more than {PADDING_ROWS} padding rows apart): its vocabulary file looks truncated"
+        )
+
 
 #: tokenizer_config.json `tokenizer_class` → kind ("bpe" | "wordpiece").
 TOKENIZER_CLASSES = {

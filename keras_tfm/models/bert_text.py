@@ -16,6 +16,8 @@ special ids (`encode_texts`). Texts are run in batches of similar lengths, each 
 longest row (`LengthBucketedBatches`), and the answers come back in input order.
 """
 
+import re
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -225,14 +227,22 @@ def evaluate_texts(model, x, y, batch_size=None, **kwargs):
 
 
 # --------------------------------------------------------- token classifier
+#: What separates the words `BertTokenClassifier.predict` labels: ASCII whitespace only
+#: (Python's `str.split` also splits at U+00A0, U+0085, U+001C..U+001F, which a tokenizer may
+#: keep inside a word).
+WORD_SEPARATORS = re.compile(r"[ \t\n\r\f\v]+")
+
+
 def label_words(model, texts, batch_size=None, verbose="auto"):
-    """`BertTokenClassifier.predict` on text: per text, `[(word, label), ...]` for its
-    whitespace-separated words; the label (an int class id) is the argmax at the word's first
-    sub-token, None for a word past the model's length (or with no token)."""
+    """`BertTokenClassifier.predict` on text: per text, `[(word, label), ...]` for its words,
+    the runs between ASCII whitespace (`WORD_SEPARATORS`; a no-break space or a control
+    character stays inside its word, where the tokenizer decides what it is); the label (an int
+    class id) is the argmax at the word's first sub-token, None for a word past the model's
+    length (or with no token)."""
     method = "BertTokenClassifier.predict"
     tokenizer = bert_tokenizer(model, method)
     texts, single = as_texts("x", texts)
-    words = [text.split() for text in texts]
+    words = [[w for w in WORD_SEPARATORS.split(text) if w] for text in texts]
     flat = [w for row in words for w in row]
     word_ids = text_ids(tokenizer, flat) if flat else []
     whole = text_ids(tokenizer, texts)

@@ -15,7 +15,8 @@ _PUNCTUATION = r"([\p{P}\p{S}])"
 
 
 def split_words(strings: tf.types.experimental.TensorLike, lowercase: bool = True) -> tf.RaggedTensor:
-    """Splits strings into words: optional lower-casing, punctuation split, whitespace split.
+    """Splits strings into words: NUL dropped, optional lower-casing, punctuation split,
+    whitespace split.
 
     `"Hello, World!"` becomes `["hello", ",", "world", "!"]`. Lower-casing is
     Unicode-aware (`"É"` becomes `"é"`).
@@ -27,7 +28,8 @@ def split_words(strings: tf.types.experimental.TensorLike, lowercase: bool = Tru
     Returns:
         A string `tf.RaggedTensor` with one more dimension than `strings`.
     """
-    strings = tf.convert_to_tensor(strings)
+    # NUL is dropped (as BERT's text cleaning does): TF's UTF-8 `lower` ends a string at it.
+    strings = tf.strings.regex_replace(tf.convert_to_tensor(strings), r"\x00", "")
     if lowercase:
         strings = tf.strings.lower(strings, encoding="utf-8")
     strings = tf.strings.regex_replace(strings, _PUNCTUATION, r" \1 ")
