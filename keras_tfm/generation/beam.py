@@ -193,13 +193,13 @@ def _search(model, step, state, prompt_ids, prompt_lengths, cache_length, contex
         caches=[cache_lib.tile_beams(c, k) for c in pre["caches"]],
         valid=cache_lib.tile_beams(pre["valid"], k),
     )
-    pad_id = decoding.padding_token(model)
+    masked_id = decoding.padding_token(model)
 
     def body(s, size):
         new, token, parent = choose(s)
         caches = [cache_lib.gather_beams(c, parent) for c in s["caches"]]
         slot = p + s["i"]
-        valid = decoding.mark_slot(cache_lib.gather_beams(s["valid"], parent), slot, token, pad_id)
+        valid = decoding.mark_slot(cache_lib.gather_beams(s["valid"], parent), slot, token, masked_id)
         new["valid"] = valid
         new["logits"], new["caches"] = step(
             token[:, None], (slot - pad)[:, None], caches, slot, valid[:, :size], context

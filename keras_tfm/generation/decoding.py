@@ -69,9 +69,9 @@ def prefill(model, step, prompt_ids, prompt_lengths, cache_length, context=None)
     batch = ops.shape(prompt_ids)[0]
     pad = ops.cast(p, "int32") - ops.cast(prompt_lengths, "int32")
     valid = ops.arange(cache_length, dtype="int32")[None, :] >= pad[:, None]
-    pad_id = padding_token(model)
-    if pad_id is not None:
-        real = ops.not_equal(prompt_ids, pad_id)
+    masked_id = padding_token(model)
+    if masked_id is not None:
+        real = ops.not_equal(prompt_ids, masked_id)
         rest = ops.ones((batch, cache_length - p), "bool")
         valid = ops.logical_and(valid, ops.concatenate([real, rest], axis=1))
     positions = ops.arange(p, dtype="int32")[None, :] - pad[:, None]
@@ -122,12 +122,12 @@ def run_segments(state, prompt_length, sizes, keep_going, body, slot=None):
     return state
 
 
-def mark_slot(valid, slot, token, pad_id):
-    """Marks `slot` invalid for rows whose token is `pad_id` (`padding_token(model)`:
+def mark_slot(valid, slot, token, masked_id):
+    """Marks `slot` invalid for rows whose token is `masked_id` (`padding_token(model)`:
     models with `mask_zero` embeddings treat that id as padding anywhere; None: no-op)."""
-    if pad_id is None:
+    if masked_id is None:
         return valid
-    keep = ops.not_equal(token, pad_id)[:, None]  # slots >= P start valid
+    keep = ops.not_equal(token, masked_id)[:, None]  # slots >= P start valid
     return ops.slice_update(valid, (ops.zeros((), "int32"), slot), keep)
 
 
@@ -224,12 +224,12 @@ def decode(
     def keep_going(s):
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
 
-    mask_id = padding_token(model)  # the id a mask_zero model masks; `pad_id` fills finished rows
+    masked_id = padding_token(model)  # the id a mask_zero model masks; `pad_id` fills finished rows
 
     def body(s, size):
         new, token = emit(s, select, eos_id, pad_id, output_scores)
         slot = p + s["i"]
-        new["valid"] = mark_slot(s["valid"], slot, token, mask_id)
+        new["valid"] = mark_slot(s["valid"], slot, token, masked_id)
         new["logits"], new["caches"] = step(
             token[:, None], (slot - pad)[:, None], s["caches"], slot, new["valid"][:, :size], context
         )
