@@ -25,6 +25,8 @@ from keras_tfm.checkpoints import bert as bert_checkpoint
 from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
 from keras_tfm.checkpoints import hub
 from keras_tfm.checkpoints import llama as llama_checkpoint
+from keras_tfm.checkpoints import mistral as mistral_checkpoint
+from keras_tfm.checkpoints import qwen2 as qwen2_checkpoint
 from keras_tfm.checkpoints import weight_mapping as wm
 from keras_tfm.checkpoints.files import CONFIG_FILE, CheckpointError, ConfigReader, read_json, read_weights
 from keras_tfm.checkpoints.tokenizer_files import (
@@ -34,9 +36,9 @@ from keras_tfm.checkpoints.tokenizer_files import (
 )
 from keras_tfm.resources import check_allocation
 
-FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, gpt2_checkpoint, llama_checkpoint)}
 #: Decoder-only families: built with `gpt`, task "causal_lm".
-DECODERS = (gpt2_checkpoint, llama_checkpoint)
+DECODERS = (gpt2_checkpoint, llama_checkpoint, mistral_checkpoint, qwen2_checkpoint)
+FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, *DECODERS)}
 
 #: The task of a BERT checkpoint's bare encoder (whatever head the checkpoint remembers).
 ENCODER_TASK = "encoder"

@@ -52,6 +52,11 @@ class GPT(TransformerModel):
         tie_embeddings: logits = h Eᵀ with the input embedding (GPT-2); else
             an `OutputHead` (`head`).
         use_bias: biases in every attention/FFN projection (False: Llama).
+        attention_bias: the attention projections' biases, if not `use_bias`'s:
+            True / False (all four) or "qkv" (Q, K, V only: Qwen2).
+        sliding_window: None, or W: each position attends to the last W
+            positions only, itself included (Mistral's `sliding_window`), in
+            the full forward pass and in cached generation alike.
         lm_head_use_bias: bias of the untied head.
         key_dim: per-head size (defaults to d_model / num_heads).
         num_key_value_heads: key/value heads (grouped-query attention, must
@@ -108,6 +113,8 @@ class GPT(TransformerModel):
         key_dim: int | None = None,
         num_key_value_heads: int | None = None,
         rope_max_wavelength: float = 10000.0,
+        attention_bias: bool | str | None = None,
+        sliding_window: int | None = None,
         attention_impl: str = "auto",
         attention_options: dict | None = None,
         with_padding_mask: bool = False,
