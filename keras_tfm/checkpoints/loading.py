@@ -43,9 +43,6 @@ FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, *DECODERS)
 #: The task of a BERT checkpoint's bare encoder (whatever head the checkpoint remembers).
 ENCODER_TASK = "encoder"
 
-#: The families whose tokenizer `pretrained_tokenizer` implements (WordPiece, byte-level BPE).
-TOKENIZER_FAMILIES = (bert_checkpoint, gpt2_checkpoint)
-
 MODULES_FILE = "modules.json"
 POOLING_CONFIG = "1_Pooling/config.json"
 #: sentence-transformers `1_Pooling/config.json` flags → SentenceEncoder pooling.
@@ -275,7 +272,7 @@ class Checkpoint:
         """The checkpoint's tokenizer (`pretrained_tokenizer`), or None when the directory has no
         tokenizer files; a tokenizer that cannot be read or does not fit `model` is a warning
         naming the problem (the model stays usable with ids)."""
-        if self.family not in TOKENIZER_FAMILIES or not any(
+        if not any(
             os.path.isfile(os.path.join(self.directory, name)) for name in TOKENIZER_MARKERS
         ):
             return None
