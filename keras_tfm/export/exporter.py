@@ -254,7 +254,8 @@ def export_for_serving(
       (`prompts` string [B], `max_new_tokens` int32, `num_beams` int32 (any
       width in [1, max_beams], 1 = greedy), `length_penalty` float32 → the
       best beam's `completions` string [B], `num_tokens` int32 [B], `scores`
-      float32 [B] (log-prob / ((5 + length) / 6)^length_penalty));
+      float32 [B] (log-prob / ((5 + length) / 6)^length_penalty; log-prob /
+      length^length_penalty for a model with HuggingFace `generation_defaults`));
       `beam_search_ids` (`token_ids` + `lengths` as in `generate_ids`, the
       beam scalars → `token_ids` int32 [B, max_new_tokens], `lengths`,
       `scores`). Every generation signature goes past the model's maximum

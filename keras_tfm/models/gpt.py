@@ -317,8 +317,10 @@ class GPT(TransformerModel):
             num_beams: beams per prompt, in [1, vocabulary size].
             completion_only: text only: the completions without the prompts.
             **options: `length_penalty` (α of ((5 + len) / 6)^α, default
-                0.6), `eos_id` (text: default the tokenizer's `eos_id`),
-                `pad_id`; ids only: `prompt_lengths`.
+                0.6; a HuggingFace checkpoint's model searches as HF `generate`,
+                len^α, see `generation_defaults`), `length_penalty_style`,
+                `early_stopping`, `eos_id` (text: default the tokenizer's
+                `eos_id`), `pad_id`; ids only: `prompt_lengths`.
 
         Returns:
             Text in: a str (list of str) of the best beam. Ids in:
