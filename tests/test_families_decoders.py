@@ -235,18 +235,12 @@ def traced(fn, inputs):
     return tf.function(bounded, input_signature=[tf.TensorSpec([None, None], tf.int32)] * inputs)
 
 
-@pytest.fixture(scope="module")
-def seq2seq_generator():
-    model = tiny_seq2seq(seed=3)
-    forward = traced(lambda e, d: model({"encoder_token_ids": e, "decoder_token_ids": d}, training=False), 2)
-    return model, Generator(model, run_eagerly=True), forward
-
-
-def test_hf_beam_search_of_an_encoder_decoder(seq2seq_generator):
+def test_hf_beam_search_of_an_encoder_decoder():
     """The HF loop through a seq2seq model's context (cross-attention caches tiled to the beams),
     with `early_stopping="never"` (the checkpoints' runs have True and False)."""
-    model, generator, forward = seq2seq_generator
-    early_stopping = "never"
+    model, early_stopping = tiny_seq2seq(seed=3), "never"
+    generator = Generator(model, run_eagerly=True)
+    forward = traced(lambda e, d: model({"encoder_token_ids": e, "decoder_token_ids": d}, training=False), 2)
     sources = [[5, 9, 12, 7], [20, 4, 4, 11, 30, 2]]
     bos, k, new, alpha = 1, 4, 6, 0.7
     probe = model({"encoder_token_ids": np.array([sources[0]]), "decoder_token_ids": np.array([[bos]])})
