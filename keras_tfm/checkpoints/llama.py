@@ -60,12 +60,9 @@ def rope_theta(config, read):
     return parameters.positive_float("rope_theta", default=10000.0)
 
 
-def builder_options(config, read):
-    """`gpt` keyword arguments from a config dict (`read` = a `ConfigReader`)."""
+def layout_options(config, read):
+    """The `gpt` keyword arguments of the Llama layout that Mistral and Qwen2 share."""
     read.choice("hidden_act", ("silu",), default="silu")
-    for field in ("attention_bias", "mlp_bias"):
-        if read.boolean(field, default=False):
-            raise read.error(field, "only false (no projection biases) is supported")
     if read.get("pretraining_tp", 1) != 1:
         raise read.error("pretraining_tp", "only 1 is supported")
     d_model = read.positive_int("hidden_size")
@@ -93,6 +90,22 @@ def builder_options(config, read):
     )
 
 
+def refuse_layer_types(read, supported="full_attention"):
+    """A transformers-5 `layer_types` list must name `supported` attention in every layer."""
+    types = read.get("layer_types")
+    if types is not None and (not isinstance(types, list) or any(t != supported for t in types)):
+        raise read.error("layer_types", f"only {supported!r} in every layer is supported")
+
+
+def builder_options(config, read):
+    """`gpt` keyword arguments from a config dict (`read` = a `ConfigReader`)."""
+    for field in ("attention_bias", "mlp_bias"):
+        if read.boolean(field, default=False):
+            raise read.error(field, "only false (no projection biases) is supported")
+    refuse_layer_types(read)
+    return layout_options(config, read)
+
+
 def entries(model, prefix="model."):
     """The weight mapping of a Llama-layout keras_tfm GPT (see the module docstring)."""
     p = parts(model)
@@ -106,6 +119,11 @@ def entries(model, prefix="model."):
         out.append(wm.linear(f"{b}.self_attn.q_proj.weight", attention.query_dense.kernel, (Q, D)))
         out.append(wm.linear(f"{b}.self_attn.k_proj.weight", attention.key_dense.kernel, (KV, D)))
         out.append(wm.linear(f"{b}.self_attn.v_proj.weight", attention.value_dense.kernel, (KV, D)))
+        for name, layer, size in (("q", attention.query_dense, Q), ("k", attention.key_dense, KV)) + (
+            ("v", attention.value_dense, KV),
+        ):
+            if layer.bias is not None:  # Qwen2: biases on Q, K and V
+                out.append(wm.copy(f"{b}.self_attn.{name}_proj.bias", layer.bias, (size,), flatten=True))
         out.append(
             wm.linear(f"{b}.self_attn.o_proj.weight", attention.output_dense.kernel, (D, Q), input_axes=2)
         )
@@ -134,20 +152,29 @@ def is_llama_layout(model):
     return block.norm == "rms" and block.activation == "swiglu"
 
 
-def hf_config(model, task):
-    """config.json for a Llama-layout keras_tfm GPT (raises for options Llama lacks)."""
+def hf_config(model, task, family="Llama", allowed=()):
+    """config.json for a Llama-layout keras_tfm GPT (raises for options Llama lacks). Mistral
+    and Qwen2 (`family`) allow their own GPT options (`allowed`: "sliding_window",
+    "attention_bias") and add their fields."""
     p = parts(model)
     block = p.blocks[0]
     d_model = int(p.token_embeddings.shape[1])
     head_dim = block.key_dim or d_model // block.num_heads
+    problems = []
+    if block.norm != "rms":
+        problems.append(f"norm='layer' ({family} uses RMSNorm)")
+    if "attention_bias" not in allowed and block.attention_bias not in (None, False):
+        problems.append(f"attention_bias={block.attention_bias!r} ({family} has no attention biases)")
+    if "sliding_window" not in allowed and block.sliding_window is not None:
+        problems.append(f"sliding_window={block.sliding_window} ({family} attends to every position)")
     wm.check_layout(
-        "Llama",
+        family,
         block,
         norm_first=True,
         position="rope",
         use_bias=False,
         has_final_norm=p.final_norm is not None,
-        extra=["norm='layer' (Llama uses RMSNorm)"] if block.norm != "rms" else [],
+        extra=problems,
     )
     return {
         "architectures": ["LlamaForCausalLM"],

@@ -18,6 +18,7 @@ It imports no model class: `TransformerModel.from_preset` builds the model and c
 """
 
 import json
+import math
 import os
 import warnings
 
@@ -25,6 +26,8 @@ from keras_tfm.checkpoints import bert as bert_checkpoint
 from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
 from keras_tfm.checkpoints import hub
 from keras_tfm.checkpoints import llama as llama_checkpoint
+from keras_tfm.checkpoints import mistral as mistral_checkpoint
+from keras_tfm.checkpoints import qwen2 as qwen2_checkpoint
 from keras_tfm.checkpoints import weight_mapping as wm
 from keras_tfm.checkpoints.files import CONFIG_FILE, CheckpointError, ConfigReader, read_json, read_weights
 from keras_tfm.checkpoints.tokenizer_files import (
@@ -34,15 +37,16 @@ from keras_tfm.checkpoints.tokenizer_files import (
 )
 from keras_tfm.resources import check_allocation
 
-FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, gpt2_checkpoint, llama_checkpoint)}
 #: Decoder-only families: built with `gpt`, task "causal_lm".
-DECODERS = (gpt2_checkpoint, llama_checkpoint)
+DECODERS = (gpt2_checkpoint, llama_checkpoint, mistral_checkpoint, qwen2_checkpoint)
+FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, *DECODERS)}
 
 #: The task of a BERT checkpoint's bare encoder (whatever head the checkpoint remembers).
 ENCODER_TASK = "encoder"
 
-#: The families whose tokenizer `pretrained_tokenizer` implements (WordPiece, byte-level BPE).
-TOKENIZER_FAMILIES = (bert_checkpoint, gpt2_checkpoint)
+GENERATION_CONFIG = "generation_config.json"
+#: HuggingFace `generate`'s beam-search defaults (GenerationConfig).
+HF_BEAM_DEFAULTS = {"length_penalty_style": "hf", "length_penalty": 1.0, "early_stopping": False}
 
 MODULES_FILE = "modules.json"
 POOLING_CONFIG = "1_Pooling/config.json"
@@ -215,6 +219,31 @@ class Checkpoint:
         _check_embedding_size(self.config, self.config_path, options)
         return options
 
+    def generation_defaults(self) -> dict | None:
+        """How a decoder of this checkpoint generates by default (a model's `generation_defaults`,
+        read by `keras_tfm.generation` and the exporters), as HuggingFace `generate` does:
+        `length_penalty_style` "hf" (HuggingFace's beam search), `length_penalty` and
+        `early_stopping` from `generation_config.json` (else HuggingFace's 1.0 and False), and
+        `eos_id`, its `eos_token_id` (else config.json's; the first of a list; None when neither
+        names one). None for an encoder (BERT)."""
+        if self.family not in DECODERS:
+            return None
+        path = os.path.join(self.directory, GENERATION_CONFIG)
+        read = ConfigReader(read_json(self.directory, GENERATION_CONFIG, required=False) or {}, path)
+        alpha = read.get("length_penalty", 1.0)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+            raise read.error("length_penalty", "expected a finite number")
+        early = read.get("early_stopping", False)
+        if not isinstance(early, bool) and early != "never":
+            raise read.error("early_stopping", 'expected true, false or "never"')
+        eos, source = read.get("eos_token_id"), read
+        if eos is None:
+            eos, source = self.config.get("eos_token_id"), ConfigReader(self.config, self.config_path)
+        eos = eos[0] if isinstance(eos, list) and eos else eos
+        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or eos < 0):
+            raise source.error("eos_token_id", "expected a token id (an int >= 0) or a list of them")
+        return dict(HF_BEAM_DEFAULTS, length_penalty=float(alpha), early_stopping=early, eos_id=eos)
+
     def num_classes(self) -> int:
         """The classifier's classes (`id2label` / `num_labels`); a ValueError when the config has none."""
         return _num_classes(self.config, self.config_path)
@@ -273,9 +302,7 @@ class Checkpoint:
         """The checkpoint's tokenizer (`pretrained_tokenizer`), or None when the directory has no
         tokenizer files; a tokenizer that cannot be read or does not fit `model` is a warning
         naming the problem (the model stays usable with ids)."""
-        if self.family not in TOKENIZER_FAMILIES or not any(
-            os.path.isfile(os.path.join(self.directory, name)) for name in TOKENIZER_MARKERS
-        ):
+        if not any(os.path.isfile(os.path.join(self.directory, name)) for name in TOKENIZER_MARKERS):
             return None
         try:
             tokenizer = pretrained_tokenizer(self.directory)

@@ -1,8 +1,10 @@
 """Writing a keras_tfm model as a HuggingFace-layout checkpoint: `save_pretrained`.
 
-The family is read off the model (`GPT`: GPT-2, or Llama for its layout; the BERT encoder
-and the models on one: BERT), by class name, so this module imports no model class; the
-weight mapping is the family's (`bert`, `gpt2`, `llama` on `weight_mapping`), written in
+The family is read off the model (`GPT`: GPT-2, or for the Llama layout Qwen2 with
+`attention_bias="qkv"`, Mistral with a `sliding_window`, else Llama; the BERT encoder and
+the models on one: BERT), by class name, so this module imports no model class; the
+weight mapping is the family's (`bert`, `gpt2`, `llama`, `mistral`, `qwen2` on
+`weight_mapping`), written in
 HuggingFace's layout of the model's architecture. `TransformerModel.from_preset(path)` (or
 `keras_tfm.models.from_pretrained`) rebuilds the same model.
 """
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 from keras_tfm.checkpoints import bert as bert_checkpoint
 from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
 from keras_tfm.checkpoints import llama as llama_checkpoint
+from keras_tfm.checkpoints import mistral as mistral_checkpoint
+from keras_tfm.checkpoints import qwen2 as qwen2_checkpoint
 from keras_tfm.checkpoints import weight_mapping as wm
 from keras_tfm.checkpoints.files import CONFIG_FILE, checkpoint_directory, write_json, write_weights
 from keras_tfm.checkpoints.loading import MODULES_FILE, POOLING_CONFIG, POOLING_MODES
@@ -41,12 +45,23 @@ def _identify(model):
         if cls.__name__ in CLASS_FAMILIES and cls.__module__.startswith("keras_tfm."):
             family, task = CLASS_FAMILIES[cls.__name__]
             if family is gpt2_checkpoint and llama_checkpoint.is_llama_layout(model):
-                family = llama_checkpoint
+                family = _llama_family(model)
             return family, task
     raise TypeError(
         f"save_pretrained writes GPT, BERT (encoder, masked LM, classifiers) and SentenceEncoder models; "
         f"received {type(model).__name__}."
     )
+
+
+def _llama_family(model):
+    """Llama, Mistral or Qwen2 for a GPT of the Llama layout: Q/K/V biases make it Qwen2, a
+    sliding window Mistral (a model with both is refused by the family's `hf_config`)."""
+    block = model.blocks[0]
+    if block.attention_bias == "qkv":
+        return qwen2_checkpoint
+    if block.sliding_window is not None:
+        return mistral_checkpoint
+    return llama_checkpoint
 
 
 def _refuse_quantized(model):
@@ -109,6 +124,9 @@ def save_pretrained(
     if tokenizer is None:
         tokenizer = layout_tokenizer(model.tokenizer)
     config = family.hf_config(model, task)
+    if tokenizer is not None and family in (llama_checkpoint, mistral_checkpoint, qwen2_checkpoint):
+        for role in ("bos", "eos", "pad"):  # the ids generation stops on / pads with (generate, serving)
+            config[f"{role}_token_id"] = getattr(tokenizer, f"{role}_id", None)
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"
     tensors = wm.to_tensors(family.save_entries(model, task))

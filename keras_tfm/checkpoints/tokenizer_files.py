@@ -1,11 +1,17 @@
 """The tokenizer files of a checkpoint directory: which kind, read it, write it.
 
-    pretrained_tokenizer(path)      → the WordPiece or byte-level BPE tokenizer the files hold
-    save_tokenizer(tokenizer, dir)  → vocab.txt (+ tokenizer_config.json) or vocab.json + merges.txt
+    pretrained_tokenizer(path)      → the tokenizer the files hold
+    save_tokenizer(tokenizer, dir)  → tokenizer.json + tokenizer_config.json (SentencePiece-style
+                                      and Qwen2 BPE), vocab.txt (+ tokenizer_config.json) or
+                                      vocab.json + merges.txt
 
-The kind is what `tokenizer_config.json`'s `tokenizer_class` or `config.json`'s `model_type`
-declares, else the one whose files are complete; a declared kind whose files are missing is
-refused, naming the files found. The tokenizers are TensorFlow ops, imported on use.
+A `tokenizer.json` comes first: `load_tokenizer_json` builds what it describes (WordPiece,
+GPT-2 byte-level BPE, Llama / Mistral SentencePiece-style BPE with byte fallback, Qwen2 BPE)
+and refuses by name any part it does not implement. Without one, the kind is what
+`tokenizer_config.json`'s `tokenizer_class` or `config.json`'s `model_type` declares, else
+the one whose files are complete; a declared kind whose files are missing is refused, naming
+the files found; a SentencePiece `tokenizer.model` alone is refused by name. The tokenizers
+are TensorFlow ops, imported on use.
 """
 
 import json
@@ -22,7 +28,14 @@ from keras_tfm.checkpoints.files import CONFIG_FILE, MissingCheckpointFile, read
 
 #: Files of which any one marks a checkpoint with a tokenizer (one without the others is an
 #: incomplete tokenizer, named as such, never a checkpoint without one).
-TOKENIZER_MARKERS = ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+TOKENIZER_MARKERS = (
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+)
 
 #: How many more embedding rows than tokens a checkpoint may have: models round their
 #: vocabulary up for speed (T5 32,128 rows for 32,100 tokens; Qwen2 271 rows more). A bigger
@@ -102,29 +115,51 @@ def _tokenizer_kind(directory, config):
 def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     """The tokenizer of a checkpoint directory.
 
-    The kind is what `tokenizer_config.json`'s `tokenizer_class` or
-    `config.json`'s `model_type` ("gpt2", "bert") declares, else the one whose
-    files are complete: byte-level BPE from `vocab.json` + `merges.txt`
-    (`BytePairTokenizer.from_pretrained`), BERT WordPiece from `vocab.txt` /
-    `tokenizer.json` (`WordPieceTokenizer.from_pretrained`). A declared kind
-    whose files are missing is a FileNotFoundError listing the files found.
+    A `tokenizer.json` first: `keras_tfm.tokenizers.load_tokenizer_json`
+    (WordPiece, GPT-2 byte-level BPE, SentencePiece-style BPE with byte
+    fallback for Llama / Mistral, Qwen2's byte-level BPE; a ValueError naming
+    the field of anything else). Without one, the kind is what
+    `tokenizer_config.json`'s `tokenizer_class` or `config.json`'s
+    `model_type` ("gpt2", "bert") declares, else the one whose files are
+    complete: byte-level BPE from `vocab.json` + `merges.txt`
+    (`BytePairTokenizer.from_pretrained`), BERT WordPiece from `vocab.txt`
+    (`WordPieceTokenizer.from_pretrained`). A declared kind whose files are
+    missing is a FileNotFoundError listing the files found; a SentencePiece
+    `tokenizer.model` without a `tokenizer.json` is a ValueError naming it.
     `path` may be `"hf://org/name"` (see `from_pretrained`). `kwargs` override
     what the files say (e.g. `sequence_length=128`).
     """
     from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
+    from keras_tfm.tokenizers.tokenizer_json import load_tokenizer_json
 
     directory = hub.checkpoint_path(path)
+    if os.path.isfile(os.path.join(directory, "tokenizer.json")):
+        return load_tokenizer_json(directory, **kwargs)
     config = read_json(directory, CONFIG_FILE, required=False) or {}
+    present = {n for n in TOKENIZER_MARKERS if os.path.isfile(os.path.join(directory, n))}
+    if "tokenizer.model" in present and not present & {"vocab.txt", "vocab.json"}:
+        raise ValueError(
+            f"{directory}: 'tokenizer.model' (a SentencePiece model) without a 'tokenizer.json' is not "
+            "read; keras_tfm reads the tokenizer.json HuggingFace saves beside it (refused rather than "
+            "tokenized differently)."
+        )
     if _tokenizer_kind(directory, config) == "bpe":
         return BytePairTokenizer.from_pretrained(directory, **kwargs)
     return WordPieceTokenizer.from_pretrained(directory, **kwargs)
 
 
 def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None:
-    """Writes a tokenizer's files in the checkpoint layout: `vocab.json` +
-    `merges.txt` for a byte-level BPE, else `vocab.txt` (+ `tokenizer_config.json`
-    with the special tokens and lower-casing of a WordPiece tokenizer), into
-    an existing `directory` (the temporary directory of `save_pretrained`)."""
+    """Writes a tokenizer's files in the checkpoint layout: `tokenizer.json` +
+    `tokenizer_config.json` for a SentencePiece-style or Qwen2 BPE
+    (`tokenizer_json_writer`), `vocab.json` + `merges.txt` for a GPT-2 byte-level
+    BPE, else `vocab.txt` (+ `tokenizer_config.json` with the special tokens and
+    lower-casing of a WordPiece tokenizer), into an existing `directory` (the
+    temporary directory of `save_pretrained`)."""
+    from keras_tfm.tokenizers import tokenizer_json_writer
+
+    if isinstance(tokenizer, tokenizer_json_writer.WRITABLE):
+        tokenizer_json_writer.write_tokenizer_json(tokenizer, directory)
+        return
     vocabulary = list(tokenizer.get_vocabulary())
     merges = tokenizer.get_config().get("merges")
     if merges is not None:
@@ -148,7 +183,10 @@ def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None
 
 
 def layout_tokenizer(tokenizer):
-    """`tokenizer` if the checkpoint layout holds its kind (WordPiece, byte-level BPE), else None."""
+    """`tokenizer` if the checkpoint layout holds its kind (WordPiece, byte-level BPE,
+    SentencePiece-style and Qwen2 BPE), else None."""
     from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
+    from keras_tfm.tokenizers.tokenizer_json_writer import WRITABLE
 
-    return tokenizer if isinstance(tokenizer, (BytePairTokenizer, WordPieceTokenizer)) else None
+    kinds = (BytePairTokenizer, WordPieceTokenizer, *WRITABLE)
+    return tokenizer if isinstance(tokenizer, kinds) else None

@@ -17,6 +17,15 @@ from keras_tfm.layers.rms_norm import RMSNorm
 from keras_tfm.tensor_checks import check_rank
 
 NORMS = ("layer", "rms")
+#: `attention_bias` values: None (= `use_bias`), all four projections or none, Q/K/V only.
+ATTENTION_BIASES = (None, True, False, "qkv")
+
+
+def check_attention_bias(name: str, value: object) -> bool | str | None:
+    """One of `ATTENTION_BIASES` (True / False as bools, not 1 / 0); a ValueError naming `name`."""
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and value == "qkv"):
+        return value
+    raise ValueError(f"Unknown `{name}` {value!r}; expected one of {list(ATTENTION_BIASES)}.")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -55,6 +64,11 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             (grouped-query attention; 1 = multi-query); None = `num_heads`.
         rope_max_wavelength: RoPE base θ (10000 in RoFormer/LLaMA 2,
             500000 in LLaMA 3) with `position="rope"`.
+        attention_bias: biases of the attention projections: None (default)
+            = `use_bias`, True / False (all four), or "qkv" (Q, K and V only,
+            Qwen2).
+        sliding_window: None, or W: self-attention sees only the last W
+            positions, itself included (Mistral; `MultiHeadSelfAttention`).
         key_dim: per-head size; defaults to `d_model // num_heads`.
         attention_impl, attention_options: attention-core implementation.
         kernel_initializer, bias_initializer: initializers of all projections.
@@ -103,6 +117,8 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         norm: str = "layer",
         num_key_value_heads: int | None = None,
         rope_max_wavelength: float = 10000.0,
+        attention_bias: bool | str | None = None,
+        sliding_window: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -140,6 +156,8 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
                 f"`num_key_value_heads`={num_key_value_heads} must divide `num_heads`={num_heads}."
             )
         self.rope_max_wavelength = check_positive_float("rope_max_wavelength", rope_max_wavelength)
+        self.attention_bias = check_attention_bias("attention_bias", attention_bias)
+        self.sliding_window = check_positive_int("sliding_window", sliding_window, allow_none=True)
         self.supports_masking = True
 
     def _norm(self, name):
@@ -155,9 +173,11 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             raise ValueError(
                 f"`inputs` must have shape (batch, length, d_model={self.d_model}); received {tuple(input_shape)}."
             )
+        attention_bias = self.use_bias if self.attention_bias is None else self.attention_bias
         common = dict(
             key_dim=self.key_dim,
-            use_bias=self.use_bias,
+            use_bias=bool(attention_bias),
+            output_bias=attention_bias is True,
             attention_impl=self.attention_impl,
             attention_options=self.attention_options,
             num_key_value_heads=self.num_key_value_heads,
@@ -171,6 +191,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             causal=self.causal,
             position=self.position,
             rope_max_wavelength=self.rope_max_wavelength,
+            sliding_window=self.sliding_window,
             name="self_attention",
             **clone_initializers(common, "self_attention"),
         )
@@ -338,6 +359,8 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
                 "norm": self.norm,
                 "num_key_value_heads": self.num_key_value_heads,
                 "rope_max_wavelength": self.rope_max_wavelength,
+                "attention_bias": self.attention_bias,
+                "sliding_window": self.sliding_window,
             }
         )
         return config

@@ -52,6 +52,11 @@ class GPT(TransformerModel):
         tie_embeddings: logits = h Eᵀ with the input embedding (GPT-2); else
             an `OutputHead` (`head`).
         use_bias: biases in every attention/FFN projection (False: Llama).
+        attention_bias: the attention projections' biases, if not `use_bias`'s:
+            True / False (all four) or "qkv" (Q, K, V only: Qwen2).
+        sliding_window: None, or W: each position attends to the last W
+            positions only, itself included (Mistral's `sliding_window`), in
+            the full forward pass and in cached generation alike.
         lm_head_use_bias: bias of the untied head.
         key_dim: per-head size (defaults to d_model / num_heads).
         num_key_value_heads: key/value heads (grouped-query attention, must
@@ -108,6 +113,8 @@ class GPT(TransformerModel):
         key_dim: int | None = None,
         num_key_value_heads: int | None = None,
         rope_max_wavelength: float = 10000.0,
+        attention_bias: bool | str | None = None,
+        sliding_window: int | None = None,
         attention_impl: str = "auto",
         attention_options: dict | None = None,
         with_padding_mask: bool = False,
@@ -310,8 +317,10 @@ class GPT(TransformerModel):
             num_beams: beams per prompt, in [1, vocabulary size].
             completion_only: text only: the completions without the prompts.
             **options: `length_penalty` (α of ((5 + len) / 6)^α, default
-                0.6), `eos_id` (text: default the tokenizer's `eos_id`),
-                `pad_id`; ids only: `prompt_lengths`.
+                0.6; a HuggingFace checkpoint's model searches as HF `generate`,
+                len^α, see `generation_defaults`), `length_penalty_style`,
+                `early_stopping`, `eos_id` (text: default the tokenizer's
+                `eos_id`), `pad_id`; ids only: `prompt_lengths`.
 
         Returns:
             Text in: a str (list of str) of the best beam. Ids in:

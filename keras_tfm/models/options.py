@@ -18,7 +18,7 @@ from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.feed_forward import ACTIVATIONS
 from keras_tfm.layers.initializers import clone_initializer
-from keras_tfm.layers.transformer_block import NORMS, TransformerBlock
+from keras_tfm.layers.transformer_block import NORMS, TransformerBlock, check_attention_bias
 from keras_tfm.models.layout import bind_sizes, model_sizes
 from keras_tfm.models.parts import make_norm
 from keras_tfm.models.presets import PRESETS
@@ -69,6 +69,7 @@ RULES = {
             "num_heads",
             "d_model",
             "d_ff",
+            "sliding_window",
         ),
         check_size,
     ),
@@ -80,6 +81,7 @@ RULES = {
     "norm": _choice(NORMS),
     "attention_impl": lambda name, value: check_choice(name, value, sorted(ATTENTION_IMPLS)),
     "layer_norm_epsilon": check_epsilon,
+    "attention_bias": check_attention_bias,
     **dict.fromkeys(
         (
             "norm_first",
@@ -186,6 +188,8 @@ class ModelOptions:
             num_key_value_heads=c.get("num_key_value_heads"),
             position=self.attention_position,
             rope_max_wavelength=c.get("rope_max_wavelength", 10000.0),
+            attention_bias=c.get("attention_bias"),
+            sliding_window=c.get("sliding_window"),
             attention_impl=self.attention_impl,
             attention_options=c.get("attention_options"),
             causal=causal,

@@ -78,7 +78,7 @@ BOOLEAN_OPTIONS = {
     "tokenize_chinese_chars": False,
     "strip_accents": True,
     "clean_up_tokenization_spaces": False,
-    "add_prefix_space": False,
+    "add_prefix_space": True,  # null (transformers 5): what tokenizer.json says
 }
 
 

@@ -41,6 +41,19 @@ def causal_mask(query_length: Any, key_length: Any = None, offset: Any = 0) -> A
     return ops.greater_equal(q_pos, k_pos)
 
 
+def sliding_window_mask(query_length: Any, key_length: Any, window: int, offset: Any = 0) -> Any:
+    """Sliding-window mask: query `i` (at absolute position `offset + i`) may attend key `j`
+    iff `offset + i - window < j < offset + i + window`, i.e. with a causal mask the last
+    `window` keys, itself included (HuggingFace Mistral's `sliding_window`).
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+    """
+    q_pos = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(offset, "int32")
+    distance = q_pos - ops.arange(key_length, dtype="int32")[None, :]
+    return ops.logical_and(ops.less(distance, window), ops.greater(distance, -window))
+
+
 def expand_mask(mask: Any) -> Any:
     """Brings a boolean mask of rank 2 `(Tq, Tk)`, 3 `(B, Tq, Tk)` or 4
     `(B, H, Tq, Tk)` to rank 4 `(B|1, H|1, Tq, Tk)`."""

@@ -54,6 +54,8 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         output_dim: size of the output; defaults to the query's `d_model`.
         dropout: dropout rate on the attention weights.
         use_bias: whether the projections have biases.
+        output_bias: whether the output projection W^O has a bias; None (default) =
+            `use_bias` (False with `use_bias=True`: biases on Q, K, V only, Qwen2).
         position: None, "rope", "alibi" or "relative".
         attention_impl: name of the attention-core implementation: "auto"
             (default: exact chunked attention for long keys when no weights are
@@ -85,6 +87,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         relative_max_distance: int = 128,
         kernel_initializer: Any = "glorot_uniform",
         bias_initializer: Any = "zeros",
+        output_bias: bool | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -101,6 +104,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         self.output_dim = check_positive_int("output_dim", output_dim, allow_none=True)
         self.dropout = check_rate("dropout", dropout)
         self.use_bias = check_bool("use_bias", use_bias)
+        self.output_bias = self.use_bias if output_bias is None else check_bool("output_bias", output_bias)
         self.position = check_choice("position", position, ATTENTION_POSITIONS)
         self.attention_impl = check_attention_impl(attention_impl)
         if attention_options is not None and not isinstance(attention_options, dict):
@@ -132,11 +136,12 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             raise ValueError(f"position='rope' needs an even `key_dim`; received {key_dim}.")
         return key_dim, self.value_dim or key_dim, self.output_dim or d_model
 
-    def _projection(self, name, output_shape, equation, bias_axes):
+    def _projection(self, name, output_shape, equation, bias_axes, use_bias=None):
+        use_bias = self.use_bias if use_bias is None else use_bias
         layer = keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
-            bias_axes=bias_axes if self.use_bias else None,
+            bias_axes=bias_axes if use_bias else None,
             # Each projection gets its own draw (a shared initializer
             # instance would start Q, K, V equal).
             kernel_initializer=clone_initializer(self.kernel_initializer, name),
@@ -160,7 +165,9 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         self.key_dense.build(key_shape)
         self.value_dense = self._projection("value", (None, kv, value_dim), "btd,dhk->bthk", "hk")
         self.value_dense.build(value_shape)
-        self.output_dense = self._projection("attention_output", (None, output_dim), "bthk,hkd->btd", "d")
+        self.output_dense = self._projection(
+            "attention_output", (None, output_dim), "bthk,hkd->btd", "d", use_bias=self.output_bias
+        )
         self.output_dense.build((query_shape[0], query_shape[1], h, value_dim))
         self.dropout_layer = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="attention_dropout"
@@ -189,7 +196,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
 
     def _project_output(self, heads: Any) -> Any:
         """Concat(heads) W^O (`projections.project_output`)."""
-        return projections.project_output(heads, self.output_dense, self.use_bias)
+        return projections.project_output(heads, self.output_dense, self.output_bias)
 
     def _quantizable_sublayers(self):
         return [self.query_dense, self.key_dense, self.value_dense, self.output_dense]
@@ -260,6 +267,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
                 "output_dim": self.output_dim,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
+                "output_bias": self.output_bias,
                 "position": self.position,
                 "attention_impl": self.attention_impl,
                 "attention_options": dict(self.attention_options),

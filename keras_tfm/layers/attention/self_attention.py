@@ -5,7 +5,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool
+from keras_tfm.checks import check_bool, check_positive_int
 from keras_tfm.layers.attention import decoding
 from keras_tfm.layers.attention import masks as masks_lib
 from keras_tfm.layers.attention.multi_head import MultiHeadAttentionBase
@@ -22,7 +22,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
     `M` is 0 where attention is allowed and −∞ (in practice a large finite
     float32 number) where it is not; the boolean masks use True = may attend.
-    With `causal=True`, query t only sees keys ≤ t. `B` is the position bias of
+    With `causal=True`, query t only sees keys ≤ t; with `sliding_window=W`
+    also only keys j > t - W (the last W keys, itself included; without
+    `causal`, |t - j| < W). `B` is the position bias of
     `position="alibi"` or `"relative"`; `position="rope"` rotates Q and K instead.
 
     Padding masks come from the Keras implicit mask (e.g.
@@ -46,6 +48,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         dropout: dropout rate on the attention weights.
         use_bias: whether the projections have biases.
         causal: whether to apply the causal (look-ahead) mask.
+        sliding_window: None, or W: query t attends only to keys j with
+            |t - j| < W (Mistral; cache slots in cached decoding, the prefill
+            and every step alike).
         position: None, "rope", "alibi" or "relative".
         attention_impl: attention-core implementation name ("auto", "standard", ...).
         attention_options: dict of options for that implementation.
@@ -78,6 +83,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         use_bias: bool = True,
         causal: bool = False,
         position: str | None = None,
+        sliding_window: int | None = None,
         **kwargs,
     ):
         super().__init__(
@@ -90,6 +96,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             **kwargs,
         )
         self.causal = check_bool("causal", causal)
+        self.sliding_window = check_positive_int("sliding_window", sliding_window, allow_none=True)
         # Causal models never see future keys, so relative buckets go to the past.
         self._bidirectional_positions = not self.causal
 
@@ -122,6 +129,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             mask = self._sequence_mask(
                 inputs, padding_mask, attention_mask, masks_lib.merge_masks(mask, inputs_mask)
             )
+            mask = masks_lib.merge_masks(mask, self._window_mask(length, length, 0))
         else:
             if cache_index is None:
                 raise ValueError("`cache_index` is required when `cache` is given.")
@@ -135,6 +143,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
                 masks_lib.causal_mask(length, key_length, offset=start),
                 None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, :],
                 attention_mask,
+                self._window_mask(length, key_length, start),
             )
 
         if self.rotary is not None:  # RoPE rotates Q and K by their absolute positions
@@ -165,6 +174,12 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         if cache is not None:
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _window_mask(self, query_length: Any, key_length: Any, offset: Any) -> Any:
+        """The `(Tq, Tk)` sliding-window mask (queries from position `offset`), or None."""
+        if self.sliding_window is None:
+            return None
+        return masks_lib.sliding_window_mask(query_length, key_length, self.sliding_window, offset)
 
     def _sequence_mask(self, inputs: Any, padding_mask: Any, attention_mask: Any, implicit_mask: Any) -> Any:
         """M of an uncached call: key padding (`padding_mask` ∧ the implicit mask)
@@ -211,5 +226,5 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"causal": self.causal})
+        config.update({"causal": self.causal, "sliding_window": self.sliding_window})
         return config
