@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import keras
 import numpy as np
+from keras import ops
 
 from keras_tfm.checks import (
     check_bool,
@@ -40,6 +41,7 @@ from keras_tfm.checks import (
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import compiled, decoding, prompts, samplers, sliding_window
+from keras_tfm.generation import constraints as constraints_lib
 
 #: Most bytes of the logits `output_scores=True` returns (batch × tokens × V float32).
 MAX_SCORES_BYTES = 1 << 32
@@ -53,6 +55,9 @@ LIMIT = dict(
 
 #: The protocol of a decoder model (module docstring).
 DECODER_METHODS = ("init_caches", "decode_step")
+
+#: An `eos_id` the caller did not give: the model's (`generation_config`), else none.
+_UNSET = object()
 
 
 def is_encoder_decoder(model: object) -> bool:
@@ -71,9 +76,11 @@ class Generator(compiled.Module):
     Args:
         model: a decoder (`GPT`, `Seq2Seq`, or a model with the module
             docstring's protocol).
-        pad_id: id that left-pads prompts and that finished rows emit, in [0, V).
-        bos_id: seq2seq: the default first decoder token (None: every request
-            passes `bos_id` or `decoder_prompt_ids`).
+        pad_id: id that left-pads prompts and that finished rows emit, in [0, V);
+            None: the model's `pad_id` (a checkpoint's), else 0.
+        bos_id: seq2seq: the default first decoder token (None: the model's
+            `generation_config["decoder_start_id"]`, else every request passes
+            `bos_id` or `decoder_prompt_ids`).
         jit_compile: TensorFlow: compile with XLA (else a graph function).
         run_eagerly: no compilation at all (debugging, tests).
         name: module name.
@@ -86,7 +93,7 @@ class Generator(compiled.Module):
     def __init__(
         self,
         model: keras.Model,
-        pad_id: int = 0,
+        pad_id: int | None = None,
         bos_id: int | None = None,
         jit_compile: bool = True,
         run_eagerly: bool = False,
@@ -101,8 +108,11 @@ class Generator(compiled.Module):
             )
         self.model = model
         self.seq2seq = is_encoder_decoder(model)
+        pad_id = decoding.model_pad_id(model) if pad_id is None else pad_id
         self.pad_id = check_token_id("pad_id", pad_id, model.vocabulary_size)
-        if bos_id is not None and not self.seq2seq:
+        if bos_id is None and self.seq2seq:
+            bos_id = constraints_lib.model_defaults(model).get("decoder_start_id")
+        elif bos_id is not None and not self.seq2seq:
             raise TypeError(
                 "`bos_id` is for encoder–decoder models; a decoder-only model starts from its prompt."
             )
@@ -111,6 +121,8 @@ class Generator(compiled.Module):
         if bos_id is not None:
             bos_id = check_token_id("bos_id", bos_id, model.vocabulary_size, minimum=self._bos_minimum)
         self.bos_id = bos_id
+        #: The model's forced / suppressed tokens (`constraints`), the default of every request.
+        self.constraints = constraints_lib.request_constraints(model, {})
         self.jit_compile = check_bool("jit_compile", jit_compile)
         self.run_eagerly = check_bool("run_eagerly", run_eagerly)
         self.step = compiled.SharedStep(model.decode_step, cache_lib.length_axis)
@@ -149,6 +161,7 @@ class Generator(compiled.Module):
         output_scores: bool = False,
         sliding: bool = False,
         choose: object = samplers.choose_token,
+        constraints: constraints_lib.TokenConstraints | None = None,
     ) -> dict:
         """Traceable generation (inside a `tf.function`, `jax.jit`, or eagerly).
 
@@ -159,6 +172,8 @@ class Generator(compiled.Module):
             cache_length, sampler, output_scores: static options.
             sliding: go past the model's maximum length (`sliding_window`).
             choose: the sampler's token chooser (`samplers.make_selector`).
+            constraints: forced / suppressed tokens (`constraints.TokenConstraints`);
+                None: the model's (`generation_config`).
 
         Returns:
             `decoding.decode`'s dict.
@@ -166,6 +181,8 @@ class Generator(compiled.Module):
         *inputs, max_new_tokens, seed, temperature, top_k, top_p, eos_id = args
         ids, lengths, context = self.decoder_inputs(*inputs)
         select = samplers.make_selector(sampler, seed, temperature, top_k, top_p, choose)
+        constraints = self.constraints if constraints is None else constraints
+        select = constraints_lib.constrained_selector(select, constraints, max_new_tokens, lengths)
         options = dict(cache_length=cache_length, eos_id=eos_id, pad_id=self.pad_id, step=self.step)
         options["output_scores"] = output_scores
         if sliding:
@@ -179,12 +196,24 @@ class Generator(compiled.Module):
         cache_length: int,
         active_beams: object = None,
         sliding: bool = False,
+        constraints: constraints_lib.TokenConstraints | None = None,
     ) -> dict:
         """Traceable beam search: the model's inputs (as in `generate_fn`), then `max_new_tokens`,
         `length_penalty`, `eos_id`; `num_beams` (K) static, `active_beams` an optional int32
-        scalar in [1, K] (the width searched); see `beam.beam_search_loop`."""
+        scalar in [1, K] (the width searched), `constraints` as in `generate_fn` (applied to
+        every beam's log-probabilities); see `beam.beam_search_loop`."""
         *inputs, max_new_tokens, length_penalty, eos_id = args
         ids, lengths, context = self.decoder_inputs(*inputs)
+        constraints = self.constraints if constraints is None else constraints
+        constrain = None
+        if constraints.active:
+            beam_lengths = cache_lib.tile_beams(ops.cast(lengths, "int32"), num_beams)
+
+            def constrain(scores, step):
+                return constraints_lib.apply_constraints(
+                    scores, step, constraints, max_new_tokens, beam_lengths
+                )
+
         return beam_lib.beam_search_loop(
             self.model,
             ids,
@@ -199,9 +228,19 @@ class Generator(compiled.Module):
             active_beams=active_beams,
             sliding=sliding,
             step=self.step,
+            constrain=constrain,
         )
 
     # ------------------------------------------------------------- eager API
+    def _eos(self, eos_id: object) -> int:
+        """The stop id of a request as an int (-1: none): `eos_id`, or when not given the model's
+        (`generation_config["eos_id"]`, a checkpoint's), else none."""
+        if eos_id is _UNSET:
+            eos_id = constraints_lib.model_defaults(self.model).get("eos_id")
+        if eos_id is None:
+            return -1
+        return check_token_id("eos_id", eos_id, self.model.vocabulary_size, consequence=NO_STOP)
+
     def generate(
         self,
         inputs: Sequence[Sequence[int]] | np.ndarray,
@@ -211,7 +250,7 @@ class Generator(compiled.Module):
         top_k: int | None = None,
         top_p: float | None = None,
         seed: int | Sequence[int] | np.ndarray | None = None,
-        eos_id: int | None = None,
+        eos_id: int | None = _UNSET,
         return_lengths: bool = False,
         output_scores: bool = False,
         **request: object,
@@ -227,7 +266,8 @@ class Generator(compiled.Module):
         sampler, temperature, top_k, top_p = check_sampling(
             sampler, temperature, top_k, top_p, seed, vocabulary
         )
-        eos = -1 if eos_id is None else check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
+        eos = self._eos(eos_id)
+        constraints = constraints_lib.request_constraints(self.model, request)
         return_lengths = check_bool("return_lengths", return_lengths)
         output_scores = check_bool("output_scores", output_scores)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0, **LIMIT)
@@ -243,8 +283,9 @@ class Generator(compiled.Module):
                     f"max_new_tokens × vocabulary); at most {MAX_SCORES_BYTES / 2**30:.0f} GiB: ask for "
                     "fewer tokens or no scores."
                 )
-        key = ("generate", sampler, cache_length, output_scores, slide, cache_dtype)
+        key = ("generate", sampler, cache_length, output_scores, slide, cache_dtype, constraints)
         options = dict(cache_length=cache_length, sampler=sampler, output_scores=output_scores, sliding=slide)
+        options["constraints"] = constraints
         fn = self._compiled(key, lambda *a: self.generate_fn(*a, **options))
         scalars = (
             np.int32(max_new_tokens),
@@ -268,7 +309,7 @@ class Generator(compiled.Module):
         max_new_tokens: int,
         num_beams: int = 4,
         length_penalty: float = 0.6,
-        eos_id: int | None = None,
+        eos_id: int | None = _UNSET,
         **request: object,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Beam search with the GNMT length penalty (see `beam_search`).
@@ -280,14 +321,15 @@ class Generator(compiled.Module):
         vocabulary = self.model.vocabulary_size
         num_beams = check_num_beams(num_beams, vocabulary)
         length_penalty = check_length_penalty(length_penalty)
-        eos = -1 if eos_id is None else check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
+        eos = self._eos(eos_id)
+        constraints = constraints_lib.request_constraints(self.model, request)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1, **LIMIT)
         cache_dtype = check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
         if request.get("bos_id") is not None:
             check_token_id("bos_id", request["bos_id"], vocabulary, minimum=self._bos_minimum)
         arrays, cache_length, slide = prompts.prepare(self, "beam_search", inputs, max_new_tokens, request)
-        key = ("beam", num_beams, cache_length, slide, cache_dtype)
-        options = dict(num_beams=num_beams, cache_length=cache_length, sliding=slide)
+        key = ("beam", num_beams, cache_length, slide, cache_dtype, constraints)
+        options = dict(num_beams=num_beams, cache_length=cache_length, sliding=slide, constraints=constraints)
         fn = self._compiled(key, lambda *a: self.beam_search_fn(*a, **options))
         scalars = (np.int32(max_new_tokens), np.float32(length_penalty), np.int32(eos))
         out = compiled.call(fn, *arrays, *scalars, run_eagerly=self.run_eagerly)
@@ -301,7 +343,8 @@ _GENERATORS = weakref.WeakKeyDictionary()
 def get_generator(model: keras.Model | Generator, pad_id: int | None = None) -> Generator:
     """The cached `Generator` of `model` (built on first use; a `Generator` is returned as is).
 
-    `pad_id` None: 0 for a model, a generator's own; a generator built with another `pad_id`
+    `pad_id` None: the model's (`decoding.model_pad_id`: a checkpoint's `pad_id`, else 0), a
+    generator's own; a generator built with another `pad_id`
     than the one asked for raises a ValueError (its `pad_id` is fixed when it is built).
     """
     if isinstance(model, Generator):
@@ -311,7 +354,7 @@ def get_generator(model: keras.Model | Generator, pad_id: int | None = None) -> 
                 f"Generator with pad_id={pad_id!r} or pass the model itself."
             )
         return model
-    pad_id = 0 if pad_id is None else pad_id
+    pad_id = decoding.model_pad_id(model) if pad_id is None else pad_id
     generator = _GENERATORS.get(model)
     if generator is None or generator.pad_id != pad_id:
         generator = Generator(model, pad_id=pad_id)
@@ -335,7 +378,7 @@ def generate(
         max_new_tokens: int in [0, `prompts.MAX_NEW_TOKENS`] (past the
             model's context GPT generation slides its window).
         pad_id: padding id (left-padding of prompts, finished rows), in
-            [0, V); None: 0 (a generator: its own).
+            [0, V); None: the model's `pad_id`, else 0 (a generator: its own).
         **options:
             sampler: None (default: "sample" when any of `temperature`,
                 `top_k`, `top_p`, `seed` is given, else "greedy"), "greedy"
@@ -347,11 +390,16 @@ def generate(
             seed: int in [0, 2**31 - 1] or int32 (2,) array; same seed → same
                 tokens, on every backend. None: a fresh random seed.
             eos_id: rows stop after emitting it and then emit `pad_id`; an id
-                of the vocabulary.
+                of the vocabulary, or None (no stop). Not given: the model's
+                `generation_config["eos_id"]` (a checkpoint's), else none.
+            forced_bos_id, forced_eos_id, suppressed_ids: token constraints
+                (`keras_tfm.generation.constraints`; None turns one off); not
+                given: the model's `generation_config` (a checkpoint's).
             return_lengths, output_scores: extra outputs (bools).
             GPT: `prompt_lengths` (rows of a right-padded 2-D array);
-            seq2seq: `bos_id` (required unless the generator has one or
-            `decoder_prompt_ids` are given, not with them),
+            seq2seq: `bos_id` (required unless the generator or the model's
+            `generation_config` has one or `decoder_prompt_ids` are given,
+            not with them),
             `decoder_prompt_ids`, `source_lengths`. Any other keyword
             raises a TypeError.
 
@@ -375,7 +423,8 @@ def beam_search(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Beam search with GNMT length penalty ((5 + len) / 6)^α for GPT or seq2seq models;
     finished beams are frozen at EOS. `options`: `length_penalty` (α in [0, 5], default 0.6),
-    `eos_id` and the model kind's inputs as in `generate`; `max_new_tokens` >= 1 (zero new
+    `eos_id`, the token constraints and the model kind's inputs as in `generate` (the
+    constraints act on every beam's log-probabilities); `max_new_tokens` >= 1 (zero new
     tokens leave nothing to rank), `num_beams` in [1, V], `pad_id` as in `generate`.
 
     Returns:

@@ -15,7 +15,8 @@ GPT text: the prompt followed by its completion, `decode(prompt ids + new ids)`,
 the served `generate`. `eos_id` defaults to the tokenizer's `eos_id` (None: no stop).
 
 Seq2seq text: the target side alone, decoded from the model's `decoder_start_id` (else the
-target tokenizer's BOS) to the target tokenizer's EOS; a tokenizer without them is refused.
+target tokenizer's BOS) to the model's `eos_id` (else the target tokenizer's EOS), both from a
+checkpoint's `generation_config`; a tokenizer without them is refused.
 The tokenizers are TensorFlow ops, imported when text arrives.
 """
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from keras_tfm.checks import check_bool, check_float, check_int, text_batch
 from keras_tfm.generation import generator
+from keras_tfm.generation.constraints import model_defaults
 
 #: Marks an option the caller did not give (`eos_id=None` means "no stop id").
 _UNSET = object()
@@ -39,17 +41,20 @@ def _new_ids(tokens, lengths):
 
 def seq2seq_ids(model, target, method: str) -> tuple[int, int]:
     """`(decoder start id, stop id)` of a seq2seq text request: the model's `decoder_start_id`
-    (a checkpoint's) or the target tokenizer's BOS, and its EOS; a ValueError when missing."""
-    start = getattr(model, "decoder_start_id", None)
+    and `eos_id` (a checkpoint's `generation_config`), else the target tokenizer's BOS and EOS;
+    a ValueError when missing."""
+    defaults = model_defaults(model)
+    start, stop = defaults.get("decoder_start_id"), defaults.get("eos_id")
     start = target.bos_id if start is None else start
-    if start is None or target.eos_id is None:
+    stop = target.eos_id if stop is None else stop
+    if start is None or stop is None:
         raise ValueError(
             f"`{method}` on text needs the target tokenizer's BOS and EOS ids (the first decoder token and "
             f"the stop token); the model's {type(target).__name__} has "
             f"bos_id={target.bos_id!r}, eos_id={target.eos_id!r}: build it with special tokens, or pass "
             "token ids with `bos_id` and `eos_id`."
         )
-    return int(start), int(target.eos_id)
+    return int(start), int(stop)
 
 
 def check_sources(model, rows, texts, name):

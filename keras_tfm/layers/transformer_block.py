@@ -42,7 +42,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         causal: causal mask in self-attention.
         cross_attention: add the cross-attention sublayer (decoder block).
         activation: FFN activation, "relu" | "gelu" | "gelu_tanh" | "silu", or
-            the gated "swiglu" | "geglu" (three FFN matrices).
+            the gated "swiglu" | "geglu" | "geglu_tanh" (three FFN matrices).
         layer_norm_epsilon: ε of the norms.
         position: position scheme inside self-attention: None, "rope",
             "alibi" or "relative".
@@ -56,6 +56,13 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         rope_max_wavelength: RoPE base θ (10000 in RoFormer/LLaMA 2,
             500000 in LLaMA 3) with `position="rope"`.
         key_dim: per-head size; defaults to `d_model // num_heads`.
+        attention_scale: score scale of both attention sublayers; None (default)
+            1/√key_dim (T5: 1).
+        relative_num_buckets, relative_max_distance: buckets of
+            `position="relative"` (T5: 32 and 128).
+        position_bias: with `position="relative"`, a `RelativePositionBias`
+            shared with the other blocks of a stack instead of a table of this
+            block's own (T5); passed again by the model that rebuilds the block.
         attention_impl, attention_options: attention-core implementation.
         kernel_initializer, bias_initializer: initializers of all projections.
         **kwargs: standard `keras.layers.Layer` arguments.
@@ -103,6 +110,10 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         norm: str = "layer",
         num_key_value_heads: int | None = None,
         rope_max_wavelength: float = 10000.0,
+        attention_scale: float | None = None,
+        relative_num_buckets: int = 32,
+        relative_max_distance: int = 128,
+        position_bias: keras.layers.Layer | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -140,6 +151,11 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
                 f"`num_key_value_heads`={num_key_value_heads} must divide `num_heads`={num_heads}."
             )
         self.rope_max_wavelength = check_positive_float("rope_max_wavelength", rope_max_wavelength)
+        self.attention_scale = check_positive_float("attention_scale", attention_scale, allow_none=True)
+        self.relative_num_buckets = check_positive_int("relative_num_buckets", relative_num_buckets)
+        self.relative_max_distance = check_positive_int("relative_max_distance", relative_max_distance)
+        # Not tracked here: the self-attention layer holds it (the blocks of a stack share one).
+        object.__setattr__(self, "position_bias", position_bias)
         self.supports_masking = True
 
     def _norm(self, name):
@@ -161,6 +177,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             attention_impl=self.attention_impl,
             attention_options=self.attention_options,
             num_key_value_heads=self.num_key_value_heads,
+            attention_scale=self.attention_scale,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
@@ -171,6 +188,9 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             causal=self.causal,
             position=self.position,
             rope_max_wavelength=self.rope_max_wavelength,
+            relative_num_buckets=self.relative_num_buckets,
+            relative_max_distance=self.relative_max_distance,
+            position_bias=self.position_bias,
             name="self_attention",
             **clone_initializers(common, "self_attention"),
         )
@@ -338,6 +358,9 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
                 "norm": self.norm,
                 "num_key_value_heads": self.num_key_value_heads,
                 "rope_max_wavelength": self.rope_max_wavelength,
+                "attention_scale": self.attention_scale,
+                "relative_num_buckets": self.relative_num_buckets,
+                "relative_max_distance": self.relative_max_distance,
             }
         )
         return config
