@@ -20,6 +20,7 @@ It imports no model class: `TransformerModel.from_preset` builds the model and c
 """
 
 import json
+import math
 import os
 import warnings
 
@@ -55,6 +56,9 @@ ENCODER_TASK = "encoder"
 
 #: The families whose tokenizer `pretrained_tokenizer` implements (WordPiece, byte-level BPE).
 TOKENIZER_FAMILIES = (bert_checkpoint, gpt2_checkpoint)
+GENERATION_CONFIG = "generation_config.json"
+#: HuggingFace `generate`'s beam-search defaults (GenerationConfig).
+HF_BEAM_DEFAULTS = {"length_penalty_style": "hf", "length_penalty": 1.0, "early_stopping": False}
 
 MODULES_FILE = "modules.json"
 POOLING_CONFIG = "1_Pooling/config.json"
@@ -232,6 +236,25 @@ class Checkpoint:
         options.update(overrides or {})
         _check_embedding_size(self.config, self.config_path, options)
         return options
+
+    def beam_defaults(self) -> dict | None:
+        """The beam search a decoder of this checkpoint runs by default (a model's `beam_defaults`,
+        read by `keras_tfm.generation`): HuggingFace's (`length_penalty_style` "hf"), with
+        `length_penalty` and `early_stopping` from `generation_config.json` when it gives them,
+        else HuggingFace's defaults (1.0, False); None for an encoder (BERT)."""
+        if self.family not in DECODERS:
+            return None
+        config = read_json(self.directory, GENERATION_CONFIG, required=False) or {}
+        read = ConfigReader(config, os.path.join(self.directory, GENERATION_CONFIG))
+        defaults = dict(HF_BEAM_DEFAULTS)
+        alpha = read.get("length_penalty", 1.0)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+            raise read.error("length_penalty", "expected a finite number")
+        defaults["length_penalty"] = float(alpha)
+        defaults["early_stopping"] = read.choice("early_stopping", (True, False, "never"), default=False)
+        if defaults["early_stopping"] in (0, 1) and not isinstance(defaults["early_stopping"], bool):
+            raise read.error("early_stopping", 'expected true, false or "never"')
+        return defaults
 
     def num_classes(self) -> int:
         """The classifier's classes (`id2label` / `num_labels`); a ValueError when the config has none."""

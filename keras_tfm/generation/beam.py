@@ -129,7 +129,7 @@ def beam_search_loop(
             pad_id=pad_id,
         )
     else:
-        state = _search(
+        state = search_in_context(
             model, step, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going
         )
     scores = state["log_probs"] / length_penalty_factor(state["lengths"], alpha)
@@ -190,8 +190,12 @@ def beam_step(batch, k, vocab, alpha, eos_id, pad_id, spare=None, constrain=None
     return step
 
 
-def _search(model, step, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going):
-    """Beam search within the context: one prefill, then one step per token in cache segments."""
+def search_in_context(
+    model, step, state, prompt_ids, prompt_lengths, cache_length, context, k, choose, keep_going
+):
+    """Beam search within the context: one prefill (tiled to `k` rows per item), then one step
+    per token in cache segments. `choose(state) -> (new state, token, parent row)` picks the
+    beams (`beam_step`, `beam_hf.hf_beam_step`); each new row continues its parent's caches."""
     pre = decoding.prefill(model, step, prompt_ids, prompt_lengths, cache_length, context)
     p = pre["prompt_length"]
     pad = cache_lib.tile_beams(pre["pad"], k)

@@ -1,7 +1,7 @@
 """Cached, compiled generation with any decoder model: `Generator`, `generate`, `beam_search`.
 
     generate(model, prompt_ids, max_new_tokens, sampler=None | "greedy" | "sample", ...)
-    beam_search(model, prompt_ids, max_new_tokens, num_beams=4, length_penalty=0.6, ...)
+    beam_search(model, prompt_ids, max_new_tokens, num_beams=4, length_penalty=None, ...)
 
 A *decoder* is a model with this protocol (`GPT` and `Seq2Seq` implement it):
 
@@ -18,8 +18,15 @@ A *decoder* is a model with this protocol (`GPT` and `Seq2Seq` implement it):
 `Generator(model)` holds the model and its compiled loops, one per static configuration
 (sampler, cache length, ...; `trace_count` counts traces). `generate` and `beam_search` use
 one generator per model (kept weakly). The loops are `decoding.decode`, `beam.beam_search_loop`
-and `sliding_window` (past the context), compiled by `compiled` for TensorFlow (XLA), JAX
+(GNMT length penalty) or `beam_hf.hf_beam_search_loop` (HuggingFace's beam search) and
+`sliding_window` (past the context), compiled by `compiled` for TensorFlow (XLA), JAX
 (`jax.jit`) and PyTorch; the exporters trace the same `generate_fn` / `beam_search_fn`.
+
+Beam search style: `length_penalty_style="gnmt"` (`beam`) or `"hf"` (`beam_hf`, with
+`early_stopping`); None takes the model's `beam_defaults` (a dict with those keys and
+`length_penalty`, which `from_preset` of a HuggingFace checkpoint sets: "hf", the
+checkpoint's `generation_config.json` values or HuggingFace's defaults α = 1,
+early_stopping False), else GNMT with α = 0.6.
 """
 
 import weakref
@@ -33,15 +40,15 @@ from keras_tfm.checks import (
     check_bool,
     check_cache_dtype,
     check_int,
-    check_length_penalty,
     check_num_beams,
     check_sampling,
     check_token_id,
 )
 from keras_tfm.generation import beam as beam_lib
+from keras_tfm.generation import beam_hf, compiled, decoding, prompts, samplers, sliding_window
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import compiled, decoding, prompts, samplers, sliding_window
 from keras_tfm.generation import constraints as constraints_lib
+from keras_tfm.generation.beam_styles import beam_options
 
 #: Most bytes of the logits `output_scores=True` returns (batch × tokens × V float32).
 MAX_SCORES_BYTES = 1 << 32
@@ -196,29 +203,32 @@ class Generator(compiled.Module):
         cache_length: int,
         active_beams: object = None,
         sliding: bool = False,
+        style: str | None = None,
+        early_stopping: bool | str | None = None,
+        processor: object = None,
         constraints: constraints_lib.TokenConstraints | None = None,
     ) -> dict:
         """Traceable beam search: the model's inputs (as in `generate_fn`), then `max_new_tokens`,
         `length_penalty`, `eos_id`; `num_beams` (K) static, `active_beams` an optional int32
-        scalar in [1, K] (the width searched), `constraints` as in `generate_fn` (applied to
-        every beam's log-probabilities); see `beam.beam_search_loop`."""
+        scalar in [1, K] (the width searched). `style` "gnmt" (`beam.beam_search_loop`) or "hf"
+        (`beam_hf.hf_beam_search_loop`, with `early_stopping` and an optional log-prob
+        `processor`); None: the model's (`beam_options`). `constraints` as in `generate_fn`
+        (applied to every beam's log-probabilities, after `processor`)."""
         *inputs, max_new_tokens, length_penalty, eos_id = args
         ids, lengths, context = self.decoder_inputs(*inputs)
+        options = beam_options(self.model, style, early_stopping=early_stopping)
         constraints = self.constraints if constraints is None else constraints
         constrain = None
         if constraints.active:
             beam_lengths = cache_lib.tile_beams(ops.cast(lengths, "int32"), num_beams)
 
             def constrain(scores, step):
+                scores = scores if processor is None else processor(scores, step)
                 return constraints_lib.apply_constraints(
                     scores, step, constraints, max_new_tokens, beam_lengths
                 )
 
-        return beam_lib.beam_search_loop(
-            self.model,
-            ids,
-            lengths,
-            max_new_tokens,
+        common = dict(
             num_beams=num_beams,
             cache_length=cache_length,
             length_penalty=length_penalty,
@@ -228,8 +238,20 @@ class Generator(compiled.Module):
             active_beams=active_beams,
             sliding=sliding,
             step=self.step,
-            constrain=constrain,
         )
+        if options["style"] == "hf":
+            return beam_hf.hf_beam_search_loop(
+                self.model,
+                ids,
+                lengths,
+                max_new_tokens,
+                early_stopping=options["early_stopping"],
+                processor=processor if constrain is None else constrain,
+                **common,
+            )
+        if processor is not None:
+            raise TypeError("`processor` is an option of style='hf' (HuggingFace's beam search).")
+        return beam_lib.beam_search_loop(self.model, ids, lengths, max_new_tokens, constrain=constrain, **common)
 
     # ------------------------------------------------------------- eager API
     def _eos(self, eos_id: object) -> int:
@@ -308,11 +330,13 @@ class Generator(compiled.Module):
         inputs: Sequence[Sequence[int]] | np.ndarray,
         max_new_tokens: int,
         num_beams: int = 4,
-        length_penalty: float = 0.6,
+        length_penalty: float | None = None,
         eos_id: int | None = _UNSET,
+        length_penalty_style: str | None = None,
+        early_stopping: bool | str | None = None,
         **request: object,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Beam search with the GNMT length penalty (see `beam_search`).
+        """Beam search, GNMT or HuggingFace style (see `beam_search` and `beam_options`).
 
         Returns:
             `(sequences, scores, lengths)`: int32 `(batch, num_beams, max_new_tokens)` best
@@ -320,7 +344,7 @@ class Generator(compiled.Module):
         """
         vocabulary = self.model.vocabulary_size
         num_beams = check_num_beams(num_beams, vocabulary)
-        length_penalty = check_length_penalty(length_penalty)
+        options = beam_options(self.model, length_penalty_style, length_penalty, early_stopping)
         eos = self._eos(eos_id)
         constraints = constraints_lib.request_constraints(self.model, request)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1, **LIMIT)
@@ -328,10 +352,12 @@ class Generator(compiled.Module):
         if request.get("bos_id") is not None:
             check_token_id("bos_id", request["bos_id"], vocabulary, minimum=self._bos_minimum)
         arrays, cache_length, slide = prompts.prepare(self, "beam_search", inputs, max_new_tokens, request)
-        key = ("beam", num_beams, cache_length, slide, cache_dtype, constraints)
-        options = dict(num_beams=num_beams, cache_length=cache_length, sliding=slide, constraints=constraints)
-        fn = self._compiled(key, lambda *a: self.beam_search_fn(*a, **options))
-        scalars = (np.int32(max_new_tokens), np.float32(length_penalty), np.int32(eos))
+        style, early = options["style"], options["early_stopping"]
+        key = ("beam", num_beams, cache_length, slide, cache_dtype, style, early, constraints)
+        static = dict(num_beams=num_beams, cache_length=cache_length, sliding=slide, style=style)
+        static.update(early_stopping=early, constraints=constraints)
+        fn = self._compiled(key, lambda *a: self.beam_search_fn(*a, **static))
+        scalars = (np.int32(max_new_tokens), np.float32(options["length_penalty"]), np.int32(eos))
         out = compiled.call(fn, *arrays, *scalars, run_eagerly=self.run_eagerly)
         return out["sequences"][:, :, :max_new_tokens], out["scores"], out["lengths"]
 
@@ -421,11 +447,19 @@ def beam_search(
     pad_id: int | None = None,
     **options: object,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Beam search with GNMT length penalty ((5 + len) / 6)^α for GPT or seq2seq models;
-    finished beams are frozen at EOS. `options`: `length_penalty` (α in [0, 5], default 0.6),
-    `eos_id`, the token constraints and the model kind's inputs as in `generate` (the
-    constraints act on every beam's log-probabilities); `max_new_tokens` >= 1 (zero new
-    tokens leave nothing to rank), `num_beams` in [1, V], `pad_id` as in `generate`.
+    """Beam search for GPT or seq2seq models, in one of two styles:
+
+    * `length_penalty_style="gnmt"`: GNMT length penalty ((5 + len) / 6)^α, candidates
+      ranked by it at every step, finished beams frozen at EOS (`beam`);
+    * `"hf"`: HuggingFace `generate`'s beam search, tokens and scores equal to it:
+      penalty len^α on finished hypotheses only, a separate pool of K finished ones,
+      `early_stopping` True / False / "never" (`beam_hf`).
+
+    `options`: `length_penalty_style` and `length_penalty` (α in [0, 5]) and
+    `early_stopping` (None: the model's `beam_defaults`, which `from_preset` of a
+    HuggingFace checkpoint sets to "hf"; else "gnmt" with α 0.6), `eos_id` and the model
+    kind's inputs as in `generate`; `max_new_tokens` >= 1 (zero new tokens leave nothing
+    to rank), `num_beams` in [1, V], `pad_id` as in `generate` (the tokens after a beam's end).
 
     Returns:
         `(sequences, scores, lengths)`: int32 `(batch, num_beams, max_new_tokens)` best first,
