@@ -237,24 +237,30 @@ class Checkpoint:
         _check_embedding_size(self.config, self.config_path, options)
         return options
 
-    def beam_defaults(self) -> dict | None:
-        """The beam search a decoder of this checkpoint runs by default (a model's `beam_defaults`,
-        read by `keras_tfm.generation`): HuggingFace's (`length_penalty_style` "hf"), with
-        `length_penalty` and `early_stopping` from `generation_config.json` when it gives them,
-        else HuggingFace's defaults (1.0, False); None for an encoder (BERT)."""
+    def generation_defaults(self) -> dict | None:
+        """How a decoder of this checkpoint generates by default (a model's `generation_defaults`,
+        read by `keras_tfm.generation` and the exporters), as HuggingFace `generate` does:
+        `length_penalty_style` "hf" (HuggingFace's beam search), `length_penalty` and
+        `early_stopping` from `generation_config.json` (else HuggingFace's 1.0 and False), and
+        `eos_id`, its `eos_token_id` (else config.json's; the first of a list; None when neither
+        names one). None for an encoder (BERT)."""
         if self.family not in DECODERS:
             return None
-        config = read_json(self.directory, GENERATION_CONFIG, required=False) or {}
-        read = ConfigReader(config, os.path.join(self.directory, GENERATION_CONFIG))
-        defaults = dict(HF_BEAM_DEFAULTS)
+        path = os.path.join(self.directory, GENERATION_CONFIG)
+        read = ConfigReader(read_json(self.directory, GENERATION_CONFIG, required=False) or {}, path)
         alpha = read.get("length_penalty", 1.0)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
             raise read.error("length_penalty", "expected a finite number")
-        defaults["length_penalty"] = float(alpha)
-        defaults["early_stopping"] = read.choice("early_stopping", (True, False, "never"), default=False)
-        if defaults["early_stopping"] in (0, 1) and not isinstance(defaults["early_stopping"], bool):
+        early = read.get("early_stopping", False)
+        if not isinstance(early, bool) and early != "never":
             raise read.error("early_stopping", 'expected true, false or "never"')
-        return defaults
+        eos, source = read.get("eos_token_id"), read
+        if eos is None:
+            eos, source = self.config.get("eos_token_id"), ConfigReader(self.config, self.config_path)
+        eos = eos[0] if isinstance(eos, list) and eos else eos
+        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or eos < 0):
+            raise source.error("eos_token_id", "expected a token id (an int >= 0) or a list of them")
+        return dict(HF_BEAM_DEFAULTS, length_penalty=float(alpha), early_stopping=early, eos_id=eos)
 
     def num_classes(self) -> int:
         """The classifier's classes (`id2label` / `num_labels`); a ValueError when the config has none."""

@@ -147,6 +147,11 @@ def build_serving(
             f"`kind`={kind!r} does not match the model {model.name!r}, which is a {detected!r} model; "
             f"pass kind={detected!r} or 'auto'."
         )
+    defaults = getattr(model, "generation_defaults", None) or {}
+    if (
+        eos_id is None and kind == "causal_lm"
+    ):  # a HuggingFace checkpoint's (`Checkpoint.generation_defaults`)
+        eos_id = defaults.get("eos_id")
     if eos_id is not None and kind in ("causal_lm", "seq2seq_lm"):
         check_token_id(
             "eos_id", eos_id, model.vocabulary_size, consequence=": the generator could never stop"
@@ -286,7 +291,9 @@ def export_for_serving(
             `translate`, GPT `beam_search` / `beam_search_ids`: `num_beams`
             in [1, max_beams]; the loops are compiled for it, a narrower
             request keeps the spare beams dead).
-        eos_id: GPT: stop id (default none); seq2seq: default the target
+        eos_id: GPT: stop id (default: the `eos_id` of the model's
+            `generation_defaults`, i.e. the eos id of the HuggingFace checkpoint it
+            was loaded from, else none); seq2seq: default the target
             tokenizer's EOS (first decoder token: the model's `decoder_start_id`,
             else the tokenizer's BOS; a tokenizer without them is refused). An id
             in [0, vocabulary size) (a ValueError names `eos_id` and the size).

@@ -23,7 +23,7 @@ one generator per model (kept weakly). The loops are `decoding.decode`, `beam.be
 (`jax.jit`) and PyTorch; the exporters trace the same `generate_fn` / `beam_search_fn`.
 
 Beam search style: `length_penalty_style="gnmt"` (`beam`) or `"hf"` (`beam_hf`, with
-`early_stopping`); None takes the model's `beam_defaults` (a dict with those keys and
+`early_stopping`); None takes the model's `generation_defaults` (a dict with those keys and
 `length_penalty`, which `from_preset` of a HuggingFace checkpoint sets: "hf", the
 checkpoint's `generation_config.json` values or HuggingFace's defaults α = 1,
 early_stopping False), else GNMT with α = 0.6.
@@ -456,7 +456,7 @@ def beam_search(
       `early_stopping` True / False / "never" (`beam_hf`).
 
     `options`: `length_penalty_style` and `length_penalty` (α in [0, 5]) and
-    `early_stopping` (None: the model's `beam_defaults`, which `from_preset` of a
+    `early_stopping` (None: the model's `generation_defaults`, which `from_preset` of a
     HuggingFace checkpoint sets to "hf"; else "gnmt" with α 0.6), `eos_id` and the model
     kind's inputs as in `generate`; `max_new_tokens` >= 1 (zero new tokens leave nothing
     to rank), `num_beams` in [1, V], `pad_id` as in `generate` (the tokens after a beam's end).

@@ -138,7 +138,7 @@ class PresetLoading:
         model = target._from_checkpoint(checkpoint, **options)
         checkpoint.load_weights(model, target.checkpoint_task)
         model.tokenizer = checkpoint.tokenizer(model)
-        model.beam_defaults = checkpoint.beam_defaults()  # HuggingFace's beam search (`generation`)
+        model.generation_defaults = checkpoint.generation_defaults()  # HF beam search, eos (`generation`)
         return model
 
     @classmethod
