@@ -244,7 +244,7 @@ class Checkpoint:
         `early_stopping` from `generation_config.json` (else HuggingFace's 1.0 and False), and
         `eos_id`, its `eos_token_id` (else config.json's; the first of a list; None when neither
         names one). None for an encoder (BERT)."""
-        if self.family not in DECODERS:
+        if self.family not in DECODERS + SEQ2SEQ_FAMILIES:
             return None
         path = os.path.join(self.directory, GENERATION_CONFIG)
         read = ConfigReader(read_json(self.directory, GENERATION_CONFIG, required=False) or {}, path)

@@ -251,7 +251,9 @@ class Generator(compiled.Module):
             )
         if processor is not None:
             raise TypeError("`processor` is an option of style='hf' (HuggingFace's beam search).")
-        return beam_lib.beam_search_loop(self.model, ids, lengths, max_new_tokens, constrain=constrain, **common)
+        return beam_lib.beam_search_loop(
+            self.model, ids, lengths, max_new_tokens, constrain=constrain, **common
+        )
 
     # ------------------------------------------------------------- eager API
     def _eos(self, eos_id: object) -> int:
