@@ -158,13 +158,14 @@ def beam_search_text(
 
 
 def translate(
-    model, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float = 0.6
+    model, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float | None = None
 ):
     """`Seq2Seq.translate`: the request of the exported `translate` signature, in process.
 
     `num_beams` 1 = greedy (`generator.generate`), else the best beam of
     `generator.beam_search`; `max_new_tokens` None = the model's `max_length - 1` (the export's
-    default limit).
+    default limit); `length_penalty` None = the model's (a checkpoint's: HuggingFace's beam
+    search with its `generation_config` α, else GNMT's 0.6).
     """
     if text_batch("texts", texts) is None:
         raise TypeError(
@@ -172,7 +173,8 @@ def translate(
             "(translate token ids with `generate` / `beam_search`)."
         )
     num_beams = check_int("num_beams", num_beams, minimum=1)
-    check_float("length_penalty", length_penalty, low=0.0, high=5.0)  # checked for greedy too, as served
+    if length_penalty is not None:  # None: the model's (`beam_styles.beam_options`)
+        check_float("length_penalty", length_penalty, low=0.0, high=5.0)  # checked for greedy too, as served
     max_new_tokens = model.max_length - 1 if max_new_tokens is None else max_new_tokens
     if num_beams == 1:
         return generate_text(model, texts, max_new_tokens, arg="texts", method="translate", sampler="greedy")

@@ -389,7 +389,11 @@ class Seq2Seq(TransformerModel):
         return generation_text.beam_search_text(self, inputs, max_new_tokens, num_beams=num_beams, **options)
 
     def translate(
-        self, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float = 0.6
+        self,
+        texts,
+        num_beams: int = 4,
+        max_new_tokens: int | None = None,
+        length_penalty: float | None = None,
     ):
         """Translates text with `model.tokenizer`: in process, what the exported `translate`
         signature answers. Sources tokenized by the source tokenizer, decoded from the start id
@@ -401,7 +405,7 @@ class Seq2Seq(TransformerModel):
             num_beams: int >= 1 (1 = greedy).
             max_new_tokens: int in [0, max_length - 1] (>= 1 with beams); None:
                 `max_length - 1` (the export's default limit).
-            length_penalty: α of ((5 + len) / 6)^α, in [0, 5].
+            length_penalty: α in [0, 5]; None: the model's (a checkpoint's, else GNMT's 0.6).
 
         Returns:
             A str for a str, a list of str for a list.
