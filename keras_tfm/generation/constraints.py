@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from keras import ops
 
 from keras_tfm.checks import check_token_id
+from keras_tfm.generation.cache import tile_beams
 from keras_tfm.generation.samplers import MASK_VALUE
 
 #: The keys of a model's `generation_config` (each optional).
@@ -151,6 +152,21 @@ def apply_constraints(
     return scores
 
 
+def beam_constrain(constraints, max_new_tokens, lengths, num_beams, processor=None):
+    """The `processor(log_probs (B·K, V), step) -> log_probs` of a beam search: `processor` (an
+    optional log-prob processor), then `constraints` (`apply_constraints`, `lengths` `(B,)` the
+    decoder prompts' lengths, tiled to the K beams); None when neither acts."""
+    if not constraints.active:
+        return processor
+    beam_lengths = tile_beams(ops.cast(lengths, "int32"), num_beams)
+
+    def constrain(scores, step):
+        scores = scores if processor is None else processor(scores, step)
+        return apply_constraints(scores, step, constraints, max_new_tokens, beam_lengths)
+
+    return constrain
+
+
 def constrained_selector(
     select: Any, constraints: TokenConstraints, max_new_tokens: Any, prompt_lengths: Any
 ) -> Any:
@@ -167,6 +183,7 @@ __all__ = [
     "GENERATION_CONFIG_KEYS",
     "TokenConstraints",
     "apply_constraints",
+    "beam_constrain",
     "check_generation_config",
     "constrained_selector",
     "model_defaults",

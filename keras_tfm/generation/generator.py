@@ -34,7 +34,6 @@ from collections.abc import Sequence
 
 import keras
 import numpy as np
-from keras import ops
 
 from keras_tfm.checks import (
     check_bool,
@@ -218,36 +217,17 @@ class Generator(compiled.Module):
         ids, lengths, context = self.decoder_inputs(*inputs)
         options = beam_options(self.model, style, early_stopping=early_stopping)
         constraints = self.constraints if constraints is None else constraints
-        constrain = None
-        if constraints.active:
-            beam_lengths = cache_lib.tile_beams(ops.cast(lengths, "int32"), num_beams)
-
-            def constrain(scores, step):
-                scores = scores if processor is None else processor(scores, step)
-                return constraints_lib.apply_constraints(
-                    scores, step, constraints, max_new_tokens, beam_lengths
-                )
-
+        constrain = constraints_lib.beam_constrain(constraints, max_new_tokens, lengths, num_beams, processor)
         common = dict(
-            num_beams=num_beams,
-            cache_length=cache_length,
-            length_penalty=length_penalty,
-            eos_id=eos_id,
-            pad_id=self.pad_id,
-            context=context,
-            active_beams=active_beams,
-            sliding=sliding,
-            step=self.step,
+            num_beams=num_beams, cache_length=cache_length, length_penalty=length_penalty, eos_id=eos_id
+        )
+        common.update(
+            pad_id=self.pad_id, context=context, active_beams=active_beams, sliding=sliding, step=self.step
         )
         if options["style"] == "hf":
+            early = options["early_stopping"]
             return beam_hf.hf_beam_search_loop(
-                self.model,
-                ids,
-                lengths,
-                max_new_tokens,
-                early_stopping=options["early_stopping"],
-                processor=processor if constrain is None else constrain,
-                **common,
+                self.model, ids, lengths, max_new_tokens, early_stopping=early, processor=constrain, **common
             )
         if processor is not None:
             raise TypeError("`processor` is an option of style='hf' (HuggingFace's beam search).")
@@ -257,8 +237,7 @@ class Generator(compiled.Module):
 
     # ------------------------------------------------------------- eager API
     def _eos(self, eos_id: object) -> int:
-        """The stop id of a request as an int (-1: none): `eos_id`, or when not given the model's
-        (`generation_config["eos_id"]`, a checkpoint's), else none."""
+        """A request's stop id (-1: none): `eos_id`, not given: the model's `generation_config`'s."""
         if eos_id is _UNSET:
             eos_id = constraints_lib.model_defaults(self.model).get("eos_id")
         if eos_id is None:
@@ -426,10 +405,8 @@ def generate(
             return_lengths, output_scores: extra outputs (bools).
             GPT: `prompt_lengths` (rows of a right-padded 2-D array);
             seq2seq: `bos_id` (required unless the generator or the model's
-            `generation_config` has one or `decoder_prompt_ids` are given,
-            not with them),
-            `decoder_prompt_ids`, `source_lengths`. Any other keyword
-            raises a TypeError.
+            `generation_config` has one or `decoder_prompt_ids` are given, not with
+            them), `decoder_prompt_ids`, `source_lengths`. Other keywords: TypeError.
 
     A compiled call answers Ctrl-C at once. Prompt ids outside [0, V) raise a
     ValueError naming `prompt_ids`. NaN logits (a diverged model) are never

@@ -16,16 +16,14 @@ the target padding mask, so `MaskedSparseCategoricalCrossentropy` ignores it.
 T5, BART and Marian checkpoints (`keras_tfm.checkpoints`) are this class with the
 options of the class docstring from `pad_id` on (padding by a model pad id, not id 0).
 
-`seq2seq(...)` (the builder, with presets) returns a `Seq2Seq`. Its graph has
-the inputs `encoder_token_ids`, `decoder_token_ids` and the layers
-`embedding` (shared) or `encoder_embedding` + `decoder_embedding`,
+`seq2seq(...)` (the builder, with presets) returns a `Seq2Seq`. Its graph has the inputs
+`encoder_token_ids`, `decoder_token_ids` and the layers `embedding` (shared) or `encoder_embedding` + `decoder_embedding`,
 `encoder_embedding_dropout`, `decoder_embedding_dropout`, `encoder_block_{i}`,
 `decoder_block_{i}`, `encoder_final_norm` / `decoder_final_norm` (pre-norm),
 `lm_head` (untied) and the float32 output `logits` (B, T_target, V_target).
-Cached decoding (greedy, sampling, beam search) is `keras_tfm.generation`, on
-the methods `encode`, `compute_cross_caches`, `init_caches` and
-`call_with_cache`; the analytic parameter count is in
-`keras_tfm.models.param_counts`.
+Cached decoding (greedy, sampling, beam search) is `keras_tfm.generation`, on the methods
+`encode`, `compute_cross_caches`, `init_caches` and `call_with_cache`; the analytic parameter
+count is in `keras_tfm.models.param_counts`.
 """
 
 import types
@@ -396,28 +394,26 @@ class Seq2Seq(TransformerModel):
         length_penalty: float | None = None,
     ):
         """Translates text with `model.tokenizer`: in process, what the exported `translate`
-        signature answers. Sources tokenized by the source tokenizer, decoded from the start id
-        to the stop id (`keras_tfm.generation.text.seq2seq_ids`), greedily for `num_beams=1`,
-        else by beam search (the best beam), new ids detokenized by the target tokenizer.
+        signature answers: sources tokenized by the source tokenizer, decoded from the start id to
+        the stop id (`generation.text.seq2seq_ids`), greedily (`num_beams=1`) or by beam search
+        (the best beam), new ids detokenized by the target tokenizer.
 
         Args:
             texts: a str or a non-empty list of str.
             num_beams: int >= 1 (1 = greedy).
-            max_new_tokens: int in [0, max_length - 1] (>= 1 with beams); None:
-                `max_length - 1` (the export's default limit).
+            max_new_tokens: int in [0, max_length - 1] (>= 1 with beams); None: `max_length - 1`.
             length_penalty: α in [0, 5]; None: the model's (a checkpoint's, else GNMT's 0.6).
 
         Returns:
             A str for a str, a list of str for a list.
 
         Raises:
-            ValueError: no `model.tokenizer`, an empty list, a text with no
-                tokens or longer than `max_length`, bad options (named).
+            ValueError: no `model.tokenizer`, an empty list, a text with no tokens or longer than
+                `max_length`, bad options (named).
             TypeError: `texts` not text (or mixing str with other items).
         """
-        return generation_text.translate(
-            self, texts, num_beams=num_beams, max_new_tokens=max_new_tokens, length_penalty=length_penalty
-        )
+        options = dict(num_beams=num_beams, max_new_tokens=max_new_tokens, length_penalty=length_penalty)
+        return generation_text.translate(self, texts, **options)
 
 
 def seq2seq_options(preset, options):
