@@ -231,12 +231,12 @@ def decode(
     def keep_going(s):
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
 
-    pad_id = padding_token(model)
+    mask_id = padding_token(model)  # not `pad_id`: the id finished rows emit
 
     def body(s, size):
         new, token = emit(s, select, eos_id, pad_id, output_scores)
         slot = p + s["i"]
-        new["valid"] = mark_slot(s["valid"], slot, token, pad_id)
+        new["valid"] = mark_slot(s["valid"], slot, token, mask_id)
         new["logits"], new["caches"] = step(
             token[:, None], (slot - pad)[:, None], s["caches"], slot, new["valid"][:, :size], context
         )
