@@ -35,6 +35,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # before TensorFlow starts its thread
 SLOWEST_FIRST = (
     "test_export.py",  # 185 (four exports, each loaded by two loaders in a subprocess)
     "test_cli_workflow.py",  # 100
+    "test_families_seq2seq.py",  # ~95 on a loaded machine (a T5 export; four Unigram tokenizers traced)
     "test_examples_cli.py",  # 85
     "test_docs.py",  # 80 (one export, a compiled generation loop)
     "test_training.py",  # 74

@@ -4,14 +4,16 @@ A checkpoint is a local directory in HuggingFace's layout (or `"hf://org/name"`,
 Face Hub repository resolved to its folder in the hub cache: `keras_tfm.checkpoints.hub`):
 
     config.json                       `model_type` picks the family and its sizes
+    generation_config.json            seq2seq families: special ids, forced tokens (optional)
     model.safetensors                 weights (or model-0000i-of-0000n.safetensors
                                       + model.safetensors.index.json)
-    vocab.txt | vocab.json+merges.txt | tokenizer.json
+    vocab.txt | vocab.json+merges.txt | tokenizer.json | spiece.model | source.spm+target.spm
                                       the tokenizer (`tokenizer_files`)
     modules.json, 1_Pooling/config.json   sentence-transformers pooling (optional)
 
-`Checkpoint` reads the config and knows the family (`bert`, `gpt2`, `llama`: the weight
-mappings, on `weight_mapping`); it gives the model classes their constructor options
+`Checkpoint` reads the config and knows the family (`bert`, `gpt2`, `llama`, and the
+seq2seq `t5`, `bart`, `marian`: the weight mappings, on `weight_mapping`); it gives the
+model classes their constructor options
 (`builder_options`, `head_options`) and fills a built model's weights (`load_weights`: every
 weight is checked before any is assigned, so a failure never leaves a half-loaded model).
 It imports no model class: `TransformerModel.from_preset` builds the model and calls it.
@@ -22,24 +24,32 @@ import math
 import os
 import warnings
 
+from keras_tfm.checkpoints import bart as bart_checkpoint
 from keras_tfm.checkpoints import bert as bert_checkpoint
 from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
 from keras_tfm.checkpoints import hub
 from keras_tfm.checkpoints import llama as llama_checkpoint
+from keras_tfm.checkpoints import marian as marian_checkpoint
 from keras_tfm.checkpoints import mistral as mistral_checkpoint
 from keras_tfm.checkpoints import qwen2 as qwen2_checkpoint
+from keras_tfm.checkpoints import t5 as t5_checkpoint
 from keras_tfm.checkpoints import weight_mapping as wm
 from keras_tfm.checkpoints.files import CONFIG_FILE, CheckpointError, ConfigReader, read_json, read_weights
 from keras_tfm.checkpoints.tokenizer_files import (
+    SEQ2SEQ_TOKENIZER_KINDS,
     TOKENIZER_MARKERS,
+    TokenizerNotImplemented,
     check_vocabulary_size,
     pretrained_tokenizer,
+    seq2seq_tokenizer,
 )
 from keras_tfm.resources import check_allocation
 
+#: Encoder–decoder families: built as `Seq2Seq`, task "seq2seq_lm".
+SEQ2SEQ_FAMILIES = (t5_checkpoint, bart_checkpoint, marian_checkpoint)
 #: Decoder-only families: built with `gpt`, task "causal_lm".
 DECODERS = (gpt2_checkpoint, llama_checkpoint, mistral_checkpoint, qwen2_checkpoint)
-FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, *DECODERS)}
+FAMILIES = {family.MODEL_TYPE: family for family in (bert_checkpoint, *DECODERS, *SEQ2SEQ_FAMILIES)}
 
 #: The task of a BERT checkpoint's bare encoder (whatever head the checkpoint remembers).
 ENCODER_TASK = "encoder"
@@ -181,7 +191,8 @@ class Checkpoint:
     Attributes:
         directory: the local directory.
         config: the contents of config.json; `config_path` its path.
-        family: the family module (`bert`, `gpt2`, `llama`) of its `model_type`.
+        family: the family module (`bert`, `gpt2`, `llama`, `t5`, `bart`, `marian`) of its
+            `model_type`.
 
     Raises:
         ValueError: a missing or unreadable config.json, an unsupported `model_type`; a hub
@@ -203,6 +214,8 @@ class Checkpoint:
         if task is None:
             task = (self.config.get("keras_tfm") or {}).get("task")
         if task is None:
+            task = getattr(self.family, "DEFAULT_TASK", None)
+        if task is None:
             task = "causal_lm" if self.family in DECODERS else ENCODER_TASK
         if task not in tasks:
             raise ValueError(
@@ -214,7 +227,10 @@ class Checkpoint:
     def builder_options(self, overrides: dict | None = None) -> dict:
         """The model constructor's options from config.json, with `overrides` over them; a token
         embedding too large for this machine is refused before anything is allocated."""
-        options = self.family.builder_options(self.config, ConfigReader(self.config, self.config_path))
+        read = ConfigReader(self.config, self.config_path)
+        options = self.family.builder_options(self.config, read)
+        if hasattr(self.family, "checkpoint_options"):  # files beside config.json (special ids, ...)
+            options.update(self.family.checkpoint_options(self.config, read, self.directory))
         options.update(overrides or {})
         _check_embedding_size(self.config, self.config_path, options)
         return options
@@ -226,7 +242,7 @@ class Checkpoint:
         `early_stopping` from `generation_config.json` (else HuggingFace's 1.0 and False), and
         `eos_id`, its `eos_token_id` (else config.json's; the first of a list; None when neither
         names one). None for an encoder (BERT)."""
-        if self.family not in DECODERS:
+        if self.family not in DECODERS + SEQ2SEQ_FAMILIES:
             return None
         path = os.path.join(self.directory, GENERATION_CONFIG)
         read = ConfigReader(read_json(self.directory, GENERATION_CONFIG, required=False) or {}, path)
@@ -275,7 +291,7 @@ class Checkpoint:
         pairs, missing = wm.collect(entries, tensors, sources, self.config, self.config_path)
         mapped = {e.name for e in entries}
         # Encoder parts a head does not use (BERT's pooler under a masked LM or mean pooling).
-        unneeded = family.unneeded(model, prefix)
+        unneeded = family.unneeded(model, prefix) + getattr(family, "ZEROS_WHEN_MISSING", ())
         missing = [n for n in missing if not n.startswith(unneeded)]
         unused = sorted(
             n
@@ -299,16 +315,32 @@ class Checkpoint:
             )
 
     def tokenizer(self, model: object = None) -> object:
-        """The checkpoint's tokenizer (`pretrained_tokenizer`), or None when the directory has no
-        tokenizer files; a tokenizer that cannot be read or does not fit `model` is a warning
-        naming the problem (the model stays usable with ids)."""
-        if not any(os.path.isfile(os.path.join(self.directory, name)) for name in TOKENIZER_MARKERS):
+        """The checkpoint's tokenizer (`pretrained_tokenizer`; seq2seq families:
+        `seq2seq_tokenizer`), or None when the directory has no tokenizer files; a tokenizer that
+        cannot be read, is of a kind this version does not implement, or does not fit `model`
+        is a warning naming the problem (the model stays usable with ids)."""
+        seq2seq = self.family in SEQ2SEQ_FAMILIES
+        if not seq2seq and not any(
+            os.path.isfile(os.path.join(self.directory, name)) for name in TOKENIZER_MARKERS
+        ):
             return None
         try:
-            tokenizer = pretrained_tokenizer(self.directory)
-            if model is not None:
-                check_vocabulary_size(tokenizer, getattr(model, "vocabulary_size", None))
+            if seq2seq:
+                tokenizer = seq2seq_tokenizer(self.directory, self.family.MODEL_TYPE)
+            else:
+                tokenizer = pretrained_tokenizer(self.directory)
+                if model is not None:
+                    check_vocabulary_size(tokenizer, getattr(model, "vocabulary_size", None))
+            if model is not None and tokenizer is not None:
                 model._check_tokenizer(tokenizer)
+        except TokenizerNotImplemented as error:
+            warnings.warn(
+                f"{type(model).__name__}.from_preset({self.directory!r}): loaded without a tokenizer: "
+                f"the checkpoint's {SEQ2SEQ_TOKENIZER_KINDS[self.family.MODEL_TYPE]} tokenizer is not "
+                f"read ({error}); pass token ids, or set `model.tokenizer` yourself.",
+                stacklevel=3,
+            )
+            return None
         except (ValueError, TypeError, OSError) as error:
             warnings.warn(
                 f"{type(model).__name__}.from_preset({self.directory!r}): the checkpoint's tokenizer was not "

@@ -2,9 +2,9 @@
 
 The family is read off the model (`GPT`: GPT-2, or for the Llama layout Qwen2 with
 `attention_bias="qkv"`, Mistral with a `sliding_window`, else Llama; the BERT encoder and
-the models on one: BERT), by class name, so this module imports no model class; the
-weight mapping is the family's (`bert`, `gpt2`, `llama`, `mistral`, `qwen2` on
-`weight_mapping`), written in
+the models on one: BERT; `Seq2Seq`: T5, BART or Marian by its layout), by class name, so
+this module imports no model class; the weight mapping is the family's (`bert`, `gpt2`,
+`llama`, `mistral`, `qwen2`, `t5`, `bart`, `marian` on `weight_mapping`), written in
 HuggingFace's layout of the model's architecture. `TransformerModel.from_preset(path)` (or
 `keras_tfm.models.from_pretrained`) rebuilds the same model.
 """
@@ -18,13 +18,17 @@ if TYPE_CHECKING:
 
     from keras_tfm.tokenizers.base import Tokenizer
 
+from keras_tfm.checkpoints import bart as bart_checkpoint
 from keras_tfm.checkpoints import bert as bert_checkpoint
 from keras_tfm.checkpoints import gpt2 as gpt2_checkpoint
 from keras_tfm.checkpoints import llama as llama_checkpoint
+from keras_tfm.checkpoints import marian as marian_checkpoint
 from keras_tfm.checkpoints import mistral as mistral_checkpoint
 from keras_tfm.checkpoints import qwen2 as qwen2_checkpoint
+from keras_tfm.checkpoints import t5 as t5_checkpoint
 from keras_tfm.checkpoints import weight_mapping as wm
 from keras_tfm.checkpoints.files import CONFIG_FILE, checkpoint_directory, write_json, write_weights
+from keras_tfm.checkpoints.generation_config import GENERATION_FILE, hf_special_ids
 from keras_tfm.checkpoints.loading import MODULES_FILE, POOLING_CONFIG, POOLING_MODES
 from keras_tfm.checkpoints.tokenizer_files import layout_tokenizer, save_tokenizer
 
@@ -36,7 +40,27 @@ CLASS_FAMILIES = {
     "BertClassifier": (bert_checkpoint, "classifier"),
     "BertTokenClassifier": (bert_checkpoint, "token_classifier"),
     "SentenceEncoder": (bert_checkpoint, "sentence_embedding"),
+    "Seq2Seq": (None, "seq2seq_lm"),
 }
+
+
+def seq2seq_family(model):
+    """The checkpoint family of a `Seq2Seq` by its layout: T5 (shared relative bias tables),
+    Marian (the "sinusoidal_halves" positions), BART (learned positions and an embedding norm);
+    a ValueError for keras_tfm's own layouts, which no HuggingFace class computes."""
+    if model.encoder_position_bias is not None:
+        return t5_checkpoint
+    position = model.encoder_embedding.position
+    if position == "sinusoidal_halves":
+        return marian_checkpoint
+    if position == "learned" and model.encoder_embedding_norm is not None:
+        return bart_checkpoint
+    raise ValueError(
+        "This Seq2Seq has no HuggingFace layout: save_pretrained writes T5 (position='relative' with "
+        "share_position_bias), BART (learned positions per side and embedding_norm) and Marian "
+        f"(position='sinusoidal_halves') models; this one has position={model.position!r}. Save it "
+        "with `model.save(path.keras)`."
+    )
 
 
 def _identify(model):
@@ -46,9 +70,12 @@ def _identify(model):
             family, task = CLASS_FAMILIES[cls.__name__]
             if family is gpt2_checkpoint and llama_checkpoint.is_llama_layout(model):
                 family = _llama_family(model)
+            if task == "seq2seq_lm":
+                family = seq2seq_family(model)
             return family, task
     raise TypeError(
-        f"save_pretrained writes GPT, BERT (encoder, masked LM, classifiers) and SentenceEncoder models; "
+        f"save_pretrained writes GPT, BERT (encoder, masked LM, classifiers), SentenceEncoder and Seq2Seq "
+        "(T5, BART, Marian layouts) models; "
         f"received {type(model).__name__}."
     )
 
@@ -132,6 +159,9 @@ def save_pretrained(
     tensors = wm.to_tensors(family.save_entries(model, task))
     with checkpoint_directory(path, overwrite=overwrite) as temp:
         write_json(temp, CONFIG_FILE, config)
+        if task == "seq2seq_lm":
+            generation = {k: v for k, v in hf_special_ids(model).items() if v is not None}
+            write_json(temp, GENERATION_FILE, generation)
         write_weights(temp, tensors, max_shard_size=max_shard_size)
         if task == "sentence_embedding":
             modules = [

@@ -1,6 +1,8 @@
 """The tokenizer files of a checkpoint directory: which kind, read it, write it.
 
     pretrained_tokenizer(path)      → the tokenizer the files hold
+    seq2seq_tokenizer(path, type)   → a T5 / BART / Marian checkpoint's tokenizer (Marian: a
+                                      (source, target) pair)
     save_tokenizer(tokenizer, dir)  → tokenizer.json + tokenizer_config.json (SentencePiece-style
                                       and Qwen2 BPE), vocab.txt (+ tokenizer_config.json) or
                                       vocab.json + merges.txt
@@ -148,11 +150,88 @@ def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     return WordPieceTokenizer.from_pretrained(directory, **kwargs)
 
 
+#: The module of the SentencePiece Unigram tokenizer (T5, Marian).
+UNIGRAM_MODULE = "keras_tfm.tokenizers.unigram"
+#: The files of each seq2seq family's tokenizer, by `model_type` (one of the alternatives).
+SEQ2SEQ_TOKENIZER_FILES = {
+    "t5": (("tokenizer.json",), ("spiece.model",)),
+    "bart": (("tokenizer.json",), ("vocab.json", "merges.txt")),
+    "marian": (("source.spm", "target.spm", "vocab.json"),),
+}
+#: BART's special tokens where no tokenizer_config.json names them (`BartTokenizer`'s defaults).
+BART_SPECIAL_TOKENS = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
+#: What each seq2seq family's tokenizer is (in messages).
+SEQ2SEQ_TOKENIZER_KINDS = {
+    "t5": "SentencePiece Unigram (tokenizer.json / spiece.model)",
+    "bart": "byte-level BPE (tokenizer.json, or vocab.json + merges.txt)",
+    "marian": "SentencePiece Unigram (source.spm / target.spm + vocab.json)",
+}
+
+
+class TokenizerNotImplemented(NotImplementedError):
+    """A checkpoint's tokenizer is of a kind this version of keras_tfm does not read."""
+
+
+def _unigram_module():
+    """`keras_tfm.tokenizers.unigram`, or a `TokenizerNotImplemented` naming it when this build
+    has no Unigram tokenizer."""
+    import importlib
+
+    try:
+        return importlib.import_module(UNIGRAM_MODULE)
+    except ModuleNotFoundError as error:
+        if error.name != UNIGRAM_MODULE:
+            raise
+        raise TokenizerNotImplemented(
+            f"the SentencePiece Unigram tokenizer ({UNIGRAM_MODULE}) is not implemented in this version "
+            "of keras_tfm"
+        ) from None
+
+
+def seq2seq_tokenizer(path: str | os.PathLike, model_type: str) -> "Tokenizer | tuple | None":
+    """The tokenizer of a T5, BART or Marian checkpoint directory, or None without its files.
+
+    T5: `tokenizer.json` (a Unigram model), else `spiece.model`; Marian: the (source, target)
+    pair of `source.spm` / `target.spm` with `vocab.json`; both need the SentencePiece Unigram
+    tokenizer (`keras_tfm.tokenizers.unigram`). BART: `tokenizer.json`
+    (`tokenizers.tokenizer_json.load_tokenizer_json`, byte-level BPE), else `vocab.json` +
+    `merges.txt` wrapped as `<s> … </s>` (what `save_tokenizer` writes for it).
+
+    Raises:
+        TokenizerNotImplemented: the family's tokenizer kind is not in this version.
+        ValueError: unreadable or unsupported files (named).
+    """
+    directory = hub.checkpoint_path(path)
+    present = lambda name: os.path.isfile(os.path.join(directory, name))  # noqa: E731
+    files = next((f for f in SEQ2SEQ_TOKENIZER_FILES[model_type] if all(map(present, f))), None)
+    if files is None:
+        return None
+    if model_type == "bart" and files == ("tokenizer.json",):
+        from keras_tfm.tokenizers.tokenizer_json import load_tokenizer_json
+
+        return load_tokenizer_json(directory)
+    if model_type == "bart":
+        from keras_tfm.tokenizers import BytePairTokenizer
+        from keras_tfm.tokenizers.huggingface_files import read_tokenizer_options
+
+        named = "bos_token" in read_tokenizer_options(directory)
+        special = {} if named else {"special_tokens": BART_SPECIAL_TOKENS}
+        return BytePairTokenizer.from_pretrained(directory, add_bos=True, add_eos=True, **special)
+    unigram = _unigram_module()
+    if model_type == "marian":
+        return unigram.load_marian_tokenizers(directory)
+    load = unigram.UnigramTokenizer.from_tokenizer_json
+    if files == ("spiece.model",):
+        load = unigram.UnigramTokenizer.from_sentencepiece_model
+    return load(os.path.join(directory, files[0]))
+
+
 def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None:
     """Writes a tokenizer's files in the checkpoint layout: `tokenizer.json` +
     `tokenizer_config.json` for a SentencePiece-style or Qwen2 BPE
     (`tokenizer_json_writer`), `vocab.json` + `merges.txt` for a GPT-2 byte-level
-    BPE, else `vocab.txt` (+ `tokenizer_config.json` with the special tokens and
+    BPE (+ `tokenizer_config.json` naming BART's special tokens when it wraps texts as
+    `<s> … </s>`), else `vocab.txt` (+ `tokenizer_config.json` with the special tokens and
     lower-casing of a WordPiece tokenizer), into an existing `directory` (the
     temporary directory of `save_pretrained`)."""
     from keras_tfm.tokenizers import tokenizer_json_writer
@@ -169,6 +248,13 @@ def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None
             f.write(
                 "#version: 0.2\n" + "".join(f"{m if isinstance(m, str) else ' '.join(m)}\n" for m in merges)
             )
+        if getattr(tokenizer, "add_bos", False) and getattr(tokenizer, "add_eos", False):
+            options = {"tokenizer_class": "BartTokenizer", "add_prefix_space": False}
+            for role in ("bos", "eos", "pad", "unk"):
+                token_id = getattr(tokenizer, f"{role}_id", None)
+                if token_id is not None:
+                    options[f"{role}_token"] = vocabulary[token_id]
+            write_json(directory, "tokenizer_config.json", options)
         return
     with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("".join(f"{token}\n" for token in vocabulary))

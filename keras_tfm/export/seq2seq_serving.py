@@ -1,5 +1,9 @@
 """Serving endpoint of a seq2seq model: `translate` (greedy and beam search).
 
+A checkpoint model (T5, BART, Marian) serves with its own special ids: sources padded with its
+`pad_id`, decoding from its `decoder_start_id` to its `eos_id`, its forced and suppressed tokens
+(`generation.constraints`) in greedy and beam decoding alike.
+
 `num_beams` is a request input, any width in [1, max_beams]: width 1 runs the
 greedy loop, a wider request runs the beam search compiled for `max_beams`
 beams with the spare ones kept dead (`beam.beam_search_loop(active_beams=)`),
@@ -21,9 +25,9 @@ from keras_tfm.export.common import (
     string_vector,
 )
 from keras_tfm.generation import prompts as prompts_lib
+from keras_tfm.generation.decoding import model_pad_id
 from keras_tfm.generation.generator import Generator
 from keras_tfm.generation.text import seq2seq_ids
-from keras_tfm.tokenizers.special_tokens import PAD
 from keras_tfm.tokenizers.text import detokenize, sample_text
 
 
@@ -51,7 +55,8 @@ class Seq2SeqServing:
             start, stop = seq2seq_ids(model, target_tokenizer, "export_for_serving")
             bos_id = start if bos_id is None else bos_id
             eos_id = stop if eos_id is None else eos_id
-        self.generator = Generator(model, bos_id=bos_id, pad_id=0, jit_compile=jit_compile)
+        self.generator = Generator(model, bos_id=bos_id, jit_compile=jit_compile)
+        self.pad_id = model_pad_id(model)
         a = self.model
         if source_tokenizer.vocabulary_size > a.source_vocabulary_size:
             raise ValueError(
@@ -171,8 +176,11 @@ class Seq2SeqServing:
             with tf.control_dependencies(checks):
                 # Right-padded to the same width as the in-process generator.
                 width = lookup(self.source_width_of_length, long)
-                source = ragged.to_tensor(default_value=PAD)  # 0, as the in-process generator pads
-                source = tf.pad(source, [[0, 0], [0, width - tf.shape(source)[1]]])
+                # The model's pad id (0 for keras_tfm's models), as the in-process generator pads.
+                source = ragged.to_tensor(default_value=self.pad_id)
+                source = tf.pad(
+                    source, [[0, 0], [0, width - tf.shape(source)[1]]], constant_values=self.pad_id
+                )
                 max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
                 beams = tf.clip_by_value(num_beams, 1, self.max_beams)
 

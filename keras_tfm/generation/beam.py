@@ -50,6 +50,7 @@ def beam_search_loop(
     active_beams=None,
     sliding=False,
     step=None,
+    constrain=None,
 ):
     """Traceable beam search (use inside `tf.function(jit_compile=True)`).
 
@@ -75,6 +76,9 @@ def beam_search_loop(
             (beams of one prompt hold the same number of tokens, so they
             restart their windows at the same step).
         step: the step function (default `model.decode_step`).
+        constrain: optional `constrain(log_probs (batch * K, V), step) -> log_probs`, the
+            request's forced / suppressed tokens (`constraints.apply_constraints`), applied
+            to the alive beams' log-probabilities before they are ranked.
 
     Returns:
         dict: `sequences` int32 `(batch, K, cache_length - P)` sorted best
@@ -103,7 +107,9 @@ def beam_search_loop(
         state["log_probs"] = ops.where(spare, NEG, state["log_probs"])
         state["finished"] = spare
     step = model.decode_step if step is None else step
-    choose = beam_step(batch, k, model.vocabulary_size, alpha, ops.cast(eos_id, "int32"), pad_id, spare)
+    choose = beam_step(
+        batch, k, model.vocabulary_size, alpha, ops.cast(eos_id, "int32"), pad_id, spare, constrain
+    )
 
     def keep_going(s):
         return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["finished"])))
@@ -137,20 +143,24 @@ def beam_search_loop(
     }
 
 
-def beam_step(batch, k, vocab, alpha, eos_id, pad_id, spare=None):
+def beam_step(batch, k, vocab, alpha, eos_id, pad_id, spare=None, constrain=None):
     """The choice of one beam-search step, as a `step(state)` of the decoding loops.
 
     `step(s)` reads the `(batch * K, V)` next-token logits `s["logits"]` and
     the beams' `i`, `sequences`, `log_probs`, `finished`, `lengths`, and
     returns `(new state, token (batch * K,), parent (batch * K,))`: the new
     beams' tokens and, for every new beam row, the row of its parent (whose
-    caches it continues). `spare` `(batch, K)`: beams kept dead.
+    caches it continues). `spare` `(batch, K)`: beams kept dead; `constrain`: as in
+    `beam_search_loop`.
     """
     frozen = ops.where(ops.arange(vocab) == pad_id, 0.0, NEG)  # (V,)
     beam_offsets = (ops.arange(batch, dtype="int32") * k)[:, None]
 
     def step(s):
-        logp = ops.log_softmax(ops.reshape(s["logits"], (batch, k, vocab)), axis=-1)
+        logp = ops.log_softmax(ops.cast(s["logits"], "float32"), axis=-1)
+        if constrain is not None:
+            logp = constrain(logp, s["i"])
+        logp = ops.reshape(logp, (batch, k, vocab))
         finished = s["finished"]
         logp = ops.where(finished[:, :, None], frozen[None, None, :], logp)
         cand = s["log_probs"][:, :, None] + logp

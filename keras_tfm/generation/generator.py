@@ -46,6 +46,7 @@ from keras_tfm.checks import (
 from keras_tfm.generation import beam as beam_lib
 from keras_tfm.generation import beam_hf, compiled, decoding, prompts, samplers, sliding_window
 from keras_tfm.generation import cache as cache_lib
+from keras_tfm.generation import constraints as constraints_lib
 from keras_tfm.generation.beam_styles import beam_options
 
 #: Most bytes of the logits `output_scores=True` returns (batch × tokens × V float32).
@@ -60,6 +61,9 @@ LIMIT = dict(
 
 #: The protocol of a decoder model (module docstring).
 DECODER_METHODS = ("init_caches", "decode_step")
+
+#: An `eos_id` the caller did not give: the model's (`generation_config`), else none.
+_UNSET = object()
 
 
 def is_encoder_decoder(model: object) -> bool:
@@ -78,9 +82,11 @@ class Generator(compiled.Module):
     Args:
         model: a decoder (`GPT`, `Seq2Seq`, or a model with the module
             docstring's protocol).
-        pad_id: id that left-pads prompts and that finished rows emit, in [0, V).
-        bos_id: seq2seq: the default first decoder token (None: every request
-            passes `bos_id` or `decoder_prompt_ids`).
+        pad_id: id that left-pads prompts and that finished rows emit, in [0, V);
+            None: the model's `pad_id` (a checkpoint's), else 0.
+        bos_id: seq2seq: the default first decoder token (None: the model's
+            `generation_config["decoder_start_id"]`, else every request passes
+            `bos_id` or `decoder_prompt_ids`).
         jit_compile: TensorFlow: compile with XLA (else a graph function).
         run_eagerly: no compilation at all (debugging, tests).
         name: module name.
@@ -93,7 +99,7 @@ class Generator(compiled.Module):
     def __init__(
         self,
         model: keras.Model,
-        pad_id: int = 0,
+        pad_id: int | None = None,
         bos_id: int | None = None,
         jit_compile: bool = True,
         run_eagerly: bool = False,
@@ -108,8 +114,11 @@ class Generator(compiled.Module):
             )
         self.model = model
         self.seq2seq = is_encoder_decoder(model)
+        pad_id = decoding.model_pad_id(model) if pad_id is None else pad_id
         self.pad_id = check_token_id("pad_id", pad_id, model.vocabulary_size)
-        if bos_id is not None and not self.seq2seq:
+        if bos_id is None and self.seq2seq:
+            bos_id = constraints_lib.model_defaults(model).get("decoder_start_id")
+        elif bos_id is not None and not self.seq2seq:
             raise TypeError(
                 "`bos_id` is for encoder–decoder models; a decoder-only model starts from its prompt."
             )
@@ -118,6 +127,8 @@ class Generator(compiled.Module):
         if bos_id is not None:
             bos_id = check_token_id("bos_id", bos_id, model.vocabulary_size, minimum=self._bos_minimum)
         self.bos_id = bos_id
+        #: The model's forced / suppressed tokens (`constraints`), the default of every request.
+        self.constraints = constraints_lib.request_constraints(model, {})
         self.jit_compile = check_bool("jit_compile", jit_compile)
         self.run_eagerly = check_bool("run_eagerly", run_eagerly)
         self.step = compiled.SharedStep(model.decode_step, cache_lib.length_axis)
@@ -156,6 +167,7 @@ class Generator(compiled.Module):
         output_scores: bool = False,
         sliding: bool = False,
         choose: object = samplers.choose_token,
+        constraints: constraints_lib.TokenConstraints | None = None,
     ) -> dict:
         """Traceable generation (inside a `tf.function`, `jax.jit`, or eagerly).
 
@@ -166,6 +178,8 @@ class Generator(compiled.Module):
             cache_length, sampler, output_scores: static options.
             sliding: go past the model's maximum length (`sliding_window`).
             choose: the sampler's token chooser (`samplers.make_selector`).
+            constraints: forced / suppressed tokens (`constraints.TokenConstraints`);
+                None: the model's (`generation_config`).
 
         Returns:
             `decoding.decode`'s dict.
@@ -173,6 +187,8 @@ class Generator(compiled.Module):
         *inputs, max_new_tokens, seed, temperature, top_k, top_p, eos_id = args
         ids, lengths, context = self.decoder_inputs(*inputs)
         select = samplers.make_selector(sampler, seed, temperature, top_k, top_p, choose)
+        constraints = self.constraints if constraints is None else constraints
+        select = constraints_lib.constrained_selector(select, constraints, max_new_tokens, lengths)
         options = dict(cache_length=cache_length, eos_id=eos_id, pad_id=self.pad_id, step=self.step)
         options["output_scores"] = output_scores
         if sliding:
@@ -189,41 +205,45 @@ class Generator(compiled.Module):
         style: str | None = None,
         early_stopping: bool | str | None = None,
         processor: object = None,
+        constraints: constraints_lib.TokenConstraints | None = None,
     ) -> dict:
         """Traceable beam search: the model's inputs (as in `generate_fn`), then `max_new_tokens`,
         `length_penalty`, `eos_id`; `num_beams` (K) static, `active_beams` an optional int32
         scalar in [1, K] (the width searched). `style` "gnmt" (`beam.beam_search_loop`) or "hf"
         (`beam_hf.hf_beam_search_loop`, with `early_stopping` and an optional log-prob
-        `processor`); None: the model's (`beam_options`)."""
+        `processor`); None: the model's (`beam_options`). `constraints` as in `generate_fn`
+        (applied to every beam's log-probabilities, after `processor`)."""
         *inputs, max_new_tokens, length_penalty, eos_id = args
         ids, lengths, context = self.decoder_inputs(*inputs)
         options = beam_options(self.model, style, early_stopping=early_stopping)
+        constraints = self.constraints if constraints is None else constraints
+        constrain = constraints_lib.beam_constrain(constraints, max_new_tokens, lengths, num_beams, processor)
         common = dict(
-            num_beams=num_beams,
-            cache_length=cache_length,
-            length_penalty=length_penalty,
-            eos_id=eos_id,
-            pad_id=self.pad_id,
-            context=context,
-            active_beams=active_beams,
-            sliding=sliding,
-            step=self.step,
+            num_beams=num_beams, cache_length=cache_length, length_penalty=length_penalty, eos_id=eos_id
+        )
+        common.update(
+            pad_id=self.pad_id, context=context, active_beams=active_beams, sliding=sliding, step=self.step
         )
         if options["style"] == "hf":
+            early = options["early_stopping"]
             return beam_hf.hf_beam_search_loop(
-                self.model,
-                ids,
-                lengths,
-                max_new_tokens,
-                early_stopping=options["early_stopping"],
-                processor=processor,
-                **common,
+                self.model, ids, lengths, max_new_tokens, early_stopping=early, processor=constrain, **common
             )
         if processor is not None:
             raise TypeError("`processor` is an option of style='hf' (HuggingFace's beam search).")
-        return beam_lib.beam_search_loop(self.model, ids, lengths, max_new_tokens, **common)
+        return beam_lib.beam_search_loop(
+            self.model, ids, lengths, max_new_tokens, constrain=constrain, **common
+        )
 
     # ------------------------------------------------------------- eager API
+    def _eos(self, eos_id: object) -> int:
+        """A request's stop id (-1: none): `eos_id`, not given: the model's `generation_config`'s."""
+        if eos_id is _UNSET:
+            eos_id = constraints_lib.model_defaults(self.model).get("eos_id")
+        if eos_id is None:
+            return -1
+        return check_token_id("eos_id", eos_id, self.model.vocabulary_size, consequence=NO_STOP)
+
     def generate(
         self,
         inputs: Sequence[Sequence[int]] | np.ndarray,
@@ -233,7 +253,7 @@ class Generator(compiled.Module):
         top_k: int | None = None,
         top_p: float | None = None,
         seed: int | Sequence[int] | np.ndarray | None = None,
-        eos_id: int | None = None,
+        eos_id: int | None = _UNSET,
         return_lengths: bool = False,
         output_scores: bool = False,
         **request: object,
@@ -249,7 +269,8 @@ class Generator(compiled.Module):
         sampler, temperature, top_k, top_p = check_sampling(
             sampler, temperature, top_k, top_p, seed, vocabulary
         )
-        eos = -1 if eos_id is None else check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
+        eos = self._eos(eos_id)
+        constraints = constraints_lib.request_constraints(self.model, request)
         return_lengths = check_bool("return_lengths", return_lengths)
         output_scores = check_bool("output_scores", output_scores)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0, **LIMIT)
@@ -265,8 +286,9 @@ class Generator(compiled.Module):
                     f"max_new_tokens × vocabulary); at most {MAX_SCORES_BYTES / 2**30:.0f} GiB: ask for "
                     "fewer tokens or no scores."
                 )
-        key = ("generate", sampler, cache_length, output_scores, slide, cache_dtype)
+        key = ("generate", sampler, cache_length, output_scores, slide, cache_dtype, constraints)
         options = dict(cache_length=cache_length, sampler=sampler, output_scores=output_scores, sliding=slide)
+        options["constraints"] = constraints
         fn = self._compiled(key, lambda *a: self.generate_fn(*a, **options))
         scalars = (
             np.int32(max_new_tokens),
@@ -290,7 +312,7 @@ class Generator(compiled.Module):
         max_new_tokens: int,
         num_beams: int = 4,
         length_penalty: float | None = None,
-        eos_id: int | None = None,
+        eos_id: int | None = _UNSET,
         length_penalty_style: str | None = None,
         early_stopping: bool | str | None = None,
         **request: object,
@@ -304,16 +326,17 @@ class Generator(compiled.Module):
         vocabulary = self.model.vocabulary_size
         num_beams = check_num_beams(num_beams, vocabulary)
         options = beam_options(self.model, length_penalty_style, length_penalty, early_stopping)
-        eos = -1 if eos_id is None else check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
+        eos = self._eos(eos_id)
+        constraints = constraints_lib.request_constraints(self.model, request)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1, **LIMIT)
         cache_dtype = check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
         if request.get("bos_id") is not None:
             check_token_id("bos_id", request["bos_id"], vocabulary, minimum=self._bos_minimum)
         arrays, cache_length, slide = prompts.prepare(self, "beam_search", inputs, max_new_tokens, request)
         style, early = options["style"], options["early_stopping"]
-        key = ("beam", num_beams, cache_length, slide, cache_dtype, style, early)
+        key = ("beam", num_beams, cache_length, slide, cache_dtype, style, early, constraints)
         static = dict(num_beams=num_beams, cache_length=cache_length, sliding=slide, style=style)
-        static["early_stopping"] = early
+        static.update(early_stopping=early, constraints=constraints)
         fn = self._compiled(key, lambda *a: self.beam_search_fn(*a, **static))
         scalars = (np.int32(max_new_tokens), np.float32(options["length_penalty"]), np.int32(eos))
         out = compiled.call(fn, *arrays, *scalars, run_eagerly=self.run_eagerly)
@@ -327,7 +350,8 @@ _GENERATORS = weakref.WeakKeyDictionary()
 def get_generator(model: keras.Model | Generator, pad_id: int | None = None) -> Generator:
     """The cached `Generator` of `model` (built on first use; a `Generator` is returned as is).
 
-    `pad_id` None: 0 for a model, a generator's own; a generator built with another `pad_id`
+    `pad_id` None: the model's (`decoding.model_pad_id`: a checkpoint's `pad_id`, else 0), a
+    generator's own; a generator built with another `pad_id`
     than the one asked for raises a ValueError (its `pad_id` is fixed when it is built).
     """
     if isinstance(model, Generator):
@@ -337,7 +361,7 @@ def get_generator(model: keras.Model | Generator, pad_id: int | None = None) -> 
                 f"Generator with pad_id={pad_id!r} or pass the model itself."
             )
         return model
-    pad_id = 0 if pad_id is None else pad_id
+    pad_id = decoding.model_pad_id(model) if pad_id is None else pad_id
     generator = _GENERATORS.get(model)
     if generator is None or generator.pad_id != pad_id:
         generator = Generator(model, pad_id=pad_id)
@@ -361,7 +385,7 @@ def generate(
         max_new_tokens: int in [0, `prompts.MAX_NEW_TOKENS`] (past the
             model's context GPT generation slides its window).
         pad_id: padding id (left-padding of prompts, finished rows), in
-            [0, V); None: 0 (a generator: its own).
+            [0, V); None: the model's `pad_id`, else 0 (a generator: its own).
         **options:
             sampler: None (default: "sample" when any of `temperature`,
                 `top_k`, `top_p`, `seed` is given, else "greedy"), "greedy"
@@ -373,13 +397,16 @@ def generate(
             seed: int in [0, 2**31 - 1] or int32 (2,) array; same seed → same
                 tokens, on every backend. None: a fresh random seed.
             eos_id: rows stop after emitting it and then emit `pad_id`; an id
-                of the vocabulary.
+                of the vocabulary, or None (no stop). Not given: the model's
+                `generation_config["eos_id"]` (a checkpoint's), else none.
+            forced_bos_id, forced_eos_id, suppressed_ids: token constraints
+                (`keras_tfm.generation.constraints`; None turns one off); not
+                given: the model's `generation_config` (a checkpoint's).
             return_lengths, output_scores: extra outputs (bools).
             GPT: `prompt_lengths` (rows of a right-padded 2-D array);
-            seq2seq: `bos_id` (required unless the generator has one or
-            `decoder_prompt_ids` are given, not with them),
-            `decoder_prompt_ids`, `source_lengths`. Any other keyword
-            raises a TypeError.
+            seq2seq: `bos_id` (required unless the generator or the model's
+            `generation_config` has one or `decoder_prompt_ids` are given, not with
+            them), `decoder_prompt_ids`, `source_lengths`. Other keywords: TypeError.
 
     A compiled call answers Ctrl-C at once. Prompt ids outside [0, V) raise a
     ValueError naming `prompt_ids`. NaN logits (a diverged model) are never

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from keras_tfm.checks import SEED_MAX
+from keras_tfm.generation.decoding import model_pad_id
 
 #: Most new tokens of one generation call. Past the model's context the caches
 #: slide and stay bounded, but the returned token buffer grows with
@@ -192,10 +193,13 @@ def make_seed(seed: object) -> np.ndarray:
 
 # --------------------------------------------------------------------------- a request
 def _seq2seq_inputs(generator, source_ids, bos_id=None, source_lengths=None, decoder_prompt_ids=None):
-    """Right-padded sources (cut to the model's length) and left-padded decoder prompts."""
+    """Right-padded sources (cut to the model's length; padded with the model's pad id, 0 for
+    keras_tfm's models) and left-padded decoder prompts."""
     model = generator.model
     source_size = getattr(model, "source_vocabulary_size", model.vocabulary_size)
-    src, src_len = pad_prompts("source_ids", source_ids, source_lengths, 0, source_size, side="right")
+    src, src_len = pad_prompts(
+        "source_ids", source_ids, source_lengths, model_pad_id(model), source_size, side="right"
+    )
     if model.max_length is not None and int(src_len.max()) > model.max_length:
         raise ValueError(
             f"A source of {int(src_len.max())} tokens exceeds the model's max_length {model.max_length}."

@@ -58,7 +58,7 @@ from keras_tfm.generation import cache as cache_lib
 from keras_tfm.generation import decoding
 
 #: Position schemes whose cached keys hold absolute positions: windows are recomputed.
-RECOMPUTE_POSITIONS = ("learned", "sinusoidal", "rope")
+RECOMPUTE_POSITIONS = ("learned", "sinusoidal", "sinusoidal_halves", "rope")
 #: Position schemes seen only as query-key distances (None: no positions): the cache is shifted.
 SHIFT_POSITIONS = ("alibi", "relative", None)
 

@@ -15,7 +15,8 @@ GPT text: the prompt followed by its completion, `decode(prompt ids + new ids)`,
 the served `generate`. `eos_id` defaults to the tokenizer's `eos_id` (None: no stop).
 
 Seq2seq text: the target side alone, decoded from the model's `decoder_start_id` (else the
-target tokenizer's BOS) to the target tokenizer's EOS; a tokenizer without them is refused.
+target tokenizer's BOS) to the model's `eos_id` (else the target tokenizer's EOS), both from a
+checkpoint's `generation_config`; a tokenizer without them is refused.
 The tokenizers are TensorFlow ops, imported when text arrives.
 """
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from keras_tfm.checks import check_bool, check_float, check_int, text_batch
 from keras_tfm.generation import generator
+from keras_tfm.generation.constraints import model_defaults
 
 #: Marks an option the caller did not give (`eos_id=None` means "no stop id").
 _UNSET = object()
@@ -39,17 +41,20 @@ def _new_ids(tokens, lengths):
 
 def seq2seq_ids(model, target, method: str) -> tuple[int, int]:
     """`(decoder start id, stop id)` of a seq2seq text request: the model's `decoder_start_id`
-    (a checkpoint's) or the target tokenizer's BOS, and its EOS; a ValueError when missing."""
-    start = getattr(model, "decoder_start_id", None)
+    and `eos_id` (a checkpoint's `generation_config`), else the target tokenizer's BOS and EOS;
+    a ValueError when missing."""
+    defaults = model_defaults(model)
+    start, stop = defaults.get("decoder_start_id"), defaults.get("eos_id")
     start = target.bos_id if start is None else start
-    if start is None or target.eos_id is None:
+    stop = target.eos_id if stop is None else stop
+    if start is None or stop is None:
         raise ValueError(
             f"`{method}` on text needs the target tokenizer's BOS and EOS ids (the first decoder token and "
             f"the stop token); the model's {type(target).__name__} has "
             f"bos_id={target.bos_id!r}, eos_id={target.eos_id!r}: build it with special tokens, or pass "
             "token ids with `bos_id` and `eos_id`."
         )
-    return int(start), int(target.eos_id)
+    return int(start), int(stop)
 
 
 def check_sources(model, rows, texts, name):
@@ -153,13 +158,14 @@ def beam_search_text(
 
 
 def translate(
-    model, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float = 0.6
+    model, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float | None = None
 ):
     """`Seq2Seq.translate`: the request of the exported `translate` signature, in process.
 
     `num_beams` 1 = greedy (`generator.generate`), else the best beam of
     `generator.beam_search`; `max_new_tokens` None = the model's `max_length - 1` (the export's
-    default limit).
+    default limit); `length_penalty` None = the model's (a checkpoint's: HuggingFace's beam
+    search with its `generation_config` α, else GNMT's 0.6).
     """
     if text_batch("texts", texts) is None:
         raise TypeError(
@@ -167,7 +173,8 @@ def translate(
             "(translate token ids with `generate` / `beam_search`)."
         )
     num_beams = check_int("num_beams", num_beams, minimum=1)
-    check_float("length_penalty", length_penalty, low=0.0, high=5.0)  # checked for greedy too, as served
+    if length_penalty is not None:  # None: the model's (`beam_styles.beam_options`)
+        check_float("length_penalty", length_penalty, low=0.0, high=5.0)  # checked for greedy too, as served
     max_new_tokens = model.max_length - 1 if max_new_tokens is None else max_new_tokens
     if num_beams == 1:
         return generate_text(model, texts, max_new_tokens, arg="texts", method="translate", sampler="greedy")

@@ -21,7 +21,7 @@ from keras_tfm.layers.embeddings import TokenAndPositionEmbedding, TokenEmbeddin
 from keras_tfm.layers.feed_forward import FeedForward
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.learned_positional_embedding import LearnedPositionalEmbedding
-from keras_tfm.layers.output_head import OutputHead, softmax_with_temperature
+from keras_tfm.layers.output_head import LogitsBias, OutputHead, softmax_with_temperature
 from keras_tfm.layers.patch_embedding import ClassToken, PatchEmbedding
 from keras_tfm.layers.positional_encoding import PositionalEncoding, sinusoidal_table
 from keras_tfm.layers.positional_encoding_2d import PositionalEncoding2D, sinusoidal_table_2d
@@ -36,6 +36,7 @@ __all__ = [
     "CrossAttention",
     "FeedForward",
     "LearnedPositionalEmbedding",
+    "LogitsBias",
     "MultiHeadAttentionBase",
     "MultiHeadSelfAttention",
     "OutputHead",

@@ -14,7 +14,7 @@ from keras_tfm.layers.positional_encoding import PositionalEncoding
 from keras_tfm.resources import check_allocation
 from keras_tfm.tensor_checks import check_rank, check_token_ids, poison_invalid
 
-EMBEDDING_POSITIONS = (None, "learned", "sinusoidal")
+EMBEDDING_POSITIONS = (None, "learned", "sinusoidal", "sinusoidal_halves")
 
 
 def _store_token_options(layer, vocabulary_size, d_model, scale, mask_zero, embeddings_initializer):
@@ -129,19 +129,26 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         x_p = E[token_p] · (√d_model if scale else 1) + P(p)
 
     with `P` learned (`position="learned"`, needs `max_length`), the fixed
-    sinusoid of Vaswani et al. (`"sinusoidal"`), or absent (`None`, for RoPE,
-    ALiBi or relative positions, which act inside attention).
+    sinusoid of Vaswani et al. (`"sinusoidal"`; `"sinusoidal_halves"`: the same
+    numbers with every sine column before every cosine column, as Marian /
+    OPUS-MT lays them out), or absent (`None`, for RoPE, ALiBi or relative
+    positions, which act inside attention).
 
     Args:
         vocabulary_size: number of token ids.
         d_model: embedding width.
         max_length: maximum sequence length (required for learned positions;
             for other schemes an optional limit that is enforced).
-        position: "learned", "sinusoidal" or None.
+        position: "learned", "sinusoidal", "sinusoidal_halves" or None.
         scale: multiply token embeddings by √d_model.
         mask_zero: id 0 is padding; emit a Keras implicit mask.
         embeddings_initializer: initializer of the token table (and of the
             learned position table, as in GPT-2 and BERT).
+        token_embedding: a built `TokenEmbedding` (of `vocabulary_size` ×
+            `d_model`) to use instead of one of its own: two layers that share
+            the token table and have positions of their own (BART's encoder and
+            decoder). Not part of the config: the model that shares it passes it
+            again when it is rebuilt.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -169,17 +176,28 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         scale: bool = False,
         mask_zero: bool = False,
         embeddings_initializer: Any = "uniform",
+        token_embedding: TokenEmbedding | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         _store_token_options(self, vocabulary_size, d_model, scale, mask_zero, embeddings_initializer)
+        if token_embedding is not None and (
+            not isinstance(token_embedding, TokenEmbedding)
+            or (token_embedding.vocabulary_size, token_embedding.d_model, token_embedding.scale)
+            != (self.vocabulary_size, self.d_model, self.scale)
+        ):
+            raise ValueError(
+                f"`token_embedding` must be a TokenEmbedding of {self.vocabulary_size} × {self.d_model} "
+                f"(scale={self.scale}); received {token_embedding!r}."
+            )
+        object.__setattr__(self, "_shared_token_embedding", token_embedding)  # tracked once built
         self.max_length = check_positive_int("max_length", max_length, allow_none=True)
         self.position = check_choice("position", position, EMBEDDING_POSITIONS)
         if self.position == "learned" and self.max_length is None:
             raise ValueError("position='learned' needs `max_length`.")
 
     def build(self, input_shape):
-        self.token_embedding = TokenEmbedding(
+        self.token_embedding = self._shared_token_embedding or TokenEmbedding(
             self.vocabulary_size,
             self.d_model,
             scale=self.scale,
@@ -188,7 +206,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
-        self.token_embedding.build(input_shape)
+        if not self.token_embedding.built:
+            self.token_embedding.build(input_shape)
         self.position_embedding = None
         if self.position == "learned":
             self.position_embedding = LearnedPositionalEmbedding(
@@ -198,8 +217,11 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 name="position_embedding",
             )
             self.position_embedding.build(tuple(input_shape) + (self.d_model,))
-        elif self.position == "sinusoidal":
-            self.position_embedding = PositionalEncoding(dtype=self.dtype_policy, name="position_encoding")
+        elif self.position in ("sinusoidal", "sinusoidal_halves"):
+            layout = "halves" if self.position == "sinusoidal_halves" else "interleaved"
+            self.position_embedding = PositionalEncoding(
+                layout=layout, dtype=self.dtype_policy, name="position_encoding"
+            )
 
     def call(self, inputs: Any, start_index: Any = 0, reverse: bool = False, positions: Any = None):
         if reverse:

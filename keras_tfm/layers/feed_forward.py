@@ -9,14 +9,16 @@ from keras_tfm.checks import check_bool, check_choice, check_positive_int, check
 from keras_tfm.layers.initializers import clone_initializers
 from keras_tfm.layers.quantization import QuantizeSublayersMixin
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu")
-#: Gated linear units (Shazeer 2020): activation of the gate branch.
-GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu", "geglu_tanh")
+#: Gated linear units (Shazeer 2020): activation of the gate branch ("geglu_tanh": the tanh
+#: form of GELU, T5 v1.1 / Flan-T5's "gated-gelu").
+GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh"}
 
 
 def get_activation(name: str) -> Any:
     """Returns the activation function for one of `ACTIVATIONS` (for a gated
-    unit, the activation of its gate: SiLU for "swiglu", GELU for "geglu")."""
+    unit, the activation of its gate: SiLU for "swiglu", GELU for "geglu", tanh-GELU for
+    "geglu_tanh")."""
     check_choice("activation", name, ACTIVATIONS)
     name = GATED_ACTIVATIONS.get(name, name)
     if name == "relu":
@@ -34,15 +36,15 @@ class FeedForward(QuantizeSublayersMixin, keras.layers.Layer):
 
         FFN(x) = act(x W_1 + b_1) W_2 + b_2,   act ∈ {ReLU, GELU, GELU-tanh, SiLU}
 
-    or, for the gated units "swiglu" / "geglu" (Shazeer 2020; LLaMA, PaLM),
-    three matrices:
+    or, for the gated units "swiglu" / "geglu" / "geglu_tanh" (Shazeer 2020; LLaMA,
+    PaLM, T5 v1.1), three matrices:
 
-        FFN(x) = (act(x W_g + b_g) ⊙ (x W_1 + b_1)) W_2 + b_2,   act = SiLU / GELU
+        FFN(x) = (act(x W_g + b_g) ⊙ (x W_1 + b_1)) W_2 + b_2,   act = SiLU / GELU / tanh-GELU
 
     Args:
         d_ff: inner width (4·d_model in most models).
         activation: "relu" (Vaswani), "gelu" (BERT), "gelu_tanh" (GPT-2), "silu",
-            or the gated "swiglu" (LLaMA) / "geglu", which add the gate matrix
+            or the gated "swiglu" (LLaMA) / "geglu" / "geglu_tanh" (T5 v1.1), which add the gate matrix
             `gate_dense` (`d_ff` wide like `inner_dense`).
         dropout: dropout rate after the activation.
         use_bias: whether both linear maps have biases.

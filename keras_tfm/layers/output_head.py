@@ -106,3 +106,46 @@ class OutputHead(QuantizeSublayersMixin, keras.layers.Layer):
             }
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class LogitsBias(keras.layers.Layer):
+    """A learned bias over the vocabulary, added to float32 logits:
+
+        z' = z + b,    b ∈ R^V  (initially zeros)
+
+    The `final_logits_bias` of BART and Marian, which add it to their tied
+    output projection h Eᵀ.
+
+    Args:
+        vocabulary_size: `V`.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: logits `(..., V)`.
+
+    Returns:
+        float32 `(..., V)`.
+    """
+
+    def __init__(self, vocabulary_size: int, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
+        self.supports_masking = True
+
+    def build(self, input_shape=None):
+        self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
+
+    def call(self, inputs: Any):
+        return ops.cast(inputs, "float32") + ops.cast(self.bias, "float32")
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(inputs.shape, dtype="float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocabulary_size": self.vocabulary_size})
+        return config

@@ -5,7 +5,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_positive_float
+from keras_tfm.checks import check_choice, check_positive_float
 from keras_tfm.tensor_checks import check_float_dtype, check_rank
 
 
@@ -16,23 +16,36 @@ def inverse_frequencies(dim: int, max_wavelength: float, dtype: str = "float32")
     return ops.power(ops.cast(max_wavelength, dtype), -2.0 * i / float(dim))
 
 
-def sinusoidal_table(positions: Any, dim: int, max_wavelength: float = 10000.0) -> Any:
+#: Column layouts of the sinusoid: the paper's interleaved (sin, cos) pairs, or Marian's
+#: halves (every sine first, then every cosine).
+SINUSOID_LAYOUTS = ("interleaved", "halves")
+
+
+def sinusoidal_table(
+    positions: Any, dim: int, max_wavelength: float = 10000.0, layout: str = "interleaved"
+) -> Any:
     """PE(p, 2i) = sin(p / w^(2i/d)), PE(p, 2i+1) = cos(p / w^(2i/d)), float32.
 
     Args:
         positions: 1-D tensor of (possibly fractional) positions.
         dim: encoding width `d` (may be odd; the last cosine column is dropped).
         max_wavelength: `w`, 10000 in the paper.
+        layout: "interleaved" (the paper's column order) or "halves" (Marian /
+            OPUS-MT: columns `0 … ⌈d/2⌉-1` hold sin(p / w^(2i/d)) and columns
+            `⌈d/2⌉ …` hold cos(p / w^(2i/d)), the same numbers reordered).
 
     Returns:
         float32 tensor `(len(positions), dim)`; even columns hold sines and odd
-        columns cosines, interleaved exactly as in the paper.
+        columns cosines, interleaved exactly as in the paper (or in halves).
     """
+    layout = check_choice("layout", layout, SINUSOID_LAYOUTS)
     # Angles in float64: in float32, p·θ_i alone is off by up to ~1e-4 rad at
     # p ≈ 4000 (float32 spacing there is 2.4e-4); only the result is float32.
     positions = ops.cast(positions, "float64")
     half = (dim + 1) // 2
     angles = positions[:, None] * inverse_frequencies(dim, max_wavelength, "float64")[None, :]
+    if layout == "halves":
+        return ops.cast(ops.concatenate([ops.sin(angles), ops.cos(angles)[:, : dim // 2]], axis=1), "float32")
     table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (T, half, 2)
     table = ops.reshape(table, (-1, 2 * half))
     return ops.cast(table[:, :dim], "float32")
@@ -79,6 +92,8 @@ class PositionalEncoding(GeometricWavelengths):
 
     Args:
         max_wavelength: the base `10000` of the geometric wavelength progression.
+        layout: "interleaved" (the paper) or "halves" (Marian: every sine column,
+            then every cosine column; `sinusoidal_table`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -92,10 +107,14 @@ class PositionalEncoding(GeometricWavelengths):
         `inputs + PE`, same shape and dtype as `inputs`.
     """
 
+    def __init__(self, max_wavelength: float = 10000.0, layout: str = "interleaved", **kwargs):
+        super().__init__(max_wavelength, **kwargs)
+        self.layout = check_choice("layout", layout, SINUSOID_LAYOUTS)
+
     def encoding(self, length: Any, dim: int, start_index: Any = 0) -> Any:
         """The float32 `(length, dim)` table for positions start..start+length-1."""
         positions = ops.arange(length, dtype="float32") + ops.cast(start_index, "float32")
-        return sinusoidal_table(positions, dim, self.max_wavelength)
+        return sinusoidal_table(positions, dim, self.max_wavelength, self.layout)
 
     def call(self, inputs: Any, start_index: Any = 0, positions: Any = None):
         check_rank("inputs", inputs, 3)
@@ -103,7 +122,14 @@ class PositionalEncoding(GeometricWavelengths):
         shape = ops.shape(inputs)
         if positions is not None:
             flat = ops.reshape(ops.maximum(ops.cast(positions, "int32"), 0), (-1,))
-            table = ops.reshape(sinusoidal_table(flat, inputs.shape[-1], self.max_wavelength), shape)
+            table = ops.reshape(
+                sinusoidal_table(flat, inputs.shape[-1], self.max_wavelength, self.layout), shape
+            )
             return inputs + ops.cast(table, inputs.dtype)
         table = self.encoding(shape[1], inputs.shape[-1], start_index)
         return inputs + ops.cast(table, inputs.dtype)[None, :, :]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"layout": self.layout})
+        return config

@@ -51,7 +51,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         causal: causal mask in self-attention.
         cross_attention: add the cross-attention sublayer (decoder block).
         activation: FFN activation, "relu" | "gelu" | "gelu_tanh" | "silu", or
-            the gated "swiglu" | "geglu" (three FFN matrices).
+            the gated "swiglu" | "geglu" | "geglu_tanh" (three FFN matrices).
         layer_norm_epsilon: ε of the norms.
         position: position scheme inside self-attention: None, "rope",
             "alibi" or "relative".
@@ -70,6 +70,13 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         sliding_window: None, or W: self-attention sees only the last W
             positions, itself included (Mistral; `MultiHeadSelfAttention`).
         key_dim: per-head size; defaults to `d_model // num_heads`.
+        attention_scale: score scale of both attention sublayers; None (default)
+            1/√key_dim (T5: 1).
+        relative_num_buckets, relative_max_distance: buckets of
+            `position="relative"` (T5: 32 and 128).
+        position_bias: with `position="relative"`, a `RelativePositionBias`
+            shared with the other blocks of a stack instead of a table of this
+            block's own (T5); passed again by the model that rebuilds the block.
         attention_impl, attention_options: attention-core implementation.
         kernel_initializer, bias_initializer: initializers of all projections.
         **kwargs: standard `keras.layers.Layer` arguments.
@@ -119,6 +126,10 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         rope_max_wavelength: float = 10000.0,
         attention_bias: bool | str | None = None,
         sliding_window: int | None = None,
+        attention_scale: float | None = None,
+        relative_num_buckets: int = 32,
+        relative_max_distance: int = 128,
+        position_bias: keras.layers.Layer | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -158,6 +169,11 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         self.rope_max_wavelength = check_positive_float("rope_max_wavelength", rope_max_wavelength)
         self.attention_bias = check_attention_bias("attention_bias", attention_bias)
         self.sliding_window = check_positive_int("sliding_window", sliding_window, allow_none=True)
+        self.attention_scale = check_positive_float("attention_scale", attention_scale, allow_none=True)
+        self.relative_num_buckets = check_positive_int("relative_num_buckets", relative_num_buckets)
+        self.relative_max_distance = check_positive_int("relative_max_distance", relative_max_distance)
+        # Not tracked here: the self-attention layer holds it (the blocks of a stack share one).
+        object.__setattr__(self, "position_bias", position_bias)
         self.supports_masking = True
 
     def _norm(self, name):
@@ -181,6 +197,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             attention_impl=self.attention_impl,
             attention_options=self.attention_options,
             num_key_value_heads=self.num_key_value_heads,
+            attention_scale=self.attention_scale,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
@@ -192,6 +209,9 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             position=self.position,
             rope_max_wavelength=self.rope_max_wavelength,
             sliding_window=self.sliding_window,
+            relative_num_buckets=self.relative_num_buckets,
+            relative_max_distance=self.relative_max_distance,
+            position_bias=self.position_bias,
             name="self_attention",
             **clone_initializers(common, "self_attention"),
         )
@@ -361,6 +381,9 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
                 "rope_max_wavelength": self.rope_max_wavelength,
                 "attention_bias": self.attention_bias,
                 "sliding_window": self.sliding_window,
+                "attention_scale": self.attention_scale,
+                "relative_num_buckets": self.relative_num_buckets,
+                "relative_max_distance": self.relative_max_distance,
             }
         )
         return config

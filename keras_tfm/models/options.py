@@ -13,7 +13,14 @@ its embedding and attention sides, and makes the parts the constructors share
 
 import keras
 
-from keras_tfm.checks import check_bool, check_choice, check_positive_float, check_positive_int, check_rate
+from keras_tfm.checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_positive_int,
+    check_rate,
+)
 from keras_tfm.layers import ATTENTION_IMPLS
 from keras_tfm.layers.embeddings import TokenAndPositionEmbedding
 from keras_tfm.layers.feed_forward import ACTIVATIONS
@@ -25,8 +32,8 @@ from keras_tfm.models.presets import PRESETS
 
 #: Every position scheme a text model accepts. Absolute ones act on the
 #: embedding; the others act inside self-attention (in every block).
-POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", None)
-EMBEDDING_POSITIONS = ("learned", "sinusoidal")
+POSITIONS = ("learned", "sinusoidal", "sinusoidal_halves", "rope", "alibi", "relative", None)
+EMBEDDING_POSITIONS = ("learned", "sinusoidal", "sinusoidal_halves")
 
 
 def check_size(name: str, value: object) -> int | None:
@@ -70,9 +77,14 @@ RULES = {
             "d_model",
             "d_ff",
             "sliding_window",
+            "relative_num_buckets",
+            "relative_max_distance",
         ),
         check_size,
     ),
+    "pad_id": _optional(lambda name, value: check_int(name, value, minimum=0)),
+    "attention_scale": _optional(check_epsilon),
+    "logits_scale": check_epsilon,
     "num_segments": lambda name, value: check_size(name, 2 if value is None else value),
     "dropout": lambda name, value: check_rate(name, 0.0 if value is None else value),
     "attention_dropout": _optional(check_rate),
@@ -90,6 +102,10 @@ RULES = {
             "lm_head_use_bias",
             "with_padding_mask",
             "scale_embeddings",
+            "share_position_bias",
+            "separate_positions",
+            "logits_bias",
+            "embedding_norm",
         ),
         check_bool,
     ),
@@ -169,9 +185,11 @@ class ModelOptions:
         kernel_initializer: object,
         cross_attention: bool = False,
         salt_prefix: str = "",
+        position_bias: keras.layers.Layer | None = None,
     ) -> list:
         """`count` `TransformerBlock`s named `{name}_{i}`, with these options; each gets its own
-        clone of `kernel_initializer` (salt `{salt_prefix}{i}`), so no two blocks start equal."""
+        clone of `kernel_initializer` (salt `{salt_prefix}{i}`), so no two blocks start equal.
+        `position_bias`: one `RelativePositionBias` every block's self-attention uses (T5)."""
         c = self.config
         shared = dict(
             d_model=self.d_model,
@@ -190,6 +208,10 @@ class ModelOptions:
             rope_max_wavelength=c.get("rope_max_wavelength", 10000.0),
             attention_bias=c.get("attention_bias"),
             sliding_window=c.get("sliding_window"),
+            attention_scale=c.get("attention_scale"),
+            relative_num_buckets=c.get("relative_num_buckets", 32),
+            relative_max_distance=c.get("relative_max_distance", 128),
+            position_bias=position_bias,
             attention_impl=self.attention_impl,
             attention_options=c.get("attention_options"),
             causal=causal,
@@ -210,10 +232,17 @@ class ModelOptions:
         return make_norm(self.norm, self.layer_norm_epsilon, self.config.get("dtype"), name)
 
     def embedding(
-        self, vocabulary_size: int, embeddings_initializer: object, name: str, scale=False, mask_zero=False
+        self,
+        vocabulary_size: int,
+        embeddings_initializer: object,
+        name: str,
+        scale=False,
+        mask_zero=False,
+        token_embedding=None,
     ) -> TokenAndPositionEmbedding:
         """The `TokenAndPositionEmbedding`: E[token] (· √d_model with `scale`) + P[position] for
-        an embedding-side `position` (none for the others)."""
+        an embedding-side `position` (none for the others); `token_embedding`: a built
+        `TokenEmbedding` whose table it shares."""
         return TokenAndPositionEmbedding(
             vocabulary_size,
             self.d_model,
@@ -222,6 +251,7 @@ class ModelOptions:
             scale=scale,
             mask_zero=mask_zero,
             embeddings_initializer=embeddings_initializer,
+            token_embedding=token_embedding,
             dtype=self.config.get("dtype"),
             name=name,
         )

@@ -1,7 +1,7 @@
 """Pieces of the model classes: `num_classes`, the norm factory, the default initializers,
 the key/value cache helpers of cached decoding, and the parts of a `Seq2Seq`
-(`seq2seq_parts`). The constructors' argument rules and the blocks they build are
-`keras_tfm.models.options`.
+(`seq2seq_parts`, its graph `seq2seq_graph`). The constructors' argument rules and the
+blocks they build are `keras_tfm.models.options`.
 """
 
 import functools
@@ -9,9 +9,11 @@ import functools
 import keras
 from keras import ops
 
-from keras_tfm.checks import check_bool, check_choice, check_positive_int
+from keras_tfm.checks import check_bool, check_choice, check_positive_int, check_token_id
+from keras_tfm.generation.constraints import check_generation_config
+from keras_tfm.layers.attention.relative_position_bias import RelativePositionBias
 from keras_tfm.layers.initializers import clone_initializer
-from keras_tfm.layers.output_head import OutputHead
+from keras_tfm.layers.output_head import LogitsBias, OutputHead
 from keras_tfm.layers.rms_norm import RMSNorm
 from keras_tfm.layers.transformer_block import NORMS
 
@@ -117,6 +119,39 @@ def resolve_vocabularies(vocabulary_size, source_vocabulary_size, target_vocabul
     return src, tgt, share
 
 
+def _shared_position_biases(o):
+    """(encoder, decoder) `RelativePositionBias` tables shared by the blocks of each stack
+    (`share_position_bias`, T5), or (None, None)."""
+    if not o.share_position_bias:
+        return None, None
+    if o.position != "relative":
+        raise ValueError(
+            f"`share_position_bias`=True needs position='relative' (one T5 bias table per stack); "
+            f"received position={o.position!r}."
+        )
+    return tuple(
+        RelativePositionBias(
+            o.num_heads,
+            num_buckets=o.relative_num_buckets,
+            max_distance=o.relative_max_distance,
+            bidirectional=side == "encoder",
+            dtype=o.config.get("dtype"),
+            name=f"{side}_position_bias",
+        )
+        for side in ("encoder", "decoder")
+    )
+
+
+def check_special_ids(o, source_size, target_size):
+    """`pad_id` and `generation_config` checked against the vocabularies (in place in `o.config`,
+    which `get_config` saves)."""
+    if o.pad_id is not None:
+        check_token_id("pad_id", o.pad_id, min(source_size, target_size))
+    o.config["generation_config"] = o.generation_config = check_generation_config(
+        o.generation_config, target_size
+    )
+
+
 def seq2seq_parts(o, source_size, target_size, shared, embeddings_initializer, kernel_initializer) -> dict:
     """The layers of a `Seq2Seq` of options `o` (`ModelOptions`), by attribute name."""
     encoder_layers = o.num_encoder_layers or o.num_layers
@@ -125,14 +160,22 @@ def seq2seq_parts(o, source_size, target_size, shared, embeddings_initializer, k
         raise ValueError(
             "Give `num_layers` (or `num_encoder_layers` and `num_decoder_layers`), or a `preset`."
         )
+    check_special_ids(o, source_size, target_size)
     dtype = o.config.get("dtype")
 
-    def embedding_for(vocabulary, layer):
+    def embedding_for(vocabulary, layer, token_embedding=None):
         init = initializer(embeddings_initializer, normal(o.d_model**-0.5), layer)
-        return o.embedding(vocabulary, init, layer, scale=o.scale_embeddings, mask_zero=True)
+        mask_zero = o.pad_id is None
+        return o.embedding(vocabulary, init, layer, o.scale_embeddings, mask_zero, token_embedding)
 
-    encoder_embedding = embedding_for(source_size, "embedding" if shared else "encoder_embedding")
+    separate = shared and o.separate_positions  # one token table, a position table per side (BART)
+    encoder_embedding = embedding_for(
+        source_size, "embedding" if shared and not separate else "encoder_embedding"
+    )
     decoder_embedding = encoder_embedding if shared else embedding_for(target_size, "decoder_embedding")
+    if separate:
+        encoder_embedding.build((None, None))
+        decoder_embedding = embedding_for(target_size, "decoder_embedding", encoder_embedding.token_embedding)
     stack = functools.partial(
         o.blocks, kernel_initializer=initializer(kernel_initializer, "glorot_uniform", "blocks")
     )
@@ -145,20 +188,72 @@ def seq2seq_parts(o, source_size, target_size, shared, embeddings_initializer, k
             dtype=dtype,
             name="lm_head",
         )
+    encoder_bias, decoder_bias = _shared_position_biases(o)
+    norm = o.make_norm if o.embedding_norm else lambda name: None
     return dict(
         encoder_embedding=encoder_embedding,
         decoder_embedding=decoder_embedding,
+        encoder_embedding_norm=norm("encoder_embedding_norm"),
+        decoder_embedding_norm=norm("decoder_embedding_norm"),
         encoder_embedding_dropout=keras.layers.Dropout(
             o.dropout, dtype=dtype, name="encoder_embedding_dropout"
         ),
         decoder_embedding_dropout=keras.layers.Dropout(
             o.dropout, dtype=dtype, name="decoder_embedding_dropout"
         ),
-        encoder_blocks=stack("encoder_block", encoder_layers, causal=False, salt_prefix="encoder_"),
+        encoder_position_bias=encoder_bias,
+        decoder_position_bias=decoder_bias,
+        encoder_blocks=stack(
+            "encoder_block", encoder_layers, causal=False, salt_prefix="encoder_", position_bias=encoder_bias
+        ),
         decoder_blocks=stack(
-            "decoder_block", decoder_layers, causal=True, cross_attention=True, salt_prefix="decoder_"
+            "decoder_block",
+            decoder_layers,
+            causal=True,
+            cross_attention=True,
+            salt_prefix="decoder_",
+            position_bias=decoder_bias,
         ),
         encoder_final_norm=o.make_norm("encoder_final_norm") if o.norm_first else None,
         decoder_final_norm=o.make_norm("decoder_final_norm") if o.norm_first else None,
         head=head,
+        logits_bias=LogitsBias(target_size, dtype=dtype, name="logits_bias") if o.logits_bias else None,
     )
+
+
+def embed_tokens(embedding, norm, token_ids, positions=None):
+    """Token + position embedding of one side, then its embedding norm (BART) when it has one."""
+    x = embedding(token_ids) if positions is None else embedding(token_ids, positions=positions)
+    return x if norm is None else norm(x)
+
+
+def output_logits(parts, hidden_states, logits_scale=1.0):
+    """Float32 logits of a seq2seq decoder's (final-normed) states: `(h · logits_scale) Eᵀ` tied
+    (T5 v1.0: d_model^-0.5) or the untied head, plus the logits bias (BART, Marian) if any.
+    `parts` has the attributes of `seq2seq_parts` (the parts, or the model)."""
+    h = hidden_states if logits_scale == 1.0 else hidden_states * logits_scale
+    logits = parts.decoder_embedding(h, reverse=True) if parts.head is None else parts.head(h)
+    return logits if parts.logits_bias is None else parts.logits_bias(logits)
+
+
+def seq2seq_graph(p, inputs, pad_id, logits_scale):
+    """The functional graph of a `Seq2Seq` over its parts `p`: `(encoder output, logits)`.
+
+    keras_tfm's models (`pad_id` None): padding masks travel as Keras implicit masks (mask_zero),
+    the encoder mask reaches self-attention and, as `context_mask`, cross-attention. A
+    checkpoint's (`pad_id` given): the source mask is `ids != pad_id`, passed explicitly; the
+    decoder's keys are masked causally only, as HuggingFace's models do.
+    """
+    source = inputs["encoder_token_ids"]
+    source_mask = None if pad_id is None else ops.not_equal(source, pad_id)
+    x = p.encoder_embedding_dropout(embed_tokens(p.encoder_embedding, p.encoder_embedding_norm, source))
+    for block in p.encoder_blocks:
+        x = block(x) if source_mask is None else block(x, padding_mask=source_mask)
+    x = x if p.encoder_final_norm is None else p.encoder_final_norm(x)
+    target = inputs["decoder_token_ids"]
+    y = p.decoder_embedding_dropout(embed_tokens(p.decoder_embedding, p.decoder_embedding_norm, target))
+    for block in p.decoder_blocks:
+        y = block(y, context=x) if source_mask is None else block(y, context=x, context_mask=source_mask)
+    y = y if p.decoder_final_norm is None else p.decoder_final_norm(y)
+    logits = output_logits(p, y, logits_scale)
+    return x, keras.layers.Identity(dtype="float32", name="logits")(logits)

@@ -13,16 +13,17 @@ left by one relative to the decoder input); id 0 is padding on both sides
 (padding masks are derived from the ids: `mask_zero`), and the logits carry
 the target padding mask, so `MaskedSparseCategoricalCrossentropy` ignores it.
 
-`seq2seq(...)` (the builder, with presets) returns a `Seq2Seq`. Its graph has
-the inputs `encoder_token_ids`, `decoder_token_ids` and the layers
-`embedding` (shared) or `encoder_embedding` + `decoder_embedding`,
+T5, BART and Marian checkpoints (`keras_tfm.checkpoints`) are this class with the
+options of the class docstring from `pad_id` on (padding by a model pad id, not id 0).
+
+`seq2seq(...)` (the builder, with presets) returns a `Seq2Seq`. Its graph has the inputs
+`encoder_token_ids`, `decoder_token_ids` and the layers `embedding` (shared) or `encoder_embedding` + `decoder_embedding`,
 `encoder_embedding_dropout`, `decoder_embedding_dropout`, `encoder_block_{i}`,
 `decoder_block_{i}`, `encoder_final_norm` / `decoder_final_norm` (pre-norm),
 `lm_head` (untied) and the float32 output `logits` (B, T_target, V_target).
-Cached decoding (greedy, sampling, beam search) is `keras_tfm.generation`, on
-the methods `encode`, `compute_cross_caches`, `init_caches` and
-`call_with_cache`; the analytic parameter count is in
-`keras_tfm.models.param_counts`.
+Cached decoding (greedy, sampling, beam search) is `keras_tfm.generation`, on the methods
+`encode`, `compute_cross_caches`, `init_caches` and `call_with_cache`; the analytic parameter
+count is in `keras_tfm.models.param_counts`.
 """
 
 import types
@@ -37,13 +38,16 @@ from keras_tfm.models.options import ModelOptions, arguments
 from keras_tfm.models.parts import (
     block_caches,
     cache_positions,
+    embed_tokens,
+    output_logits,
     resolve_vocabularies,
+    seq2seq_graph,
     seq2seq_parts,
     zero_caches,
 )
 from keras_tfm.models.presets import preset_options
 
-#: Its inputs, int32 (batch, T) each (id 0 is padding).
+#: Its inputs, int32 (batch, T) each (id 0, or the model's `pad_id`, is padding).
 SEQ2SEQ_INPUTS = ("encoder_token_ids", "decoder_token_ids")
 
 
@@ -66,13 +70,14 @@ class Seq2Seq(TransformerModel):
             `num_decoder_layers` override each side.
         num_heads, d_model, d_ff (default 4·d_model), dropout,
         attention_dropout: sizes and rates.
-        position: "sinusoidal" (paper), "learned", "rope", "alibi",
-            "relative" or None. Attention-side schemes act in the encoder and
-            decoder self-attention (never in cross-attention).
+        position: "sinusoidal" (paper), "sinusoidal_halves" (Marian's column
+            order), "learned", "rope", "alibi", "relative" or None.
+            Attention-side schemes act in the encoder and decoder
+            self-attention (never in cross-attention).
         norm_first: pre-norm (adds `encoder_final_norm`/`decoder_final_norm`)
             or post-norm (paper).
         activation: FFN activation ("relu" in the paper; also "gelu",
-            "gelu_tanh", "silu" and the gated "swiglu" / "geglu").
+            "gelu_tanh", "silu" and the gated "swiglu" / "geglu" / "geglu_tanh").
         layer_norm_epsilon: ε of every norm (1e-6 as in tensor2tensor).
         norm: "layer" (LayerNorm, paper) or "rms" (RMSNorm, float32 statistics).
         tie_embeddings: logits = h Eᵀ with the decoder-side embedding; else an
@@ -82,6 +87,23 @@ class Seq2Seq(TransformerModel):
             self-attention cache and the cross-attention keys/values have
             that many heads), rope_max_wavelength, attention_impl,
             attention_options: as in `GPT`.
+        pad_id: None: id 0 is padding on both sides (`mask_zero`). An id (a
+            checkpoint's: T5 0, BART 1, Marian V-1): sources are masked where
+            `ids == pad_id` (generation: by their lengths), the decoder's keys
+            only causally (as in HuggingFace), the loss ignores that label;
+            0 and `pad_id` are ordinary decoder tokens (T5 and Marian start
+            decoding from the pad id).
+        attention_scale: score scale of every attention; None: 1/√d_k (T5: 1).
+        relative_num_buckets, relative_max_distance: of position="relative".
+        share_position_bias: position="relative" with one table per stack
+            (`encoder_position_bias`, `decoder_position_bias`), as T5.
+        separate_positions: shared embeddings with a learned position table
+            per side (BART); False: one (`embedding`).
+        embedding_norm: a norm after each side's embedding (BART).
+        logits_scale: logits = (h · logits_scale) Eᵀ (T5 v1.0: d_model^-0.5).
+        logits_bias: a learned `(V_target,)` logits bias (BART, Marian).
+        generation_config: a checkpoint's generation defaults, keys of
+            `keras_tfm.generation.constraints.GENERATION_CONFIG_KEYS`.
         embeddings_initializer: default N(0, d_model^-0.5) (so √d-scaled
             embeddings have unit variance). kernel_initializer: default Glorot.
         dtype: dtype policy of every layer; logits are float32.
@@ -95,8 +117,13 @@ class Seq2Seq(TransformerModel):
         encoder_blocks, decoder_blocks: lists of `TransformerBlock`s (the
             decoder blocks have cross-attention).
         encoder_final_norm, decoder_final_norm: norms (pre-norm) or None.
+        encoder_embedding_norm, decoder_embedding_norm: norms or None.
+        encoder_position_bias, decoder_position_bias: shared tables or None.
         head: the untied `OutputHead`, or None when tied.
+        logits_bias: the `LogitsBias` or None.
         shared_embeddings, tie_embeddings, mask_zero: bools.
+        pad_id, source_pad_id, decoder_start_id, generation_config,
+        logits_scale: the special ids and output scale (above).
         source_vocabulary_size, target_vocabulary_size (= vocabulary_size),
         max_length, num_heads, num_key_value_heads, d_model, head_dim.
         encoder_output: the symbolic encoder output of the graph.
@@ -139,6 +166,16 @@ class Seq2Seq(TransformerModel):
         rope_max_wavelength: float = 10000.0,
         attention_impl: str = "auto",
         attention_options: dict | None = None,
+        pad_id: int | None = None,
+        attention_scale: float | None = None,
+        relative_num_buckets: int = 32,
+        relative_max_distance: int = 128,
+        share_position_bias: bool = False,
+        separate_positions: bool = False,
+        embedding_norm: bool = False,
+        logits_scale: float = 1.0,
+        logits_bias: bool = False,
+        generation_config: dict | None = None,
         embeddings_initializer=None,
         kernel_initializer="glorot_uniform",
         dtype=None,
@@ -149,35 +186,21 @@ class Seq2Seq(TransformerModel):
         source_size, target_size, shared = resolve_vocabularies(
             o.vocabulary_size, o.source_vocabulary_size, o.target_vocabulary_size, share_embeddings
         )
-        sizes = o.layout_sizes(
-            source_size if shared else None,
-            source_vocabulary=source_size,
-            target_vocabulary=target_size,
-            output_vocabulary=target_size,
-        )
+        vocabularies = dict(source_vocabulary=source_size, target_vocabulary=target_size)
+        sizes = o.layout_sizes(source_size if shared else None, output_vocabulary=target_size, **vocabularies)
         parts = seq2seq_parts(o, source_size, target_size, shared, embeddings_initializer, kernel_initializer)
-
-        # === Functional graph ===
-        # Padding masks travel as Keras implicit masks (mask_zero): the encoder mask reaches
-        # self-attention and, as `context_mask`, cross-attention.
         p = types.SimpleNamespace(**parts)
+
+        # === Functional graph (`seq2seq_graph`: masks by `mask_zero`, or by `pad_id`) ===
         inputs = {n: keras.Input(shape=(None,), dtype="int32", name=n) for n in SEQ2SEQ_INPUTS}
-        x = p.encoder_embedding_dropout(p.encoder_embedding(inputs["encoder_token_ids"]))
-        for block in p.encoder_blocks:
-            x = block(x)
-        x = x if p.encoder_final_norm is None else p.encoder_final_norm(x)
-        y = p.decoder_embedding_dropout(p.decoder_embedding(inputs["decoder_token_ids"]))
-        for block in p.decoder_blocks:
-            y = block(y, context=x)
-        y = y if p.decoder_final_norm is None else p.decoder_final_norm(y)
-        logits = p.decoder_embedding(y, reverse=True) if p.head is None else p.head(y)
-        logits = keras.layers.Identity(dtype="float32", name="logits")(logits)
+        x, logits = seq2seq_graph(p, inputs, o.pad_id, o.logits_scale)
         self._init_model(inputs, logits, name, o.config, layout_sizes=sizes, **kwargs)
 
         # === Parts ===
-        sizes = dict(o.sizes(), vocabulary_size=target_size, source_vocabulary_size=source_size)
+        sizes = dict(o.sizes("pad_id", "logits_scale", "generation_config"), vocabulary_size=target_size)
+        sizes.update(source_vocabulary_size=source_size, target_vocabulary_size=target_size)
         self._set_parts(
-            dict(sizes, target_vocabulary_size=target_size, shared_embeddings=shared, mask_zero=True),
+            dict(sizes, shared_embeddings=shared, mask_zero=o.pad_id is None),
             tie_embeddings=o.tie_embeddings,
             encoder_token_embedding=p.encoder_embedding.token_embedding,
             decoder_token_embedding=p.decoder_embedding.token_embedding,
@@ -187,8 +210,19 @@ class Seq2Seq(TransformerModel):
         self._compile_defaults()  # `TransformerModel.compile`'s; a user's compile replaces them
 
     def _default_loss(self):
-        """The teacher-forcing loss: token cross-entropy from logits, target padding (id 0) excluded, and `MaskedAccuracy`."""
-        return lm_loss_and_accuracy(0)
+        """The teacher-forcing loss: token cross-entropy from logits, target padding (id 0, or the
+        model's `pad_id`) excluded, and `MaskedAccuracy`."""
+        return lm_loss_and_accuracy(self.source_pad_id)
+
+    @property
+    def source_pad_id(self) -> int:
+        """The id sources are padded with: `pad_id`, else 0."""
+        return 0 if self.pad_id is None else self.pad_id
+
+    @property
+    def decoder_start_id(self) -> int | None:
+        """The first decoder token of a checkpoint's `generation_config`, else None."""
+        return (self.generation_config or {}).get("decoder_start_id")
 
     # ------------------------------------------------------------ operations
     def _check_tokenizer(self, tokenizer):
@@ -210,15 +244,15 @@ class Seq2Seq(TransformerModel):
         """Encoder output `(batch, S, d_model)` (inference: no dropout).
 
         Args:
-            source_ids: int `(batch, S)`; id 0 is padding.
+            source_ids: int `(batch, S)`; `source_pad_id` (0, or the model's `pad_id`) is padding.
             padding_mask: optional bool `(batch, S)`, True at real tokens
-                (combined with `source_ids != 0`).
+                (combined with `source_ids != source_pad_id`).
         """
         source_ids = ops.cast(source_ids, "int32")
-        mask = ops.not_equal(source_ids, 0)
+        mask = ops.not_equal(source_ids, self.source_pad_id)
         if padding_mask is not None:
             mask = ops.logical_and(mask, ops.cast(padding_mask, "bool"))
-        x = self.encoder_embedding(source_ids)
+        x = embed_tokens(self.encoder_embedding, self.encoder_embedding_norm, source_ids)
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask, training=False)
         if self.encoder_final_norm is not None:
@@ -231,14 +265,13 @@ class Seq2Seq(TransformerModel):
         return [block.cross_attention_layer.compute_cache(encoder_output) for block in self.decoder_blocks]
 
     def embed(self, token_ids, positions=None):
-        """Decoder-side token + position embedding (no dropout)."""
-        return self.decoder_embedding(token_ids, positions=positions)
+        """Decoder-side token + position embedding (and embedding norm; no dropout)."""
+        return embed_tokens(self.decoder_embedding, self.decoder_embedding_norm, token_ids, positions)
 
     def compute_logits(self, hidden_states):
         """Float32 logits `(..., V_target)` of the last decoder block's output."""
         h = hidden_states if self.decoder_final_norm is None else self.decoder_final_norm(hidden_states)
-        logits = self.decoder_token_embedding(h, reverse=True) if self.head is None else self.head(h)
-        return ops.cast(logits, "float32")
+        return ops.cast(output_logits(self, h, self.logits_scale), "float32")
 
     def init_caches(self, batch_size: int, length: int, dtype: str | None = None) -> list:
         """Zero self-attention caches of the decoder blocks: keys and values of
@@ -249,16 +282,9 @@ class Seq2Seq(TransformerModel):
         return zero_caches(self.decoder_blocks, batch_size, length, dtype)
 
     def call_with_cache(
-        self,
-        token_ids,
-        caches,
-        cache_index,
-        cross_caches,
-        context_mask,
-        positions=None,
-        padding_mask=None,
+        self, token_ids, caches, cache_index, cross_caches, context_mask, positions=None, padding_mask=None,
         last_only=False,
-    ):
+    ):  # fmt: skip
         """Runs decoder `token_ids` at cache slots `cache_index ..`.
 
         Args:
@@ -313,15 +339,9 @@ class Seq2Seq(TransformerModel):
     def decode_step(self, token_ids, positions, caches, cache_index, padding_mask, context=None):
         """The decoder protocol of `keras_tfm.generation`: `call_with_cache` over `context`
         (from `encode_context`), the last position's float32 logits `(batch, V)` and the caches."""
+        cross = (context["cross_caches"], context["context_mask"])
         logits, caches = self.call_with_cache(
-            token_ids,
-            caches,
-            cache_index,
-            context["cross_caches"],
-            context["context_mask"],
-            positions=positions,
-            padding_mask=padding_mask,
-            last_only=True,
+            token_ids, caches, cache_index, *cross, positions, padding_mask, True
         )
         return logits[:, 0, :], caches
 
@@ -336,15 +356,14 @@ class Seq2Seq(TransformerModel):
             max_new_tokens: int in [0, max_length - 1].
             **options: those of `keras_tfm.generation.generate` (`sampler`,
                 `temperature`, `top_k`, `top_p`, `seed`, `eos_id`, `bos_id`,
-                `pad_id`; ids only: `return_lengths`, `output_scores`,
-                `source_lengths`, `decoder_prompt_ids`).
+                `pad_id`, the token constraints; ids only: `return_lengths`,
+                `output_scores`, `source_lengths`, `decoder_prompt_ids`).
 
         Returns:
             Text in: the translations, a str for a str, a list for a list.
             Ids in: what `keras_tfm.generation.generate` returns.
 
-        Raises:
-            ValueError / TypeError: as `translate`; ids-only options with text.
+        Raises: ValueError / TypeError: as `translate`; ids-only options with text.
         """
         return generation_text.generate_text(self, inputs, max_new_tokens, **options)
 
@@ -368,34 +387,33 @@ class Seq2Seq(TransformerModel):
         return generation_text.beam_search_text(self, inputs, max_new_tokens, num_beams=num_beams, **options)
 
     def translate(
-        self, texts, num_beams: int = 4, max_new_tokens: int | None = None, length_penalty: float = 0.6
+        self,
+        texts,
+        num_beams: int = 4,
+        max_new_tokens: int | None = None,
+        length_penalty: float | None = None,
     ):
-        """Translates text with `model.tokenizer`: in process, what the exported
-        `translate` signature answers for the same request.
-
-        The sources are tokenized by the source tokenizer, decoded from `BOS`
-        to `EOS` (`keras_tfm.tokenizers.special_tokens`), greedily for
-        `num_beams=1`, else by beam search (the best beam), and the new ids
-        detokenized by the target tokenizer as the served signature does.
+        """Translates text with `model.tokenizer`: in process, what the exported `translate`
+        signature answers: sources tokenized by the source tokenizer, decoded from the start id to
+        the stop id (`generation.text.seq2seq_ids`), greedily (`num_beams=1`) or by beam search
+        (the best beam), new ids detokenized by the target tokenizer.
 
         Args:
             texts: a str or a non-empty list of str.
             num_beams: int >= 1 (1 = greedy).
-            max_new_tokens: int in [0, max_length - 1] (>= 1 with beams); None:
-                `max_length - 1` (the export's default limit).
-            length_penalty: α of ((5 + len) / 6)^α, in [0, 5].
+            max_new_tokens: int in [0, max_length - 1] (>= 1 with beams); None: `max_length - 1`.
+            length_penalty: α in [0, 5]; None: the model's (a checkpoint's, else GNMT's 0.6).
 
         Returns:
             A str for a str, a list of str for a list.
 
         Raises:
-            ValueError: no `model.tokenizer`, an empty list, a text with no
-                tokens or longer than `max_length`, bad options (named).
+            ValueError: no `model.tokenizer`, an empty list, a text with no tokens or longer than
+                `max_length`, bad options (named).
             TypeError: `texts` not text (or mixing str with other items).
         """
-        return generation_text.translate(
-            self, texts, num_beams=num_beams, max_new_tokens=max_new_tokens, length_penalty=length_penalty
-        )
+        options = dict(num_beams=num_beams, max_new_tokens=max_new_tokens, length_penalty=length_penalty)
+        return generation_text.translate(self, texts, **options)
 
 
 def seq2seq_options(preset, options):

@@ -125,7 +125,12 @@ def read_post_processor(data: dict, file: str, vocabulary: dict[str, int]) -> tu
     post = data.get("post_processor")
     if post is None or (isinstance(post, dict) and post.get("type") == "ByteLevel"):
         return [], []
-    supported = "null, ByteLevel, TemplateProcessing with one special token at most before and after $A"
+    supported = (
+        "null, ByteLevel, RobertaProcessing, TemplateProcessing with one special token at most before "
+        "and after $A"
+    )
+    if isinstance(post, dict) and post.get("type") == "RobertaProcessing":
+        return _roberta_post_processor(post, file, vocabulary)
     if not isinstance(post, dict) or post.get("type") != "TemplateProcessing":
         raise unsupported(file, "post_processor", post, supported)
     single = post.get("single") or []
@@ -149,6 +154,23 @@ def read_post_processor(data: dict, file: str, vocabulary: dict[str, int]) -> tu
     if len(prefix) > 1 or len(suffix) > 1:
         raise unsupported(file, "post_processor.single", single, supported)
     return prefix, suffix
+
+
+def _roberta_post_processor(post: dict, file: str, vocabulary: dict[str, int]) -> tuple[list[str], list[str]]:
+    """RoBERTa's / BART's `<s> $A </s>`: `cls` before a single sequence, `sep` after it (`trim_offsets`
+    and `add_prefix_space` there act on offsets only)."""
+    tokens = []
+    for role in ("cls", "sep"):
+        entry = post.get(role)
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], str)
+            or vocabulary.get(entry[0]) != entry[1]
+        ):
+            raise unsupported(file, f"post_processor.{role}", entry, "[token, id] of the vocabulary")
+        tokens.append(entry[0])
+    return [tokens[0]], [tokens[1]]
 
 
 def read_bpe_options(model: dict, file: str, byte_level: bool) -> dict[str, Any]:

@@ -172,7 +172,7 @@ def dot_product_attention(
         attention_impl, attention_options, cache_layout,
     )  # fmt: skip
     if attention_impl in ("auto", "standard") and _one_query(inputs):
-        return attend_one_query(*inputs[:5], dropout, training, cache_layout), None
+        return attend_one_query(*inputs[:5], dropout, training, cache_layout, scale=scale), None
     if cache_layout:
         inputs = inputs._replace(**dict(zip(("key", "value"), sequence_layout(key, value))))
     groups = query.shape[2] // inputs.key.shape[2]

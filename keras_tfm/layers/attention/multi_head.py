@@ -64,6 +64,13 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         attention_options: dict of options for that implementation.
         rope_max_wavelength: base of the RoPE frequencies.
         relative_num_buckets, relative_max_distance: T5 relative bias options.
+        position_bias: with `position="relative"`, a `RelativePositionBias` layer to
+            use instead of one of its own (T5 shares one table among the
+            self-attention layers of a stack); its buckets and direction are
+            then the shared layer's. Not part of the config: the model that
+            shares it passes it again when it is rebuilt.
+        attention_scale: the score scale s of softmax(s·Q Kᵀ + B + M); None (default)
+            is 1/√key_dim (T5 uses 1, its query projection absorbs the scale).
         kernel_initializer, bias_initializer: projection initializers.
         **kwargs: standard `keras.layers.Layer` arguments.
     """
@@ -85,6 +92,8 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         rope_max_wavelength: float = 10000.0,
         relative_num_buckets: int = 32,
         relative_max_distance: int = 128,
+        position_bias: RelativePositionBias | None = None,
+        attention_scale: float | None = None,
         kernel_initializer: Any = "glorot_uniform",
         bias_initializer: Any = "zeros",
         output_bias: bool | None = None,
@@ -116,6 +125,17 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         self.rope_max_wavelength = check_positive_float("rope_max_wavelength", rope_max_wavelength)
         self.relative_num_buckets = check_positive_int("relative_num_buckets", relative_num_buckets)
         self.relative_max_distance = check_positive_int("relative_max_distance", relative_max_distance)
+        if position_bias is not None and (
+            not isinstance(position_bias, RelativePositionBias) or self.position != "relative"
+        ):
+            raise ValueError(
+                "`position_bias` (a shared table) needs position='relative' and a RelativePositionBias; "
+                f"received position={self.position!r} and {type(position_bias).__name__}."
+            )
+        self._shared_position_bias = position_bias
+        self.attention_scale = (
+            None if attention_scale is None else check_positive_float("attention_scale", attention_scale)
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -177,6 +197,13 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             self.rotary = RotaryEmbedding(self.rope_max_wavelength, dtype=self.dtype_policy, name="rotary")
         elif self.position == "alibi":
             self.alibi = AlibiBias(self.num_heads, dtype=self.dtype_policy, name="alibi")
+        elif self.position == "relative" and self._shared_position_bias is not None:
+            self.relative_bias = self._shared_position_bias
+            if self.relative_bias.num_heads != self.num_heads:
+                raise ValueError(
+                    f"The shared `position_bias` has {self.relative_bias.num_heads} heads; this layer "
+                    f"has {self.num_heads}."
+                )
         elif self.position == "relative":
             self.relative_bias = RelativePositionBias(
                 self.num_heads,
@@ -186,6 +213,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
                 dtype=self.dtype_policy,
                 name="relative_position_bias",
             )
+        if self.relative_bias is not None and not self.relative_bias.built:
             self.relative_bias.build()
 
     # ------------------------------------------------------------------- call
@@ -226,7 +254,8 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
         causal: bool = False,
         cache_layout: bool = False,
     ) -> tuple[Any, Any]:
-        """head_h = softmax(Q_h K_hᵀ/√d_k + B_h + M) V_h (`dot_product.dot_product_attention`).
+        """head_h = softmax(s·Q_h K_hᵀ + B_h + M) V_h, s = `attention_scale` or 1/√d_k
+        (`dot_product.dot_product_attention`).
 
         `query` `(B, Tq, H, d)`, `key`/`value` `(B, Tk, G, d)` (`G` key/value heads), or as a
         decoding cache stores them with `cache_layout`. `causal` (equal-length
@@ -247,6 +276,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
             value,
             mask=mask,
             bias=bias,
+            scale=self.attention_scale,
             dropout=self.dropout_layer if self.dropout > 0 else None,
             training=training,
             return_attention_scores=return_attention_scores,
@@ -274,6 +304,7 @@ class MultiHeadAttentionBase(QuantizeSublayersMixin, keras.layers.Layer):
                 "rope_max_wavelength": self.rope_max_wavelength,
                 "relative_num_buckets": self.relative_num_buckets,
                 "relative_max_distance": self.relative_max_distance,
+                "attention_scale": self.attention_scale,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
