@@ -36,6 +36,7 @@ SLOWEST_FIRST = (
     "test_export.py",  # 185 (four exports, each loaded by two loaders in a subprocess)
     "test_cli_workflow.py",  # 100
     "test_families_seq2seq.py",  # ~95 on a loaded machine (a T5 export; four Unigram tokenizers traced)
+    "test_families_decoders.py",  # ~80 on a loaded machine (a Mistral export, HF beam search under XLA)
     "test_examples_cli.py",  # 85
     "test_docs.py",  # 80 (one export, a compiled generation loop)
     "test_training.py",  # 74
