@@ -25,8 +25,8 @@ from keras_tfm.export.common import (
     string_vector,
 )
 from keras_tfm.generation import prompts as prompts_lib
-from keras_tfm.generation.decoding import model_pad_id
 from keras_tfm.generation.generator import Generator
+from keras_tfm.generation.prompts import model_pad_id
 from keras_tfm.generation.text import seq2seq_ids
 from keras_tfm.tokenizers.text import detokenize, sample_text
 

@@ -55,7 +55,7 @@ class TokenConstraints(NamedTuple):
         return self.forced_bos_id is not None or self.forced_eos_id is not None or bool(self.suppressed_ids)
 
 
-def _check_ids(name: str, value: Any, vocabulary_size: int) -> tuple:
+def check_ids(name: str, value: Any, vocabulary_size: int) -> tuple:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise TypeError(f"`{name}` must be a list of token ids; received {value!r}.")
     ids = [check_token_id(f"{name}[{i}]", v, vocabulary_size) for i, v in enumerate(value)]
@@ -77,34 +77,12 @@ def check_generation_config(config: dict | None, vocabulary_size: int) -> dict |
     checked = {}
     for key, value in config.items():
         if key == "suppressed_ids":
-            checked[key] = list(_check_ids(f"generation_config['{key}']", value or (), vocabulary_size))
+            checked[key] = list(check_ids(f"generation_config['{key}']", value or (), vocabulary_size))
         elif value is not None:
             checked[key] = check_token_id(f"generation_config['{key}']", value, vocabulary_size)
         else:
             checked[key] = None
     return checked
-
-
-def model_defaults(model: object) -> dict:
-    """The `generation_config` of a model (an empty dict when it has none)."""
-    return dict(getattr(model, "generation_config", None) or {})
-
-
-def request_constraints(model: object, request: dict) -> TokenConstraints:
-    """The constraints of a request: the model's defaults, with the request's `CONSTRAINT_KEYS`
-    (popped from `request`, checked against the model's vocabulary) over them."""
-    vocabulary = model.vocabulary_size
-    values = {key: model_defaults(model).get(key) for key in CONSTRAINT_KEYS}
-    for key in CONSTRAINT_KEYS:
-        if key in request:
-            value = request.pop(key)
-            if key == "suppressed_ids":
-                values[key] = () if value is None else _check_ids(key, value, vocabulary)
-            else:
-                values[key] = None if value is None else check_token_id(key, value, vocabulary)
-    return TokenConstraints(
-        values["forced_bos_id"], values["forced_eos_id"], tuple(values["suppressed_ids"] or ())
-    )
 
 
 def _force(scores: Any, token_id: int, rows: Any) -> Any:
@@ -185,7 +163,6 @@ __all__ = [
     "apply_constraints",
     "beam_constrain",
     "check_generation_config",
+    "check_ids",
     "constrained_selector",
-    "model_defaults",
-    "request_constraints",
 ]

@@ -48,13 +48,6 @@ def padding_token(model):
     return 0 if getattr(model, "mask_zero", False) else None
 
 
-def model_pad_id(model):
-    """The padding id of a model's inputs: its `pad_id` (a checkpoint's, e.g. BART's 1), else 0
-    (keras_tfm's models pad with id 0)."""
-    pad_id = getattr(model, "pad_id", None)
-    return 0 if pad_id is None else int(pad_id)
-
-
 def share(step):
     """Tells a `compiled.SharedStep` that several loop bodies will call it (a no-op for a plain step)."""
     if hasattr(step, "shared"):

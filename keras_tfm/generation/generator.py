@@ -114,10 +114,10 @@ class Generator(compiled.Module):
             )
         self.model = model
         self.seq2seq = is_encoder_decoder(model)
-        pad_id = decoding.model_pad_id(model) if pad_id is None else pad_id
+        pad_id = prompts.model_pad_id(model) if pad_id is None else pad_id
         self.pad_id = check_token_id("pad_id", pad_id, model.vocabulary_size)
         if bos_id is None and self.seq2seq:
-            bos_id = constraints_lib.model_defaults(model).get("decoder_start_id")
+            bos_id = prompts.model_defaults(model).get("decoder_start_id")
         elif bos_id is not None and not self.seq2seq:
             raise TypeError(
                 "`bos_id` is for encoder–decoder models; a decoder-only model starts from its prompt."
@@ -128,7 +128,7 @@ class Generator(compiled.Module):
             bos_id = check_token_id("bos_id", bos_id, model.vocabulary_size, minimum=self._bos_minimum)
         self.bos_id = bos_id
         #: The model's forced / suppressed tokens (`constraints`), the default of every request.
-        self.constraints = constraints_lib.request_constraints(model, {})
+        self.constraints = prompts.request_constraints(model, {})
         self.jit_compile = check_bool("jit_compile", jit_compile)
         self.run_eagerly = check_bool("run_eagerly", run_eagerly)
         self.step = compiled.SharedStep(model.decode_step, cache_lib.length_axis)
@@ -236,14 +236,6 @@ class Generator(compiled.Module):
         )
 
     # ------------------------------------------------------------- eager API
-    def _eos(self, eos_id: object) -> int:
-        """A request's stop id (-1: none): `eos_id`, not given: the model's `generation_config`'s."""
-        if eos_id is _UNSET:
-            eos_id = constraints_lib.model_defaults(self.model).get("eos_id")
-        if eos_id is None:
-            return -1
-        return check_token_id("eos_id", eos_id, self.model.vocabulary_size, consequence=NO_STOP)
-
     def generate(
         self,
         inputs: Sequence[Sequence[int]] | np.ndarray,
@@ -269,15 +261,18 @@ class Generator(compiled.Module):
         sampler, temperature, top_k, top_p = check_sampling(
             sampler, temperature, top_k, top_p, seed, vocabulary
         )
-        eos = self._eos(eos_id)
-        constraints = constraints_lib.request_constraints(self.model, request)
         return_lengths = check_bool("return_lengths", return_lengths)
         output_scores = check_bool("output_scores", output_scores)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0, **LIMIT)
         cache_dtype = check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
         if request.get("bos_id") is not None:
             check_token_id("bos_id", request["bos_id"], vocabulary, minimum=self._bos_minimum)
+        if eos_id is not None and eos_id is not _UNSET:  # not given: the model's (`request_eos`)
+            check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
+        eos = prompts.request_eos(self.model, eos_id, _UNSET)
+        constraints = prompts.request_constraints(self.model, request)
         arrays, cache_length, slide = prompts.prepare(self, "generate", inputs, max_new_tokens, request)
+        seed = prompts.make_seed(seed)
         if output_scores:
             size = arrays[-2].shape[0] * (cache_length - arrays[-2].shape[1]) * vocabulary * 4
             if size > MAX_SCORES_BYTES:
@@ -292,7 +287,7 @@ class Generator(compiled.Module):
         fn = self._compiled(key, lambda *a: self.generate_fn(*a, **options))
         scalars = (
             np.int32(max_new_tokens),
-            prompts.make_seed(seed),
+            seed,
             np.float32(temperature),
             np.int32(top_k),
         )
@@ -326,12 +321,14 @@ class Generator(compiled.Module):
         vocabulary = self.model.vocabulary_size
         num_beams = check_num_beams(num_beams, vocabulary)
         options = beam_options(self.model, length_penalty_style, length_penalty, early_stopping)
-        eos = self._eos(eos_id)
-        constraints = constraints_lib.request_constraints(self.model, request)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1, **LIMIT)
         cache_dtype = check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
         if request.get("bos_id") is not None:
             check_token_id("bos_id", request["bos_id"], vocabulary, minimum=self._bos_minimum)
+        if eos_id is not None and eos_id is not _UNSET:  # not given: the model's (`request_eos`)
+            check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
+        eos = prompts.request_eos(self.model, eos_id, _UNSET)
+        constraints = prompts.request_constraints(self.model, request)
         arrays, cache_length, slide = prompts.prepare(self, "beam_search", inputs, max_new_tokens, request)
         style, early = options["style"], options["early_stopping"]
         key = ("beam", num_beams, cache_length, slide, cache_dtype, style, early, constraints)
@@ -350,7 +347,7 @@ _GENERATORS = weakref.WeakKeyDictionary()
 def get_generator(model: keras.Model | Generator, pad_id: int | None = None) -> Generator:
     """The cached `Generator` of `model` (built on first use; a `Generator` is returned as is).
 
-    `pad_id` None: the model's (`decoding.model_pad_id`: a checkpoint's `pad_id`, else 0), a
+    `pad_id` None: the model's (`prompts.model_pad_id`: a checkpoint's `pad_id`, else 0), a
     generator's own; a generator built with another `pad_id`
     than the one asked for raises a ValueError (its `pad_id` is fixed when it is built).
     """
@@ -361,7 +358,7 @@ def get_generator(model: keras.Model | Generator, pad_id: int | None = None) -> 
                 f"Generator with pad_id={pad_id!r} or pass the model itself."
             )
         return model
-    pad_id = decoding.model_pad_id(model) if pad_id is None else pad_id
+    pad_id = prompts.model_pad_id(model) if pad_id is None else pad_id
     generator = _GENERATORS.get(model)
     if generator is None or generator.pad_id != pad_id:
         generator = Generator(model, pad_id=pad_id)

@@ -24,8 +24,8 @@ import secrets
 import keras
 import numpy as np
 
-from keras_tfm.checks import SEED_MAX
-from keras_tfm.generation.decoding import model_pad_id
+from keras_tfm.checks import SEED_MAX, check_token_id
+from keras_tfm.generation.constraints import CONSTRAINT_KEYS, TokenConstraints, check_ids
 
 #: Most new tokens of one generation call. Past the model's context the caches
 #: slide and stay bounded, but the returned token buffer grows with
@@ -57,6 +57,44 @@ def call_cache_length(prompt_length: int, max_new_tokens: int, minimum: int = MI
     """Cache length of an in-process call: `P + next_pow2(max(max_new_tokens, minimum))`,
     e.g. 272 for P = 16 and 256 new tokens (segments 272; 1040 → 272, 528, 1040)."""
     return int(prompt_length) + next_power_of_two(max_new_tokens, minimum)
+
+
+# ------------------------------------------------------------------ model defaults
+def model_pad_id(model):
+    """The padding id of a model's inputs: its `pad_id` (a checkpoint's, e.g. BART's 1), else 0
+    (keras_tfm's models pad with id 0)."""
+    pad_id = getattr(model, "pad_id", None)
+    return 0 if pad_id is None else int(pad_id)
+
+
+def model_defaults(model: object) -> dict:
+    """The `generation_config` of a model (an empty dict when it has none)."""
+    return dict(getattr(model, "generation_config", None) or {})
+
+
+def request_eos(model: object, eos_id: object, unset: object) -> int:
+    """A request's stop id (-1: none): its checked `eos_id`, or where it is `unset`, the model's
+    `generation_config` `eos_id` (checked when it was set)."""
+    if eos_id is unset:
+        eos_id = model_defaults(model).get("eos_id")
+    return -1 if eos_id is None else int(eos_id)
+
+
+def request_constraints(model: object, request: dict) -> TokenConstraints:
+    """The constraints of a request: the model's defaults, with the request's `CONSTRAINT_KEYS`
+    (popped from `request`, checked against the model's vocabulary) over them."""
+    vocabulary = model.vocabulary_size
+    values = {key: model_defaults(model).get(key) for key in CONSTRAINT_KEYS}
+    for key in CONSTRAINT_KEYS:
+        if key in request:
+            value = request.pop(key)
+            if key == "suppressed_ids":
+                values[key] = () if value is None else check_ids(key, value, vocabulary)
+            else:
+                values[key] = None if value is None else check_token_id(key, value, vocabulary)
+    return TokenConstraints(
+        values["forced_bos_id"], values["forced_eos_id"], tuple(values["suppressed_ids"] or ())
+    )
 
 
 # --------------------------------------------------------------------------- ids

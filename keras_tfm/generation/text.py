@@ -24,7 +24,7 @@ import numpy as np
 
 from keras_tfm.checks import check_bool, check_float, check_int, text_batch
 from keras_tfm.generation import generator
-from keras_tfm.generation.constraints import model_defaults
+from keras_tfm.generation.prompts import model_defaults
 
 #: Marks an option the caller did not give (`eos_id=None` means "no stop id").
 _UNSET = object()
