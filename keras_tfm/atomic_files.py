@@ -48,30 +48,21 @@ def fsync_file(path):
 
 def atomic_write_text(path, text):
     """Writes `text` to `path` atomically: temporary file in the same folder, fsync, `os.replace`."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    fsync_dir(folder)
+    _atomic_write(path, text, "w")
 
 
 def atomic_write_bytes(path, data):
     """Writes the bytes `data` to `path` atomically, as `atomic_write_text`."""
+    _atomic_write(path, data, "wb")
+
+
+def _atomic_write(path, content, mode):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with os.fdopen(fd, mode) as f:
+            f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

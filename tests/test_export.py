@@ -482,18 +482,18 @@ def test_versions_and_atomic_writes(exports, tmp_path, monkeypatch):
 
 def test_default_signatures(exports, served):
     """Beam search is exported on request: `signatures="all"` above; the defaults otherwise."""
-    assert select_signatures("gpt", None, has_tokenizer=True) == (
+    assert select_signatures("causal_lm", None, has_tokenizer=True) == (
         "serving_default",
         "generate",
         "generate_ids",
     )
-    assert select_signatures("gpt", None, has_tokenizer=False) == ("serving_default", "generate_ids")
-    assert select_signatures("gpt", "all", has_tokenizer=False) == (
+    assert select_signatures("causal_lm", None, has_tokenizer=False) == ("serving_default", "generate_ids")
+    assert select_signatures("causal_lm", "all", has_tokenizer=False) == (
         "serving_default",
         "generate_ids",
         "beam_search_ids",
     )
-    assert select_signatures("gpt", ["beam_search", "generate"], True) == ("generate", "beam_search")
+    assert select_signatures("causal_lm", ["beam_search", "generate"], True) == ("generate", "beam_search")
     # Another kind's single signature is also its serving_default (TF Serving's default request).
     assert served["models"][1]["signatures"] == ["serving_default", "translate"]
     assert served["models"][2]["signatures"] == ["classify", "serving_default"]
@@ -589,7 +589,7 @@ def test_cli_export_and_generate(exports, tmp_path, capsys):
     bad = ["export", "--model", str(model_path), "--tokenizer", str(vocab_path), "--name", "clf"]
     bad += ["--export-dir", str(tmp_path / "sm")]
     assert usage.run(parser.parse_args(bad + ["--signatures", "classify,generate"])) == 2
-    assert "--signatures: a bert_classifier export has no 'generate' signature" in capsys.readouterr().err
+    assert "--signatures: a classifier export has no 'generate' signature" in capsys.readouterr().err
     assert list_versions(tmp_path / "sm" / "clf") == [1]
     args = parser.parse_args(
         ["generate", "--model", str(tmp_path / "sm" / "clf"), "--prompt", BERT_TEXTS[0], "--json"]

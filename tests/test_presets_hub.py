@@ -172,7 +172,9 @@ def test_directory_of_the_wrong_family_or_class():
         ValueError, match=r"a 'gpt2' checkpoint does not build a BertClassifier; .*GPT\.from_preset"
     ):
         BertClassifier.from_preset(TINY_GPT2, num_classes=2)
-    with pytest.raises(ValueError, match=r"no HuggingFace checkpoint layout builds a Seq2Seq"):
+    with pytest.raises(
+        ValueError, match=r"a 'bert' checkpoint does not build a Seq2Seq; load it with BertEncoder"
+    ):
         Seq2Seq.from_preset(TINY_BERT)
     with pytest.raises(FileNotFoundError, match=r"does not exist"):
         GPT.from_preset("./no_such_checkpoint")

@@ -379,7 +379,8 @@ REFUSALS = [
         "`pre_tokenizer` {'type': 'Whitespace'}",
     ),
     ("llama_bpe", lambda d: d.update(decoder={"type": "Metaspace"}), "`decoder`"),
-    ("llama_bpe", lambda d: d.update(post_processor={"type": "RobertaProcessing"}), "`post_processor`"),
+    # A RobertaProcessing without its `cls` pair (BART's processor is read).
+    ("llama_bpe", lambda d: d.update(post_processor={"type": "RobertaProcessing"}), "`post_processor.cls`"),
     (
         "llama_bpe",
         lambda d: d["post_processor"]["single"].insert(0, d["post_processor"]["single"][0]),
