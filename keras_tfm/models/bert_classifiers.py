@@ -243,8 +243,9 @@ class BertTokenClassifier(BertTask):
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Per-word labels of texts; Keras's `predict` for any other input.
 
-        A text's words are its whitespace-separated parts. They are tokenized one by one
-        (which must give the text's own ids: a WordPiece or word tokenizer), the row
+        A text's words are its parts between ASCII whitespace (a no-break space stays inside
+        a word). They are tokenized one by one (which must give the text's own ids: a
+        WordPiece or word tokenizer), the row
         `[CLS] … [SEP]` is cut to the model's length, and each word gets the class with the
         largest logit at its FIRST sub-token.
 

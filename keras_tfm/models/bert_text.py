@@ -254,7 +254,7 @@ def label_words(model, texts, batch_size=None, verbose="auto"):
         ids = [t for p in pieces for t in p]
         if ids != whole[i]:
             raise ValueError(
-                f"`{method}` labels whitespace-separated words, but the model's {type(tokenizer).__name__} "
+                f"`{method}` labels words separated by ASCII whitespace, but the model's {type(tokenizer).__name__} "
                 f"tokenizes `x[{i}]` ({texts[i][:40]!r}) differently from its words one by one; "
                 "use a WordPiece or word tokenizer."
             )
