@@ -156,7 +156,10 @@ def save_pretrained(
             config[f"{role}_token_id"] = getattr(tokenizer, f"{role}_id", None)
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"
-    tensors = wm.to_tensors(family.save_entries(model, task))
+    if hasattr(family, "save_entries"):  # a layout that depends on the task (BERT's heads), T5
+        tensors = wm.to_tensors(family.save_entries(model, task))
+    else:
+        tensors = wm.to_tensors(family.entries(model, family.STATE_DICT_PREFIX))
     with checkpoint_directory(path, overwrite=overwrite) as temp:
         write_json(temp, CONFIG_FILE, config)
         if task == "seq2seq_lm":

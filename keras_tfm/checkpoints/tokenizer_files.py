@@ -129,7 +129,7 @@ def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     missing is a FileNotFoundError listing the files found; a SentencePiece
     `tokenizer.model` without a `tokenizer.json` is a ValueError naming it.
     `path` may be `"hf://org/name"` (see `from_pretrained`). `kwargs` override
-    what the files say (e.g. `sequence_length=128`).
+    what the files say (e.g. `max_length=128`).
     """
     from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
     from keras_tfm.tokenizers.tokenizer_json import load_tokenizer_json
