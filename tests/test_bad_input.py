@@ -1392,6 +1392,16 @@ for _seed in (-1, -2, -(2**31)):
 
 
 @case(
+    "serve-generate_ids-prompt-longer-than-max_prompt_length",
+    InvalidArgument,
+    r"a prompt of `token_ids` is longer than the maximum prompt length 8 tokens; longest:\] \[9\]",
+)
+def _(env):
+    ids = dict(token_ids=tf.fill([2, 9], 3), lengths=tf.constant([9, 2], tf.int32))
+    env.serve("generate_ids", **ids, **_SAMPLING)
+
+
+@case(
     "serve-generate_ids-seed-negative",
     InvalidArgument,
     r"`seed` must be a seed in \[0, 2147483647\]",
