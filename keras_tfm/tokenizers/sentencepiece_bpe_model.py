@@ -103,6 +103,8 @@ class SentencePieceModelBPETokenizer(SentencePieceBPETokenizer):
         self._set_added_token_matching()
 
     def _normalize_text(self, text):
+        # Also called by the base class's __init__, before `remove_extra_whitespaces` is set; the
+        # added tokens are matched again at the end of this __init__.
         if getattr(self, "remove_extra_whitespaces", False):
             text = " ".join(filter(None, text.split(" "))).rstrip(" " + METASPACE)
         return super()._normalize_text(text)
