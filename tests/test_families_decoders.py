@@ -314,11 +314,20 @@ def test_llama_checkpoint_attaches_its_sentencepiece_tokenizer(loaded, tmp_path)
     assert model.tokenizer.tokenize(tokenization["sentences"]).to_list() == tokenization["transformers_ids"]
 
 
-def test_unreadable_tokenizers_are_refused_by_name(tmp_path):
-    """Never a tokenizer read differently from HF: a warning naming the file / field, no tokenizer."""
+def test_unreadable_tokenizers_are_refused_by_name(loaded, tmp_path):
+    """Never a tokenizer read differently from HF: a warning naming the file / field, no tokenizer.
+    A lone SentencePiece BPE tokenizer.model is read (test_tokenizers_sentencepiece_model.py); a
+    Unigram one in its place is refused."""
     lone = edited_copy(fixture_dir("mistral"), tmp_path / "lone", config=as_llama, remove=("tokenizer.json",))
     model, messages = load_quietly(lone)
-    assert model.tokenizer is None and len(messages) == 1 and "'tokenizer.model'" in messages[0]
+    tokenization = loaded["mistral"][2]["tokenization"]
+    assert messages == [] and type(model.tokenizer).__name__ == "SentencePieceModelBPETokenizer"
+    assert model.tokenizer.tokenize(tokenization["sentences"]).to_list() == tokenization["transformers_ids"]
+    unigram = os.path.join(FIXTURES, "tiny_t5_v11", "spiece.model")
+    shutil.copy(unigram, os.path.join(lone, "tokenizer.model"))
+    model, messages = load_quietly(lone)
+    assert model.tokenizer is None and len(messages) == 1
+    assert "tokenizer.model: `trainer_spec.model_type` is 'UNIGRAM'" in messages[0]
 
     def whitespace(data):
         data["pre_tokenizer"] = {"type": "Whitespace"}

@@ -189,6 +189,17 @@ def test_save_pretrained_loads_back(families, name, tmp_path):
     np.testing.assert_array_equal(family.logits(loaded), family.logits())
     assert loaded.generation_config == family.model.generation_config
     assert loaded.generation_defaults == family.model.generation_defaults
+    # The tokenizer files written (T5 tokenizer.json, Marian source.spm + target.spm + vocab.json, BART
+    # vocab.json + merges.txt) read back as the same tokenizer(s): every option equal, hence every id.
+    pairs = zip(*(t if isinstance(t, tuple) else (t,) for t in (loaded.tokenizer, family.model.tokenizer)))
+    for got, want in pairs:
+        got, want = dict(got.get_config(), name=None), dict(want.get_config(), name=None)
+        if "added_tokens" in got and isinstance(got["added_tokens"][0], list):
+            got["added_tokens"], want["added_tokens"] = (
+                sorted(got["added_tokens"]),
+                sorted(want["added_tokens"]),
+            )
+        assert [k for k in want if got.get(k) != want[k]] == []
 
 
 @pytest.mark.parametrize("name", ["tiny_t5", "tiny_bart", "tiny_marian"])

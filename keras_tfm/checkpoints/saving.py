@@ -134,8 +134,9 @@ def save_pretrained(
             biases, GPT-2 pre-norm, BERT post-norm).
         path: the directory to write.
         tokenizer: the tokenizer whose vocabulary is saved alongside; None:
-            `model.tokenizer` when it is a WordPiece or byte-level BPE
-            tokenizer (the kinds the layout holds), else none.
+            `model.tokenizer` when the layout holds its kind (WordPiece,
+            byte-level BPE, SentencePiece-style and Qwen2 BPE, T5 Unigram, a
+            Marian (source, target) Unigram pair), else none.
         overwrite: replace an existing non-empty `path` (else ValueError).
         max_shard_size: e.g. "2GB"; None writes one file.
 

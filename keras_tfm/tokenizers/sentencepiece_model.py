@@ -1,4 +1,4 @@
-"""Reader for SentencePiece `.model` files (`spiece.model`, Marian's `source.spm` / `target.spm`).
+"""Reader and writer of SentencePiece `.model` files (`spiece.model`, `tokenizer.model`, Marian's `.spm`).
 
 A `.model` file is a serialized `sentencepiece.ModelProto` (protocol buffers,
 proto2). Its wire format is simple enough to read by hand, so neither
@@ -6,6 +6,9 @@ proto2). Its wire format is simple enough to read by hand, so neither
 varint key `(field_number << 3) | wire_type` followed by a varint (type 0), 8
 bytes (type 1), a length-prefixed byte string (type 2, also nested messages)
 or 4 bytes (type 5). Fields this reader does not know are skipped.
+`serialize_sentencepiece_model` writes the same fields back (the pieces, then
+the `TrainerSpec` and `NormalizerSpec` fields of `SentencePieceModel`), which
+the `sentencepiece` library and this reader load.
 
 Field numbers (sentencepiece_model.proto):
 
@@ -22,6 +25,8 @@ Field numbers (sentencepiece_model.proto):
 import dataclasses
 import os
 import struct
+
+from keras_tfm.atomic_files import atomic_write_bytes
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 PIECE_TYPES = {1: "NORMAL", 2: "UNKNOWN", 3: "CONTROL", 4: "USER_DEFINED", 5: "UNUSED", 6: "BYTE"}
@@ -210,3 +215,72 @@ def read_sentencepiece_model(path: str | os.PathLike) -> SentencePieceModel:
         raise FileNotFoundError(f"`path`: no such SentencePiece model file: {path!r}.")
     with open(path, "rb") as handle:
         return parse_sentencepiece_model(handle.read(), path)
+
+
+def _key(number, wire):
+    return _varint_bytes(number << 3 | wire)
+
+
+def _varint_bytes(value):
+    value &= (1 << 64) - 1  # a negative int32 is written as ten bytes of two's complement
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _length_delimited(number, data):
+    return _key(number, 2) + _varint_bytes(len(data)) + bytes(data)
+
+
+def _write_scalars(values, spec, where):
+    out = b""
+    for number, (name, kind, _) in sorted(spec.items()):
+        value = values.get(name)
+        if value is None:
+            continue
+        if kind in ("str", "bytes"):
+            data = value.encode("utf-8") if kind == "str" else bytes(value)
+            out += _length_delimited(number, data)
+        elif isinstance(value, (bool, int)):
+            out += _key(number, 0) + _varint_bytes(int(value))
+        else:
+            raise TypeError(f"{where}: field `{name}` must be an int or bool; received {value!r}.")
+    return out
+
+
+def serialize_sentencepiece_model(model: SentencePieceModel) -> bytes:
+    """The `.model` bytes (a `ModelProto`) of `model`: its pieces, scores and types, and
+    the `TrainerSpec` / `NormalizerSpec` fields it holds (`parse_sentencepiece_model`
+    reads back an equal `SentencePieceModel`, file name aside).
+
+    Raises:
+        ValueError: an empty piece, an unknown type, lists of different lengths, or a
+            denormalizer (whose rules `SentencePieceModel` does not keep).
+    """
+    where = model.file
+    if not len(model.pieces) == len(model.scores) == len(model.types):
+        raise ValueError(f"{where}: `pieces`, `scores` and `types` must have the same length.")
+    if model.has_denormalizer:
+        raise ValueError(
+            f"{where}: a model with a `denormalizer_spec` cannot be written (its rules are not kept)."
+        )
+    out = bytearray()
+    for i, (piece, score, kind) in enumerate(zip(model.pieces, model.scores, model.types)):
+        if not isinstance(piece, str) or not piece or kind not in PIECE_TYPES:
+            raise ValueError(f"{where}: pieces[{i}] = ({piece!r}, {kind!r}) is not a piece and a piece type.")
+        message = _length_delimited(1, piece.encode("utf-8"))
+        message += _key(2, 5) + struct.pack("<f", float(score)) + _key(3, 0) + _varint_bytes(kind)
+        out += _length_delimited(1, message)
+    out += _length_delimited(2, _write_scalars(model.trainer, _TRAINER_FIELDS, f"{where}: trainer_spec"))
+    out += _length_delimited(
+        3, _write_scalars(model.normalizer, _NORMALIZER_FIELDS, f"{where}: normalizer_spec")
+    )
+    return bytes(out)
+
+
+def write_sentencepiece_model(model: SentencePieceModel, path: str | os.PathLike) -> None:
+    """Writes `model` as a `.model` file at `path`, atomically (`serialize_sentencepiece_model`)."""
+    atomic_write_bytes(os.fspath(path), serialize_sentencepiece_model(model))
