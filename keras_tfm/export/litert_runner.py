@@ -24,7 +24,15 @@ import os
 
 import numpy as np
 
-from keras_tfm.checks import check_bool, check_float, check_int, check_sampling, check_token_id, text_batch
+from keras_tfm.checks import (
+    NO_STOP,
+    check_bool,
+    check_float,
+    check_int,
+    check_sampling,
+    check_token_id,
+    text_batch,
+)
 from keras_tfm.export.litert_sampling import choose_token, constrain
 from keras_tfm.export.litert_signatures import prefill_name
 from keras_tfm.export.litert_tokenizers import read_tokenizer
@@ -276,8 +284,7 @@ class LiteRTGenerator(LiteRTModel):
         constraints = prompts.request_constraints(self, request)
         eos = -1
         if eos_id is not None:
-            consequence = ": generation could never stop on it"
-            eos = check_token_id("eos_id", eos_id, self.vocabulary_size, consequence=consequence)
+            eos = check_token_id("eos_id", eos_id, self.vocabulary_size, consequence=NO_STOP)
         choice = dict(
             sampler=sampler, seed=prompts.make_seed(seed), temperature=temperature, top_k=top_k, top_p=top_p
         )
