@@ -102,22 +102,25 @@ def pair_batches(model, pairs, max_length, batch_size, shuffle=True, seed=0, nam
 def translate_rows(model, rows, max_new_tokens, num_beams=4, length_penalty=None):
     """Translations of source id rows (the ids `translate` makes of a text, here possibly truncated),
     in batches of `TRANSLATE_BATCH`: decoded from the checkpoint's start id to its stop id, greedily
-    (`num_beams=1`) or the best beam, the new ids detokenized by the target tokenizer."""
+    (`num_beams=1`) or the best beam (length penalty None: the checkpoint's), by graph functions
+    without XLA, the new ids detokenized by the target tokenizer."""
+    from keras_tfm.generation import Generator
     from keras_tfm.generation.text import seq2seq_ids
     from keras_tfm.tokenizers import text as text_lib
 
     target = tokenizer_pair(model)[1]
     start_id, stop_id = seq2seq_ids(model, target, "translate")
     ids = dict(bos_id=start_id, eos_id=stop_id)
+    generator = Generator(model, jit_compile=False)  # a few batches: an XLA compile would not pay off
     out = []
     for first in range(0, len(rows), TRANSLATE_BATCH):
         batch = [row.tolist() for row in rows[first : first + TRANSLATE_BATCH]]
         if num_beams == 1:
-            tokens, lengths = model.generate(
+            tokens, lengths = generator.generate(
                 batch, max_new_tokens, sampler="greedy", return_lengths=True, **ids
             )
         else:
-            sequences, _, lengths = model.beam_search(
+            sequences, _, lengths = generator.beam_search(
                 batch, max_new_tokens, num_beams=num_beams, length_penalty=length_penalty, **ids
             )
             tokens, lengths = sequences[:, 0], lengths[:, 0]

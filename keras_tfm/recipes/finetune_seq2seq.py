@@ -19,8 +19,9 @@ recipe's schedule (`finetune.linear_warmup_decay`): linear warmup over `warmup_f
 steps, then linear decay to 0, peak 2e-5.
 
 Held-out pairs (`dev`, else `test_pairs` taken from `data`) give the teacher-forced loss and token
-accuracy, and cased sacreBLEU / chrF (`keras_tfm.analysis.bleu`) of `translate` (the text route of the
-served `translate` signature; beam search with the checkpoint's length penalty). `output` is written
+accuracy, and cased sacreBLEU / chrF (`keras_tfm.analysis.bleu`) of their translations, decoded as the
+served `translate` signature decodes (`checkpoint_pairs.translate_rows`: beam search with the
+checkpoint's length penalty; sources truncated to `max_length` as in training). `output` is written
 with `save_pretrained` (HuggingFace's layout, the tokenizer files included), which `from_pretrained`,
 `keras-tfm generate --model OUTPUT` and HuggingFace transformers read back.
 """
