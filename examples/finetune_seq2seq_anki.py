@@ -23,13 +23,15 @@ attribution).
    fine-tuned checkpoint: `keras-tfm generate --model WORKDIR/model --prompt "I see."`.
 
 What to expect. No pretrained seq2seq checkpoint is stored beside this repository (the machines that
-test it are offline), so only the random-init fixtures of tests/fixtures/pretrained were run: the
-second command above (tiny_marian: d_model 32, 2 + 2 layers, 160-piece vocabularies per side, 2,000
-pairs, one epoch) takes a few minutes on 2 CPU cores and ends near BLEU 0: a model that small and that
-briefly trained from random weights repeats frequent pieces; the run shows the workflow, not a
-translator. A real checkpoint starts where its training left it: OPUS-MT en→es reports 54.9 BLEU on
-Tatoeba (its model card), the corpus Anki's pairs come from, so fine-tuning it at the recipe's 2e-5
-adapts it to Anki's short sentences rather than teaching it Spanish; that run was not measured here.
+test it are offline), so only the random-init fixtures of tests/fixtures/pretrained were run. The
+second command above (tiny_marian: d_model 32, 2 + 2 layers, 160-piece vocabularies per side; 2,000
+pairs, one epoch of 63 steps, learning rate 1e-3, 100 held-out pairs, beam 4) used 3 minutes of CPU
+time (176 s user; 9 minutes of wall time on a shared 2-core machine at load 7) and ended at held-out
+token accuracy 0.13, sacreBLEU 0.00 and chrF 0.00: the best beam of a model that small, briefly
+trained from random weights, is the empty sentence. The run shows the workflow, not a translator.
+A real checkpoint starts where its training left it: OPUS-MT en→es reports 54.9 BLEU on Tatoeba (its
+model card), the corpus Anki's pairs come from, so fine-tuning it at the recipe's 2e-5 adapts it to
+Anki's short sentences rather than teaching it Spanish; that run was not measured here.
 """
 
 import argparse
