@@ -22,8 +22,9 @@ Held-out pairs (`dev`, else `test_pairs` taken from `data`) give the teacher-for
 accuracy, and cased sacreBLEU / chrF (`keras_tfm.analysis.bleu`) of their translations, decoded as the
 served `translate` signature decodes (`checkpoint_pairs.translate_rows`: beam search with the
 checkpoint's length penalty; sources truncated to `max_length` as in training). `output` is written
-with `save_pretrained` (HuggingFace's layout, the tokenizer files included), which `from_pretrained`,
-`keras-tfm generate --model OUTPUT` and HuggingFace transformers read back.
+with `save_pretrained` (HuggingFace's layout) and the checkpoint's tokenizer files it does not write
+(SentencePiece models: `checkpoint_pairs.copy_tokenizer_files`), which `from_pretrained` and
+`keras-tfm generate --model OUTPUT` read back.
 """
 
 import dataclasses
@@ -349,7 +350,7 @@ def finetune_seq2seq_checkpoint(**options: Any) -> dict[str, Any]:
         ]
         _log_scores(results)
     _write(o, model, results)
-    runtime.write_results(o, {k: v for k, v in results.items()})
+    runtime.write_results(o, results)
     results["model"] = model
     results["tokenizer"] = model.tokenizer
     return results
