@@ -127,28 +127,3 @@ def translate_rows(model, rows, max_new_tokens, num_beams=4, length_penalty=None
         new = [tokens[b, : int(n)].tolist() for b, n in enumerate(np.minimum(lengths, tokens.shape[1]))]
         out += text_lib.decode(target, new)
     return out
-
-
-#: Files beside a seq2seq tokenizer's vocabulary that HuggingFace reads with it.
-TOKENIZER_SIDE_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
-
-
-def copy_tokenizer_files(checkpoint: str, directory: str, model_type: str) -> list[str]:
-    """Copies the checkpoint's tokenizer files of family `model_type` into `directory` when it holds
-    none of the family's complete sets (`save_pretrained` writes BPE vocabularies itself, not
-    SentencePiece models); fine-tuning leaves the tokenizer as it was. Returns the names copied."""
-    import shutil
-
-    from keras_tfm.checkpoints.tokenizer_files import SEQ2SEQ_TOKENIZER_FILES
-
-    alternatives = SEQ2SEQ_TOKENIZER_FILES[model_type]
-    if any(all(os.path.isfile(os.path.join(directory, n)) for n in files) for files in alternatives):
-        return []
-    names = dict.fromkeys(n for files in alternatives for n in files)
-    copied = []
-    for name in (*names, *TOKENIZER_SIDE_FILES):
-        source = os.path.join(checkpoint, name)
-        if os.path.isfile(source) and not os.path.exists(os.path.join(directory, name)):
-            shutil.copyfile(source, os.path.join(directory, name))
-            copied.append(name)
-    return copied

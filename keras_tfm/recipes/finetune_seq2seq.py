@@ -22,8 +22,7 @@ Held-out pairs (`dev`, else `test_pairs` taken from `data`) give the teacher-for
 accuracy, and cased sacreBLEU / chrF (`keras_tfm.analysis.bleu`) of their translations, decoded as the
 served `translate` signature decodes (`checkpoint_pairs.translate_rows`: beam search with the
 checkpoint's length penalty; sources truncated to `max_length` as in training). `output` is written
-with `save_pretrained` (HuggingFace's layout) and the checkpoint's tokenizer files it does not write
-(SentencePiece models: `checkpoint_pairs.copy_tokenizer_files`), which `from_pretrained` and
+with `save_pretrained` (HuggingFace's layout, the tokenizer included), which `from_pretrained` and
 `keras-tfm generate --model OUTPUT` read back.
 """
 
@@ -48,7 +47,6 @@ from keras_tfm.checks import (
 from keras_tfm.recipes import _runtime as runtime
 from keras_tfm.recipes import output as output_lib
 from keras_tfm.recipes.checkpoint_pairs import (
-    copy_tokenizer_files,
     encode_side,
     pair_batches,
     read_pair_file,
@@ -271,7 +269,6 @@ def _write(o, model, results):
             output_lib.make_parents(o.output)
             with checkpoint_directory(o.output, overwrite=o.overwrite) as temp:  # renamed when complete
                 save_pretrained(model, temp, overwrite=True)
-                copy_tokenizer_files(o.checkpoint, temp, checkpoint_model_type(o.checkpoint))
         results["output_path"] = o.output
         runtime.log(f"checkpoint: {o.output}")
     if o.export:
