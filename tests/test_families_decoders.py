@@ -23,6 +23,7 @@ from model_harness import tiny_seq2seq
 
 from keras_tfm.checkpoints import save_pretrained
 from keras_tfm.export import export_for_serving
+from keras_tfm.export.trusted_ops import untrusted_ops
 from keras_tfm.generation import Generator
 from keras_tfm.layers.attention.dot_product import key_length_bound
 from keras_tfm.models import GPT, from_pretrained
@@ -443,6 +444,7 @@ def test_export_serves_hf_completions(loaded, tmp_path):
                                                     length_penalty=0.8)}
         for beams in (1, 4)
     ]  # fmt: skip
+    assert untrusted_ops(path) == {}  # `keras-tfm generate` loads it (`trusted_ops`)
     spec = {"models": [{"path": path, "calls": calls, "bad": []}]}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.run(

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 import keras_tfm
 from keras_tfm.export import export_for_serving
+from keras_tfm.export.trusted_ops import untrusted_ops
 from keras_tfm.generation import generator as generator_lib
 from keras_tfm.models import Seq2Seq
 from keras_tfm.tokenizers import BytePairTokenizer
@@ -253,3 +254,5 @@ def test_export_serves_text_with_the_checkpoints_special_ids(families, name, tmp
             length_penalty=tf.constant(settings["length_penalty"], tf.float32),
         )
         assert [t.decode() for t in out["translations"].numpy()] == run["decoded_best"], run["name"]
+    # `keras-tfm generate` loads it: every op is one keras_tfm's exports emit (`trusted_ops`).
+    assert untrusted_ops(path) == {}
