@@ -22,11 +22,12 @@ fills finished beams with `pad_token_id or eos_token_id`). Text: `translate` in 
 import json
 import os
 import shutil
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_tfm
 from keras_tfm.export import export_for_serving
@@ -53,6 +54,9 @@ TOKENIZER_KIND = {
     "tiny_marian": (UnigramTokenizer, UnigramTokenizer),  # source.spm, target.spm + vocab.json
 }
 ATOL = 1e-4
+CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_client.py")
+#: The `translate` inputs of a reference run's settings.
+BEAM_SETTINGS = ("max_new_tokens", "num_beams", "length_penalty")
 
 
 class Family:
@@ -243,16 +247,27 @@ def test_export_serves_text_with_the_checkpoints_special_ids(families, name, tmp
     path = export_for_serving(
         family.model, tmp_path / name, max_beams=4, max_new_tokens_limit=12, warmup=False, jit_compile=False
     )
-    translate = tf.saved_model.load(path).signatures["translate"]
-    sources = tf.constant(family.reference["generation_inputs"]["sources"])
-    for run in (family.runs["greedy"], family.runs["beam4_lp0.8"]):
-        settings = run["settings"]
-        out = translate(
-            inputs=sources,
-            max_new_tokens=tf.constant(settings["max_new_tokens"]),
-            num_beams=tf.constant(settings["num_beams"]),
-            length_penalty=tf.constant(settings["length_penalty"], tf.float32),
-        )
-        assert [t.decode() for t in out["translations"].numpy()] == run["decoded_best"], run["name"]
+    sources = family.reference["generation_inputs"]["sources"]
+    runs = (family.runs["greedy"], family.runs["beam4_lp0.8"])
+    calls = [
+        {
+            "signature": "translate",
+            "inputs": {"inputs": sources, **{k: run["settings"][k] for k in BEAM_SETTINGS}},
+        }
+        for run in runs
+    ]
+    # Through the TF2 loader and TF Serving's TF1 session, with keras and keras_tfm blocked.
+    (tmp_path / "spec.json").write_text(json.dumps({"models": [{"path": path, "calls": calls, "bad": []}]}))
+    proc = subprocess.run(
+        [sys.executable, CLIENT, str(tmp_path / "spec.json"), str(tmp_path / "result.json")],
+        capture_output=True, text=True, timeout=900, cwd=str(tmp_path),
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["blocked_modules_loaded"] == []
+    (entry,) = result["models"]
+    for loader in ("tf2", "tf1"):
+        assert [call["translations"] for call in entry[loader]] == [run["decoded_best"] for run in runs]
     # `keras-tfm generate` loads it: every op is one keras_tfm's exports emit (`trusted_ops`).
     assert untrusted_ops(path) == {}
