@@ -12,14 +12,13 @@ a plain-Python transcription of HuggingFace's algorithm over full forward passes
 import json
 import os
 import shutil
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from model_harness import tiny_seq2seq
+from serving_client_runner import run_serving_client
 
 from keras_tfm.checkpoints import save_pretrained
 from keras_tfm.export import export_for_serving
@@ -31,7 +30,6 @@ from keras_tfm.tokenizers import text as text_lib
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 FAMILIES = ("mistral", "qwen2")
-CLIENT = os.path.join(os.path.dirname(__file__), "serving_client.py")
 ATOL = 1e-4
 
 
@@ -445,15 +443,7 @@ def test_export_serves_hf_completions(loaded, tmp_path):
         for beams in (1, 4)
     ]  # fmt: skip
     assert untrusted_ops(path) == {}  # `keras-tfm generate` loads it (`trusted_ops`)
-    spec = {"models": [{"path": path, "calls": calls, "bad": []}]}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run(
-        [sys.executable, CLIENT, str(tmp_path / "spec.json"), str(tmp_path / "result.json")],
-        capture_output=True, text=True, timeout=900, cwd=str(tmp_path),
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result = json.loads((tmp_path / "result.json").read_text())
+    result = run_serving_client({"models": [{"path": path, "calls": calls, "bad": []}]}, tmp_path)
     assert result["blocked_modules_loaded"] == []
     expected = [hf_texts(model, arrays, "greedy"), hf_texts(model, arrays, "beam4_lp0.8")]
     (entry,) = result["models"]

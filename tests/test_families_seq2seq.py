@@ -22,12 +22,11 @@ fills finished beams with `pad_token_id or eos_token_id`). Text: `translate` in 
 import json
 import os
 import shutil
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
+from serving_client_runner import run_serving_client
 
 import keras_tfm
 from keras_tfm.export import export_for_serving
@@ -54,7 +53,6 @@ TOKENIZER_KIND = {
     "tiny_marian": (UnigramTokenizer, UnigramTokenizer),  # source.spm, target.spm + vocab.json
 }
 ATOL = 1e-4
-CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_client.py")
 #: The `translate` inputs of a reference run's settings.
 BEAM_SETTINGS = ("max_new_tokens", "num_beams", "length_penalty")
 
@@ -257,14 +255,7 @@ def test_export_serves_text_with_the_checkpoints_special_ids(families, name, tmp
         for run in runs
     ]
     # Through the TF2 loader and TF Serving's TF1 session, with keras and keras_tfm blocked.
-    (tmp_path / "spec.json").write_text(json.dumps({"models": [{"path": path, "calls": calls, "bad": []}]}))
-    proc = subprocess.run(
-        [sys.executable, CLIENT, str(tmp_path / "spec.json"), str(tmp_path / "result.json")],
-        capture_output=True, text=True, timeout=900, cwd=str(tmp_path),
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result = json.loads((tmp_path / "result.json").read_text())
+    result = run_serving_client({"models": [{"path": path, "calls": calls, "bad": []}]}, tmp_path)
     assert result["blocked_modules_loaded"] == []
     (entry,) = result["models"]
     for loader in ("tf2", "tf1"):

@@ -207,14 +207,7 @@ def _run_litert(args):
             list(args.prompt), max_new_tokens, sampler="sample", completion_only=True, **sampling
         )
         out = {"completions": completions}
-    if args.json:
-        print(
-            json.dumps({k: getattr(v, "tolist", lambda v=v: v)() for k, v in out.items()}, ensure_ascii=False)
-        )
-    else:
-        for text in output_texts(signature, args.prompt, out, args.completion_only):
-            print(text)
-    return 0
+    return _print(signature, args, out)
 
 
 def _print(signature, args, out):

@@ -27,7 +27,6 @@ with `save_pretrained` (HuggingFace's layout, the tokenizer included), which `fr
 """
 
 import dataclasses
-import math
 import os
 import random
 import time
@@ -53,7 +52,7 @@ from keras_tfm.recipes.checkpoint_pairs import (
     tokenizer_pair,
     translate_rows,
 )
-from keras_tfm.recipes.finetune import DEFAULT_MAX_LENGTH, StepProgbar, StepTimer, check_max_length
+from keras_tfm.recipes.finetune import DEFAULT_MAX_LENGTH, StepTimer, check_max_length, fit_timed, step_budget
 from keras_tfm.recipes.options import VERBOSITIES, check_export_name, first_line
 
 #: The `model_type`s of config.json fine-tuned by this recipe (`keras_tfm.checkpoints` SEQ2SEQ_FAMILIES).
@@ -194,19 +193,11 @@ def finetune_seq2seq(
     check_max_length(model, max_length)
     keras.utils.set_random_seed(check_seed("seed", seed))
     data = pair_batches(model, pairs, max_length, batch_size, seed=seed)
-    total = epochs * len(data)
-    if steps is not None:
-        total = min(total, check_positive_int("steps", steps))
-        epochs = math.ceil(total / len(data))
+    total, epochs = step_budget(len(data), epochs, steps)
     schedule = linear_warmup_decay(learning_rate, total, warmup_fraction)
     optimizer = adamw(schedule, weight_decay=weight_decay, global_clipnorm=1.0)
     model.compile(optimizer=optimizer, jit_compile=False)  # the task's loss; batches differ in shape
-    timer = StepTimer(total)
-    progress = [StepProgbar(total)] if verbose else []
-    start = time.perf_counter()
-    history = model.fit(data, epochs=epochs, verbose=verbose, callbacks=[timer, *progress])
-    timer.total_seconds = time.perf_counter() - start
-    return history, timer
+    return fit_timed(model, data, epochs, total, verbose)
 
 
 def evaluate_seq2seq_pairs(model, pairs, max_length, bleu_pairs=0, num_beams=4, length_penalty=None):
