@@ -17,10 +17,11 @@ BPE rows (a 1,000-token byte-level BPE trained with `tokenizers` on the same tex
 "per CPU-s" divides by the process CPU time (all threads) instead of the wall time: on a shared
 machine it is the steadier figure; HuggingFace uses every core, the TF rows TF's thread pools.
 "agree" is the share of sentences whose ids equal HuggingFace's (without [CLS]/[SEP] for the
-rows that do not add them).
+rows that do not add them); "ratio" is the row's sentences/s over HuggingFace's.
 
 Usage:  python bench/pretrained_tokenizers.py [--data DIR] [--batch-size 1024] [--reps 3]
-                                              [--no-hub] [--output bench/results_pretrained_tokenizers.txt]
+                                              [--no-hub] [--limit N]
+                                              [--output bench/results_pretrained_tokenizers.txt]
 `tokenizer_rows(...)` returns the rows for bench/pretrained.py.
 """
 
@@ -95,11 +96,12 @@ def _agreement(ids, reference, strip):
     return sum(a == b for a, b in zip(ids, reference)) / len(reference)
 
 
-def tokenizer_rows(data_dir=DATA, batch_size=1024, reps=3, hub=True):
-    """[(row name, sentences/s, sentences per CPU-second, agreement with HuggingFace)] for WordPiece and BPE."""
+def tokenizer_rows(data_dir=DATA, batch_size=1024, reps=3, hub=True, limit=None):
+    """[(row name, sentences/s, sentences per CPU-second, agreement with HuggingFace)] for WordPiece and
+    BPE (`limit`: the first N sentences only)."""
     import tokenizers
 
-    texts = read_sst2(data_dir)
+    texts = read_sst2(data_dir)[:limit]
     checkpoint = os.path.join(data_dir, "all-MiniLM-L6-v2")
     rows = []
     # WordPiece.
@@ -150,17 +152,24 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-hub", action="store_true", help="skip the KerasHub rows")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N sentences (a quick check)")
     parser.add_argument("--output", help="also write the table to this file")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.data):
         sys.exit(f"data folder {os.path.abspath(args.data)} is absent")
-    rows = tokenizer_rows(args.data, args.batch_size, args.reps, hub=not args.no_hub)
+    rows = tokenizer_rows(args.data, args.batch_size, args.reps, hub=not args.no_hub, limit=args.limit)
+    count = len(read_sst2(args.data)[: args.limit])
     lines = [
-        f"# SST-2, 9,613 sentences, batch {args.batch_size}, median of {args.reps}; "
+        f"# SST-2, {count:,} sentences, batch {args.batch_size}, median of {args.reps}; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, TF {tf.__version__}",
-        f"{'tokenizer':40s} {'sentences/s':>12s} {'per CPU-s':>10s} {'agree':>7s}",
+        f"{'tokenizer':40s} {'sentences/s':>12s} {'per CPU-s':>10s} {'agree':>7s} {'ratio':>6s}",
     ]
-    lines += [f"{name:40s} {rate:12,.0f} {cpu:10,.0f} {agree:7.1%}" for name, rate, cpu, agree in rows]
+    # ratio: sentences/s over the HuggingFace row that closes the row's group.
+    hf_rates = [next(r[1] for r in rows[i:] if " hf " in r[0]) for i in range(len(rows))]
+    lines += [
+        f"{name:40s} {rate:12,.0f} {cpu:10,.0f} {agree:7.1%} {rate / hf:6.2f}"
+        for (name, rate, cpu, agree), hf in zip(rows, hf_rates)
+    ]
     text = "\n".join(lines)
     print(text)
     if args.output:

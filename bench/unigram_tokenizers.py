@@ -11,7 +11,9 @@ Rows (the tokenizers of tests/fixtures/tokenizers, 1,000-piece models trained on
   t5 unigram   hf         tokenizers.Tokenizer("tokenizer.json").encode_batch  Rust, all cores
   marian src   keras_tfm  UnigramTokenizer.from_marian(unigram_marian)  core TF, SentencePiece rules
   marian src   hf         transformers' MarianTokenizer (the sentencepiece library, one call per
-                          sentence), only where `transformers` and `sentencepiece` are installed
+                          sentence) where `transformers` is installed; else MarianTokenizer's
+                          encode path by hand: `sentencepiece` pieces (batch call, its own
+                          threads) mapped to ids by vocab.json, </s> appended
 
 "per CPU-s" divides by the process CPU time (all threads); "agree" is the share of sentences whose ids
 equal HuggingFace's; "ratio" is keras_tfm's sentences/s over HuggingFace's.
@@ -22,6 +24,7 @@ Usage:  python bench/unigram_tokenizers.py [--data DIR] [--batch-size 1024] [--r
 """
 
 import argparse
+import json
 import lzma
 import os
 import platform
@@ -58,11 +61,12 @@ def unpack(name, target):
 
 
 def _marian_reference(directory, texts, reps):
-    """MarianTokenizer's row, or None when transformers / sentencepiece are not installed."""
+    """MarianTokenizer's row (or its encode path with `sentencepiece` alone), or None when neither
+    transformers nor sentencepiece is installed."""
     try:
         from transformers import MarianTokenizer
     except ImportError:
-        return None
+        return _sentencepiece_marian(directory, texts, reps)
     tokenizer = MarianTokenizer.from_pretrained(directory)
 
     def run():
@@ -70,6 +74,27 @@ def _marian_reference(directory, texts, reps):
 
     seconds, cpu = _median_pass(run, reps)
     return "marian src  hf MarianTokenizer (sentencepiece)", len(texts) / seconds, len(texts) / cpu, run()
+
+
+def _sentencepiece_marian(directory, texts, reps):
+    """MarianTokenizer's encode of source text without transformers: source.spm pieces, ids from
+    vocab.json (`<unk>` for a piece it lacks), `</s>` appended (no `>>xx<<` codes in SST-2)."""
+    try:
+        import sentencepiece
+    except ImportError:
+        return None
+    with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
+    unk, eos = vocab["<unk>"], vocab["</s>"]
+
+    def run():
+        return [
+            [vocab.get(p, unk) for p in pieces] + [eos] for pieces in processor.encode(texts, out_type=str)
+        ]
+
+    seconds, cpu = _median_pass(run, reps)
+    return "marian src  sentencepiece + vocab.json", len(texts) / seconds, len(texts) / cpu, run()
 
 
 def unigram_rows(data_dir=DATA, batch_size=1024, reps=3, limit=None):

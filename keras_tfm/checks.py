@@ -240,6 +240,19 @@ def check_token_id(name, value, vocabulary_size, minimum=0, consequence=""):
     return value
 
 
+#: The end of the message for a stop id outside the vocabulary.
+NO_STOP = ": generation could never stop on it"
+
+
+def check_request_ids(request, eos_id, vocabulary_size, bos_minimum=0, unset=None):
+    """A generation request's first decoder token `request["bos_id"]` (at least `bos_minimum`) and
+    stop id `eos_id` (not checked when None or `unset`): ids of the vocabulary."""
+    if request.get("bos_id") is not None:
+        check_token_id("bos_id", request["bos_id"], vocabulary_size, minimum=bos_minimum)
+    if eos_id is not None and eos_id is not unset:
+        check_token_id("eos_id", eos_id, vocabulary_size, consequence=NO_STOP)
+
+
 #: The largest random seed: one range, [0, SEED_MAX], for every seed of the recipes, the command line
 #: and the serving signatures (an int32 there; NumPy's `set_random_seed` takes up to 2**32 - 1).
 SEED_MAX = 2**31 - 1

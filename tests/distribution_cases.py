@@ -280,7 +280,7 @@ def test_memory_plan_parameters_and_optimizer_equal_the_shards(layout_name, shap
             model.enable_lora(lora)
         optimizer = keras.optimizers.AdamW(1e-3)
         optimizer.build(model.trainable_variables)
-    plan = memory_plan(model, devices=8, batch=8, sequence_length=T, model_devices=shape[1])[layout_name]
+    plan = memory_plan(model, devices=8, batch=8, max_length=T, model_devices=shape[1])[layout_name]
     assert plan.mesh == shape
     assert plan.parameters == _bytes_on_first_device(model.weights)
     assert plan.gradients == _bytes_on_first_device(model.trainable_variables)
@@ -327,7 +327,7 @@ def test_memory_plan_total_within_20_percent_of_the_compiled_step(name, batch, l
     model = CASES[name][1]()
     x = _tokens(np.random.default_rng(0), 64, (batch, length))
     peak = _compiled_step_peak(model, x)
-    plan = memory_plan(model, devices=1, batch=batch, sequence_length=length, precision="float32")["data"]
+    plan = memory_plan(model, devices=1, batch=batch, max_length=length, precision="float32")["data"]
     assert abs(plan.total / peak - 1) < 0.2, (plan, peak)
 
 
@@ -335,10 +335,6 @@ def test_memory_plan_of_a_preset_equals_that_of_the_built_model():
     from keras_tfm.models import memory_plan
 
     for preset in ("tiny", "llama_tiny"):
-        by_name = memory_plan(
-            preset, devices=8, batch=8, sequence_length=16, precision="float32", lora_rank=4
-        )
-        built = memory_plan(
-            gpt(preset), devices=8, batch=8, sequence_length=16, precision="float32", lora_rank=4
-        )
+        by_name = memory_plan(preset, devices=8, batch=8, max_length=16, precision="float32", lora_rank=4)
+        built = memory_plan(gpt(preset), devices=8, batch=8, max_length=16, precision="float32", lora_rank=4)
         assert by_name == built

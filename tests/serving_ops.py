@@ -10,6 +10,7 @@ lists in `keras_tfm/export/trusted_ops.py`:
     python tests/serving_ops.py            # check: exit status 1 and the differences when they differ
     python tests/serving_ops.py --write    # rewrite the two lists in trusted_ops.py
     python tests/serving_ops.py --quick    # the first two exports only (a smoke run of this script)
+    python tests/serving_ops.py --only family- --write   # add the ops of some exports to the lists
 
 Minutes on a laptop CPU (each export traces its decoding loops). Run it after a TensorFlow or Keras
 upgrade, or when an exporter or a layer changes the ops it emits; a SavedModel of ours refused by
@@ -102,17 +103,31 @@ def exports():
         ("bert-masked-lm", bert(tiny_bert_masked_lm, "bert"), {}),
         ("sentence-encoder", bert(tiny_sentence_encoder, "bert"), {}),
     ]
+    # The checkpoint families, each with its own tokenizer (tests/fixtures/pretrained).
+    for family in ("t5", "t5_v11", "bart", "marian", "mistral", "qwen2"):
+        cases.append((f"family-{family}", _checkpoint(family), dict(signatures="all")))
     return cases
 
 
-def derive(quick=False, log=print):
-    """(serving ops, checkpoint-only ops) of the exports of `exports()`."""
+def _checkpoint(family):
+    def build():
+        from keras_tfm.models import from_pretrained
+
+        model = from_pretrained(os.path.join(HERE, "fixtures", "pretrained", f"tiny_{family}"))
+        return model, model.tokenizer
+
+    return build
+
+
+def derive(quick=False, only=None, log=print):
+    """(serving ops, checkpoint-only ops) of the exports of `exports()` (names starting with `only`)."""
     from keras_tfm.export import export_for_serving
     from keras_tfm.export.trusted_ops import op_uses
 
     serving, checkpoint = set(), set()
+    cases = [case for case in exports() if only is None or case[0].startswith(only)]
     with tempfile.TemporaryDirectory() as root:
-        for name, build, options in exports()[: 2 if quick else None]:
+        for name, build, options in cases[: 2 if quick else None]:
             model, tokenizer = build()
             kwargs = dict(tokenizer=tokenizer, warmup=False, max_new_tokens_limit=24, **options)
             path = export_for_serving(model, os.path.join(root, name), **kwargs)
@@ -160,10 +175,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite the lists in trusted_ops.py")
     parser.add_argument("--quick", action="store_true", help="two exports only (no check of the lists)")
+    parser.add_argument(
+        "--only", help="the exports whose names start with this (with --write: added to the lists)"
+    )
     args = parser.parse_args(argv)
     from keras_tfm.export import trusted_ops
 
-    serving, checkpoint = derive(quick=args.quick)
+    serving, checkpoint = derive(quick=args.quick, only=args.only)
+    if args.only:  # a part of the exports: its ops join the lists, which keep the others'
+        serving |= trusted_ops.SERVING_OPS
+        checkpoint = (checkpoint | trusted_ops.CHECKPOINT_OPS) - serving
     if args.write:
         rewrite(serving, checkpoint)
         print(f"wrote {len(serving)} serving and {len(checkpoint)} checkpoint op types to {TRUSTED_OPS}")

@@ -1121,9 +1121,7 @@ for _id, _exc, _match, _fn in [
     CASES.append(pytest.param(_fn, _exc, _match, id="load-" + _id))
 
 # ---- pipelines and tokenizers -------------------------------------------------- #
-simple(
-    "lm_windows-sequence_length-0", ValueError, r"`sequence_length`", lambda: lm_windows(np.arange(100), 0, 4)
-)
+simple("lm_windows-max_length-0", ValueError, r"`max_length`", lambda: lm_windows(np.arange(100), 0, 4))
 simple("lm_windows-batch_size-0", ValueError, r"`batch_size`", lambda: lm_windows(np.arange(100), 8, 0))
 simple("lm_windows-float-ids", TypeError, r"int", lambda: lm_windows(np.linspace(0, 1, 100), 8, 4))
 simple(
@@ -1365,21 +1363,21 @@ def _(env):
 
 # ---- issue 36: nothing ignored in silence ------------------------------------------ #
 @case(
-    "memory_plan-sequence_length-beyond-max_length",
+    "memory_plan-max_length-beyond-max_length",
     ValueError,
-    r"`sequence_length`=4096 exceeds the model's max_length 1024 \('gpt2_small' has 1024 positions\)",
+    r"`max_length`=4096 exceeds the model's max_length 1024 \('gpt2_small' has 1024 positions\)",
 )
 def _(env):
     from keras_tfm.models import memory_plan
 
-    memory_plan("gpt2_small", sequence_length=4096)
+    memory_plan("gpt2_small", max_length=4096)
 
 
-@case("memory_plan-built-model-sequence_length-beyond-max_length", ValueError, r"`sequence_length`=9 .* 8")
+@case("memory_plan-built-model-max_length-beyond-max_length", ValueError, r"`max_length`=9 .* 8")
 def _(env):
     from keras_tfm.models import memory_plan
 
-    memory_plan(env.gpt, sequence_length=T + 1)
+    memory_plan(env.gpt, max_length=T + 1)
 
 
 for _seed in (-1, -2, -(2**31)):
@@ -1391,6 +1389,16 @@ for _seed in (-1, -2, -(2**31)):
             id=f"serve-generate-seed-{_seed}",
         )
     )
+
+
+@case(
+    "serve-generate_ids-prompt-longer-than-max_prompt_length",
+    InvalidArgument,
+    r"a prompt of `token_ids` is longer than the maximum prompt length 8 tokens; longest:\] \[9\]",
+)
+def _(env):
+    ids = dict(token_ids=tf.fill([2, 9], 3), lengths=tf.constant([9, 2], tf.int32))
+    env.serve("generate_ids", **ids, **_SAMPLING)
 
 
 @case(

@@ -175,15 +175,15 @@ def test_wordpiece_learned_vocabulary_round_trip():
 
 def test_sequence_length_and_added_special_tokens():
     tokenizer = CharTokenizer.from_corpus("abcdef", add_cls_sep=True)
-    dense = tokenizer(["abcdef", "ab"], sequence_length=5)
+    dense = tokenizer(["abcdef", "ab"], max_length=5)
     assert dense.shape == (2, 5) and dense.dtype == tf.int32
     a, b = tokenizer.token_to_id("a"), tokenizer.token_to_id("b")
     assert dense.numpy().tolist()[1] == [CLS, a, b, SEP, PAD]
     assert dense.numpy().tolist()[0][0] == CLS and dense.numpy().tolist()[0][-1] == SEP  # text cut, SEP kept
-    scalar = CharTokenizer.from_corpus("abc", add_bos=True, add_eos=True, sequence_length=6)("ab")
+    scalar = CharTokenizer.from_corpus("abc", add_bos=True, add_eos=True, max_length=6)("ab")
     assert scalar.shape == (6,) and scalar.numpy().tolist()[0] == BOS and scalar.numpy().tolist()[3] == EOS
-    with pytest.raises(ValueError, match="sequence_length"):
-        tokenizer("abc", sequence_length=1)
+    with pytest.raises(ValueError, match="max_length"):
+        tokenizer("abc", max_length=1)
 
 
 def test_bad_inputs_name_the_argument():
@@ -210,8 +210,8 @@ def test_bad_inputs_name_the_argument():
 def test_tokenizer_in_tf_function_and_saved_model(kind, tmp_path):
     tokenizer = _tokenizers()[kind]
     inputs = tf.constant(["the newest café, Köln!", "lower", ""])
-    eager = tokenizer(inputs, sequence_length=16).numpy()
-    module = tokenizer_module(tokenizer, sequence_length=16)
+    eager = tokenizer(inputs, max_length=16).numpy()
+    module = tokenizer_module(tokenizer, max_length=16)
     np.testing.assert_array_equal(module.encode(inputs).numpy(), eager)
     assert_saved_model_round_trip(module, inputs, eager, tmp_path / "export")
 
@@ -220,7 +220,7 @@ def test_tokenizer_in_tf_function_and_saved_model(kind, tmp_path):
 def test_keras_model_with_tokenizer_round_trip(kind, tmp_path):
     tokenizer = _tokenizers()[kind]
     inputs = keras.Input(shape=(), dtype="string")
-    ids = tokenizer(inputs, sequence_length=12)
+    ids = tokenizer(inputs, max_length=12)
     outputs = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(tokenizer.vocabulary_size, 4)(ids))
     model = keras.Model(inputs, outputs)
     path = str(tmp_path / "model.keras")
@@ -252,10 +252,10 @@ def test_vocabulary_file_round_trip(tmp_path):
         assert type(any_class) is type(tokenizer)
         assert same_class.get_vocabulary() == tokenizer.get_vocabulary() == any_class.get_vocabulary()
     assert sorted(os.listdir(tmp_path)) == sorted(f"{k}.vocab" for k in _tokenizers())  # no temp files left
-    newline = CharTokenizer.from_corpus("a\n b", special_tokens=False, sequence_length=8)
+    newline = CharTokenizer.from_corpus("a\n b", special_tokens=False, max_length=8)
     newline.save_vocabulary(tmp_path / "nl.vocab")
     restored = CharTokenizer.from_vocabulary_file(tmp_path / "nl.vocab")
-    assert restored.get_vocabulary() == ["\n", " ", "a", "b"] and restored.sequence_length == 8
+    assert restored.get_vocabulary() == ["\n", " ", "a", "b"] and restored.max_length == 8
     assert not restored.special_tokens
     with pytest.raises(ValueError, match="WordPieceTokenizer"):
         CharTokenizer.from_vocabulary_file(tmp_path / "wordpiece.vocab")
@@ -270,30 +270,28 @@ def test_vocabulary_file_round_trip(tmp_path):
 
 def test_lm_windows_random_offsets_shift_by_one():
     stream = np.arange(1000, dtype=np.int32)
-    dataset = D.lm_windows(stream, sequence_length=16, batch_size=8, seed=3)
+    dataset = D.lm_windows(stream, max_length=16, batch_size=8, seed=3)
     batches = list(dataset.take(3))
     for x, y in batches:
         assert x.shape == (8, 16) and y.shape == (8, 16)
         np.testing.assert_array_equal(y.numpy(), x.numpy() + 1)  # y is x shifted by one
         np.testing.assert_array_equal(np.diff(x.numpy(), axis=1), 1)  # contiguous windows
     assert not np.array_equal(batches[0][0], batches[1][0])  # new offsets every batch
-    again = next(iter(D.lm_windows(stream, sequence_length=16, batch_size=8, seed=3)))
+    again = next(iter(D.lm_windows(stream, max_length=16, batch_size=8, seed=3)))
     np.testing.assert_array_equal(again[0].numpy(), batches[0][0].numpy())  # reproducible
 
 
 def test_lm_windows_deterministic_non_overlapping_from_dataset():
     chunks = tf.data.Dataset.from_tensor_slices(np.arange(100, dtype=np.int64).reshape(10, 10))
-    batches = list(
-        D.lm_windows(chunks, sequence_length=10, batch_size=4, random_offsets=False, shuffle=False)
-    )
+    batches = list(D.lm_windows(chunks, max_length=10, batch_size=4, random_offsets=False, shuffle=False))
     x = np.concatenate([b[0].numpy() for b in batches])
     y = np.concatenate([b[1].numpy() for b in batches])
     assert x.shape == (9, 10)  # (100 - 1) // 10 windows
     np.testing.assert_array_equal(x[:, 0], np.arange(0, 90, 10))
     np.testing.assert_array_equal(y, x + 1)
     assert np.unique(y).size == y.size  # each target predicted once
-    with pytest.raises(ValueError, match="sequence_length"):
-        D.lm_windows(np.arange(5), sequence_length=5, batch_size=1)
+    with pytest.raises(ValueError, match="max_length"):
+        D.lm_windows(np.arange(5), max_length=5, batch_size=1)
 
 
 def _mlm_batch(vocabulary_size=1000):
@@ -432,7 +430,7 @@ def test_pad_and_batch_pads_with_zero_and_truncates():
     ((ids, labels),) = list(D.pad_and_batch(dataset, batch_size=2))
     np.testing.assert_array_equal(ids.numpy(), [[7, 8, 9], [10, 0, 0]])
     np.testing.assert_array_equal(labels.numpy(), [1, 0])
-    ((ids, _),) = list(D.pad_and_batch(dataset, batch_size=2, sequence_length=2))
+    ((ids, _),) = list(D.pad_and_batch(dataset, batch_size=2, max_length=2))
     np.testing.assert_array_equal(ids.numpy(), [[7, 8], [10, 0]])
 
 

@@ -65,7 +65,7 @@ def test_variable_shapes_of_a_preset_add_up_to_its_parameter_count(preset):
 
 
 def test_memory_plan_of_llama2_7b_on_eight_devices():
-    plans = memory_plan("llama2_7b", devices=8, batch=8, sequence_length=1024, precision="bfloat16")
+    plans = memory_plan("llama2_7b", devices=8, batch=8, max_length=1024, precision="bfloat16")
     params = gpt_num_params("llama2_7b")
     assert plans["data"].parameters == 2 * params  # replicated, 2-byte weights
     assert plans["data"].optimizer == 2 * plans["data"].gradients + 8
@@ -74,7 +74,7 @@ def test_memory_plan_of_llama2_7b_on_eight_devices():
     norms = (2 * 32 + 1) * 4096
     assert plans["model"].parameters == 2 * ((params - norms) // 8 + norms)
     assert plans["model"].batch_per_device == 8 and plans["data"].batch_per_device == 1
-    lora = memory_plan("llama2_7b", devices=8, batch=8, sequence_length=1024, lora_rank=8)["model"]
+    lora = memory_plan("llama2_7b", devices=8, batch=8, max_length=1024, lora_rank=8)["model"]
     # A (4096, 32, 8) split by heads, B (8, 128) whole; query and value of 32 blocks; float32.
     assert lora.gradients == 4 * 32 * 2 * (4096 * 32 * 8 // 8 + 8 * 128)
 

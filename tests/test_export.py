@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from model_harness import tiny_bert_classifier, tiny_bert_masked_lm, tiny_gpt, tiny_seq2seq
+from serving_client_runner import run_serving_client
 
 from keras_tfm.cli import export as export_cli
 from keras_tfm.cli import generate as generate_cli
@@ -31,7 +32,6 @@ from keras_tfm.generation.generator import get_generator
 from keras_tfm.tokenizers import CharTokenizer, WordTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLIENT = os.path.join(HERE, "serving_client.py")
 SUBPROCESS_TIMEOUT = 900  # a guard against a hung client; it takes about 2 min on a quiet machine
 
 GPT_PROMPTS = ["hello", "a", "this is"]
@@ -290,20 +290,7 @@ def served(exports, tmp_path_factory):
             },
         ]
     }
-    work = tmp_path_factory.mktemp("client")
-    spec_path, result_path = work / "spec.json", work / "result.json"
-    spec_path.write_text(json.dumps(spec))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(
-        [sys.executable, CLIENT, str(spec_path), str(result_path)],
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        env=env,
-        cwd=str(work),
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(result_path.read_text())
+    return run_serving_client(spec, tmp_path_factory.mktemp("client"), timeout=SUBPROCESS_TIMEOUT)
 
 
 def test_loads_without_keras(served):

@@ -12,17 +12,17 @@ a plain-Python transcription of HuggingFace's algorithm over full forward passes
 import json
 import os
 import shutil
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from model_harness import tiny_seq2seq
+from serving_client_runner import run_serving_client
 
 from keras_tfm.checkpoints import save_pretrained
 from keras_tfm.export import export_for_serving
+from keras_tfm.export.trusted_ops import untrusted_ops
 from keras_tfm.generation import Generator
 from keras_tfm.layers.attention.dot_product import key_length_bound
 from keras_tfm.models import GPT, from_pretrained
@@ -30,7 +30,6 @@ from keras_tfm.tokenizers import text as text_lib
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 FAMILIES = ("mistral", "qwen2")
-CLIENT = os.path.join(os.path.dirname(__file__), "serving_client.py")
 ATOL = 1e-4
 
 
@@ -314,11 +313,20 @@ def test_llama_checkpoint_attaches_its_sentencepiece_tokenizer(loaded, tmp_path)
     assert model.tokenizer.tokenize(tokenization["sentences"]).to_list() == tokenization["transformers_ids"]
 
 
-def test_unreadable_tokenizers_are_refused_by_name(tmp_path):
-    """Never a tokenizer read differently from HF: a warning naming the file / field, no tokenizer."""
+def test_unreadable_tokenizers_are_refused_by_name(loaded, tmp_path):
+    """Never a tokenizer read differently from HF: a warning naming the file / field, no tokenizer.
+    A lone SentencePiece BPE tokenizer.model is read (test_tokenizers_sentencepiece_model.py); a
+    Unigram one in its place is refused."""
     lone = edited_copy(fixture_dir("mistral"), tmp_path / "lone", config=as_llama, remove=("tokenizer.json",))
     model, messages = load_quietly(lone)
-    assert model.tokenizer is None and len(messages) == 1 and "'tokenizer.model'" in messages[0]
+    tokenization = loaded["mistral"][2]["tokenization"]
+    assert messages == [] and type(model.tokenizer).__name__ == "SentencePieceModelBPETokenizer"
+    assert model.tokenizer.tokenize(tokenization["sentences"]).to_list() == tokenization["transformers_ids"]
+    unigram = os.path.join(FIXTURES, "tiny_t5_v11", "spiece.model")
+    shutil.copy(unigram, os.path.join(lone, "tokenizer.model"))
+    model, messages = load_quietly(lone)
+    assert model.tokenizer is None and len(messages) == 1
+    assert "tokenizer.model: `trainer_spec.model_type` is 'UNIGRAM'" in messages[0]
 
     def whitespace(data):
         data["pre_tokenizer"] = {"type": "Whitespace"}
@@ -434,15 +442,8 @@ def test_export_serves_hf_completions(loaded, tmp_path):
                                                     length_penalty=0.8)}
         for beams in (1, 4)
     ]  # fmt: skip
-    spec = {"models": [{"path": path, "calls": calls, "bad": []}]}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run(
-        [sys.executable, CLIENT, str(tmp_path / "spec.json"), str(tmp_path / "result.json")],
-        capture_output=True, text=True, timeout=900, cwd=str(tmp_path),
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result = json.loads((tmp_path / "result.json").read_text())
+    assert untrusted_ops(path) == {}  # `keras-tfm generate` loads it (`trusted_ops`)
+    result = run_serving_client({"models": [{"path": path, "calls": calls, "bad": []}]}, tmp_path)
     assert result["blocked_modules_loaded"] == []
     expected = [hf_texts(model, arrays, "greedy"), hf_texts(model, arrays, "beam4_lp0.8")]
     (entry,) = result["models"]

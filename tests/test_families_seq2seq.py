@@ -26,10 +26,11 @@ import warnings
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from serving_client_runner import run_serving_client
 
 import keras_tfm
 from keras_tfm.export import export_for_serving
+from keras_tfm.export.trusted_ops import untrusted_ops
 from keras_tfm.generation import generator as generator_lib
 from keras_tfm.models import Seq2Seq
 from keras_tfm.tokenizers import BytePairTokenizer
@@ -52,6 +53,8 @@ TOKENIZER_KIND = {
     "tiny_marian": (UnigramTokenizer, UnigramTokenizer),  # source.spm, target.spm + vocab.json
 }
 ATOL = 1e-4
+#: The `translate` inputs of a reference run's settings.
+BEAM_SETTINGS = ("max_new_tokens", "num_beams", "length_penalty")
 
 
 class Family:
@@ -189,6 +192,17 @@ def test_save_pretrained_loads_back(families, name, tmp_path):
     np.testing.assert_array_equal(family.logits(loaded), family.logits())
     assert loaded.generation_config == family.model.generation_config
     assert loaded.generation_defaults == family.model.generation_defaults
+    # The tokenizer files written (T5 tokenizer.json, Marian source.spm + target.spm + vocab.json, BART
+    # vocab.json + merges.txt) read back as the same tokenizer(s): every option equal, hence every id.
+    pairs = zip(*(t if isinstance(t, tuple) else (t,) for t in (loaded.tokenizer, family.model.tokenizer)))
+    for got, want in pairs:
+        got, want = dict(got.get_config(), name=None), dict(want.get_config(), name=None)
+        if "added_tokens" in got and isinstance(got["added_tokens"][0], list):
+            got["added_tokens"], want["added_tokens"] = (
+                sorted(got["added_tokens"]),
+                sorted(want["added_tokens"]),
+            )
+        assert [k for k in want if got.get(k) != want[k]] == []
 
 
 @pytest.mark.parametrize("name", ["tiny_t5", "tiny_bart", "tiny_marian"])
@@ -231,14 +245,20 @@ def test_export_serves_text_with_the_checkpoints_special_ids(families, name, tmp
     path = export_for_serving(
         family.model, tmp_path / name, max_beams=4, max_new_tokens_limit=12, warmup=False, jit_compile=False
     )
-    translate = tf.saved_model.load(path).signatures["translate"]
-    sources = tf.constant(family.reference["generation_inputs"]["sources"])
-    for run in (family.runs["greedy"], family.runs["beam4_lp0.8"]):
-        settings = run["settings"]
-        out = translate(
-            inputs=sources,
-            max_new_tokens=tf.constant(settings["max_new_tokens"]),
-            num_beams=tf.constant(settings["num_beams"]),
-            length_penalty=tf.constant(settings["length_penalty"], tf.float32),
-        )
-        assert [t.decode() for t in out["translations"].numpy()] == run["decoded_best"], run["name"]
+    sources = family.reference["generation_inputs"]["sources"]
+    runs = (family.runs["greedy"], family.runs["beam4_lp0.8"])
+    calls = [
+        {
+            "signature": "translate",
+            "inputs": {"inputs": sources, **{k: run["settings"][k] for k in BEAM_SETTINGS}},
+        }
+        for run in runs
+    ]
+    # Through the TF2 loader and TF Serving's TF1 session, with keras and keras_tfm blocked.
+    result = run_serving_client({"models": [{"path": path, "calls": calls, "bad": []}]}, tmp_path)
+    assert result["blocked_modules_loaded"] == []
+    (entry,) = result["models"]
+    for loader in ("tf2", "tf1"):
+        assert [call["translations"] for call in entry[loader]] == [run["decoded_best"] for run in runs]
+    # `keras-tfm generate` loads it: every op is one keras_tfm's exports emit (`trusted_ops`).
+    assert untrusted_ops(path) == {}

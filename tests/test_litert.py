@@ -27,10 +27,12 @@ from keras_tfm.export.litert_sampling import choose_token
 from keras_tfm.export.litert_tokenizers import PythonTokenizer, read_tokenizer
 from keras_tfm.export.litert_verification import verify
 from keras_tfm.generation import samplers
+from keras_tfm.models import from_pretrained
 from keras_tfm.tokenizers import ByteTokenizer, CharTokenizer, WordTokenizer
 from keras_tfm.tokenizers.text import decode, encode
 from keras_tfm.training import compile_for_lm
 
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "pretrained")
 TEXT = (
     "to be, or not to be, that is the question: whether 'tis nobler in the mind to suffer "
     "the slings and arrows of outrageous fortune, or to take arms against a sea of troubles. "
@@ -229,6 +231,24 @@ def test_bad_input_same_messages_as_generate(gpt, args, kwargs, message):
     with pytest.raises(type(in_process.value)) as litert:
         runner.generate(*args, **kwargs)
     assert str(litert.value) == str(in_process.value)
+
+
+def test_marian_checkpoint_tokens_equal_in_process(tmp_path):
+    """A Marian checkpoint exports with its own ways: decoder start = pad id (235, not 0), the
+    `generation_config` constraints (suppressed pad, forced EOS at the last step), EOS 0 and
+    Marian's sinusoid layout (every sine column, then every cosine column)."""
+    model = from_pretrained(os.path.join(FIXTURES, "tiny_marian"))
+    runner = LiteRTGenerator(export_for_litert(model, str(tmp_path / "marian.tflite")))
+    assert runner.generation_config == {k: v for k, v in model.generation_config.items()} | {
+        "suppressed_ids": list(model.generation_config["suppressed_ids"])
+    }
+    texts = ["the cat sat on the mat", "hello world"]
+    assert runner.translate(texts, max_new_tokens=6) == model.translate(texts, max_new_tokens=6, num_beams=1)
+    sources = [[5, 9, 11, 3, 0], [7, 8, 0]]
+    start = model.decoder_start_id
+    for options in ({}, SAMPLING):  # eos_id not given: the checkpoint's (0), as in process
+        expected = generation.generate(model, sources, 6, bos_id=start, **options)
+        np.testing.assert_array_equal(runner.generate(sources, 6, bos_id=start, **options), expected)
 
 
 def test_seq2seq_bad_input_same_messages(s2s):

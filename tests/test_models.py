@@ -247,7 +247,7 @@ def test_gpt_parts_are_the_named_graph_layers():
     assert (model.vocabulary_size, model.max_length, model.num_layers, model.num_heads, model.d_model) == (
         (64, 32, 2, 2, 32)
     )
-    assert model.head_dim == 16 and model.config["d_ff"] == 64 and model.config["position"] == "learned"
+    assert model.key_dim == 16 and model.config["d_ff"] == 64 and model.config["position"] == "learned"
     block = model.blocks[0]
     assert block.causal and block.norm_first and block.activation == "gelu_tanh"
     assert block.layer_norm_epsilon == 1e-5
@@ -347,7 +347,7 @@ def test_llama_layout_parts_and_config():
     assert not [w.path for w in llama.weights if "bias" in w.path]
     # Key/value projections and the cache have the 2 key/value heads.
     assert tuple(block.self_attention_layer.key_dense.kernel.shape) == (32, 2, 8)
-    assert llama.num_key_value_heads == 2 and llama.head_dim == 8
+    assert llama.num_key_value_heads == 2 and llama.key_dim == 8
     keys, values = llama.init_caches(3, 5)[:2]
     assert tuple(keys.shape) == (3, 2, 8, 5) and tuple(values.shape) == (3, 2, 5, 8)
     config = llama.config

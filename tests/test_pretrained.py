@@ -339,7 +339,9 @@ def test_tokenizers_are_saved_beside_the_weights(tmp_path, tiny_gpt2):
     assert pretrained_tokenizer(tmp_path / "gpt2")(texts).to_list() == gpt_tokenizer(texts).to_list()
 
 
-def test_loaded_gpt2_exports_and_serves(tmp_path, tiny_gpt2):
+@pytest.fixture(scope="module")
+def served_gpt2(tiny_gpt2, tmp_path_factory):
+    """The loaded GPT-2's export (default signatures), loaded back; and its tokenizer."""
     import tensorflow as tf
 
     from keras_tfm.export import export_for_serving
@@ -347,15 +349,22 @@ def test_loaded_gpt2_exports_and_serves(tmp_path, tiny_gpt2):
     tokenizer = pretrained_tokenizer(TINY_GPT2)
     # The prompt below is 11 tokens: max_prompt_length 16 exports the prompt widths 8 and 16 only (the
     # default, the model's 32 positions, would also trace width 32 and a sliding-window loop per width).
+    # 16 + 8 new tokens fit the 32 positions: no sliding-window loop.
     path = export_for_serving(
         tiny_gpt2,
-        str(tmp_path / "gpt2"),
+        str(tmp_path_factory.mktemp("exports") / "gpt2"),
         tokenizer=tokenizer,
         max_new_tokens_limit=8,
         warmup=False,
         max_prompt_length=16,
     )
-    served = tf.saved_model.load(path)
+    return tf.saved_model.load(path), tokenizer
+
+
+def test_loaded_gpt2_exports_and_serves(served_gpt2, tiny_gpt2):
+    import tensorflow as tf
+
+    served, tokenizer = served_gpt2
     ids = reference(TINY_GPT2)["token_ids"]
     logits = served.signatures["serving_default"](token_ids=tf.constant(ids))["logits"]
     np.testing.assert_allclose(logits, tiny_gpt2(ids), atol=1e-5)
@@ -370,6 +379,24 @@ def test_loaded_gpt2_exports_and_serves(tmp_path, tiny_gpt2):
     )
     tokens = generate(tiny_gpt2, tokenizer([prompt]).to_list(), 6)
     assert out["completions"].numpy()[0] == tokenizer.detokenize(tokens).numpy()[0]
+
+
+@pytest.mark.parametrize("signature", ["generate_ids", "generate"])
+def test_served_prompt_longer_than_max_prompt_length_is_refused_clearly(served_gpt2, signature):
+    """A prompt past `max_prompt_length` (16) fails with the served length check, ids and text alike
+    (the padding to the prompt width ran before the checks: "Paddings must be non-negative")."""
+    import tensorflow as tf
+
+    served, _ = served_gpt2
+    sampling = dict(max_new_tokens=2, temperature=0.0, top_k=0, top_p=1.0, seed=0)
+    if signature == "generate_ids":
+        prompt = dict(token_ids=tf.fill([2, 17], 5), lengths=tf.constant([17, 3]))
+    else:
+        prompt = dict(prompts=tf.constant(["a" * 17, "a"]))  # one token per "a"
+    name = "token_ids" if signature == "generate_ids" else "prompts"
+    message = rf"a prompt of `{name}` is longer than the maximum prompt length 16 tokens; longest:\] \[17\]"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        served.signatures[signature](**prompt, **{k: tf.constant(v) for k, v in sampling.items()})
 
 
 def test_loaded_bert_classifier_serves_raw_strings_with_the_checkpoint_special_ids(tmp_path):

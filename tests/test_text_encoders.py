@@ -122,7 +122,7 @@ def test_cls_sep_tokenizer_gives_the_same_rows(tokenizer):
     """A tokenizer that adds [CLS]/[SEP] itself (pretrained ones do) gives the same rows."""
     from keras_tfm.models.bert_text import encode_texts
 
-    wrapped = WordPieceTokenizer(tokenizer.get_vocabulary()[7:], add_cls_sep=True, sequence_length=8)
+    wrapped = WordPieceTokenizer(tokenizer.get_vocabulary()[7:], add_cls_sep=True, max_length=8)
     model = tiny_bert_classifier(num_classes=2)
     plain_rows = encode_texts(tokenizer, TEXTS, 8, model.max_length)
     for a, b in zip(plain_rows, encode_texts(wrapped, TEXTS, None, model.max_length)):

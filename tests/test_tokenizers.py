@@ -60,7 +60,7 @@ def test_special_token_ids_are_where_the_vocabulary_has_them():
     )
     assert tokenizer.special_token_ids == (0, 5, 6, 7, 8) and tokenizer.bos_id is None
     assert tokenizer.prefix_ids == (6,) and tokenizer.suffix_ids == (7,)
-    ids = tokenizer(["The cats sat on the mat!", "the dog"], sequence_length=10).numpy().tolist()
+    ids = tokenizer(["The cats sat on the mat!", "the dog"], max_length=10).numpy().tolist()
     assert ids[0] == [6, 2, 3, 11, 4, 9, 2, 10, 12, 7]
     assert ids[1] == [6, 2, 5, 7, 0, 0, 0, 0, 0, 0]  # unknown word -> [UNK]=5, padding with [PAD]=0
     assert tokenizer.token_to_id("dog") == 5 and tokenizer.token_to_id("[MASK]") == 8
@@ -96,11 +96,11 @@ def test_special_token_errors_name_the_field():
 
 def test_tokenize_pairs_builds_bert_inputs():
     tokenizer = _bert_tokenizer()
-    out = tokenizer.tokenize_pairs(["the cat", "cafe"], ["sat on the mat", "naive !"], sequence_length=9)
+    out = tokenizer.tokenize_pairs(["the cat", "cafe"], ["sat on the mat", "naive !"], max_length=9)
     assert out["token_ids"].numpy().tolist() == [[6, 2, 3, 7, 4, 9, 2, 10, 7], [6, 14, 7, 15, 12, 7, 0, 0, 0]]
     assert out["segment_ids"].numpy().tolist() == [[0, 0, 0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1, 0, 0, 0]]
     assert out["padding_mask"].numpy().tolist() == [[1] * 9, [1] * 6 + [0] * 3]
-    cut = tokenizer.tokenize_pairs(["the cat"], ["sat on the mat"], sequence_length=7)  # the longer is cut
+    cut = tokenizer.tokenize_pairs(["the cat"], ["sat on the mat"], max_length=7)  # the longer is cut
     assert cut["token_ids"].numpy().tolist() == [[6, 2, 3, 7, 4, 9, 7]]
     scalar = tokenizer.tokenize_pairs("the cat")
     assert scalar["token_ids"].numpy().tolist() == [6, 2, 3, 7] and scalar["segment_ids"].shape == (4,)
@@ -128,8 +128,8 @@ def test_bert_normalisation_cleans_strips_lowercases_and_splits():
 
 def test_wordpiece_from_pretrained_reads_vocab_and_config(tmp_path):
     directory = _write_bert_checkpoint(tmp_path / "bert", {"do_lower_case": False, "unk_token": "[UNK]"})
-    tokenizer = WordPieceTokenizer.from_pretrained(directory, sequence_length=6)
-    assert not tokenizer.lowercase and tokenizer.sequence_length == 6 and tokenizer.unk_id == 5
+    tokenizer = WordPieceTokenizer.from_pretrained(directory, max_length=6)
+    assert not tokenizer.lowercase and tokenizer.max_length == 6 and tokenizer.unk_id == 5
     assert tokenizer("the Cat").numpy().tolist() == [6, 2, 5, 7, 0, 0]  # cased: "Cat" is unknown
     clone = WordPieceTokenizer.from_config(tokenizer.get_config())
     assert clone.get_vocabulary() == BERT_VOCAB and clone.special_tokens == tokenizer.special_tokens
@@ -209,9 +209,9 @@ def _op_types(graph_def):
 @pytest.mark.parametrize("kind", ["wordpiece_bert", "byte_pair"])
 def test_saved_model_uses_core_tf_ops_only(kind, tmp_path):
     tokenizer = _bert_tokenizer() if kind == "wordpiece_bert" else _tiny_bpe()
-    module = tokenizer_module(tokenizer, sequence_length=12)
+    module = tokenizer_module(tokenizer, max_length=12)
     inputs = tf.constant(["The cats sat on the mat!", "", "naïve 日本"])
-    expected = tokenizer(inputs, sequence_length=12).numpy()
+    expected = tokenizer(inputs, max_length=12).numpy()
     ops = _op_types(module.encode.get_concrete_function().graph.as_graph_def())
     ops |= _op_types(module.decode.get_concrete_function().graph.as_graph_def())
     not_core = sorted(op for op in ops if not hasattr(tf.raw_ops, op))

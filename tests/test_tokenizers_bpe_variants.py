@@ -183,7 +183,7 @@ def test_dense_output_is_padded_with_pad_id():
     tokenizer = load_tokenizer_json(os.path.join(FIXTURES, "qwen2_bpe"))
     pad = tokenizer.token_to_id("<|endoftext|>")
     assert tokenizer.pad_id == pad and tokenizer.eos_id == tokenizer.token_to_id("<|im_end|>")
-    dense = tokenizer(["a", "a b c d e f"], sequence_length=4).numpy()
+    dense = tokenizer(["a", "a b c d e f"], max_length=4).numpy()
     assert dense.shape == (2, 4) and dense[0, 1:].tolist() == [pad] * 3
 
 

@@ -208,23 +208,21 @@ def test_sentence_pairs_and_truncation_match_huggingface(bert_pair, corpora):
     first = corpora["sst2"][:200] + ["", "short"]
     second = corpora["sst2"][200:400] + ["a long second sentence that needs cutting", ""]
     encode = tf.function(tokenizer.tokenize_pairs)
-    for sequence_length in (8, 13):  # room for 5 (odd) and 10 (even) text tokens
+    for max_length in (8, 13):  # room for 5 (odd) and 10 (even) text tokens
         reference = tokenizers.Tokenizer.from_file(os.path.join(MINILM, "tokenizer.json"))
-        reference.enable_truncation(max_length=sequence_length, strategy="longest_first")
-        reference.enable_padding(length=sequence_length, pad_id=0)
-        out = encode(tf.constant(first), tf.constant(second), sequence_length=sequence_length)
+        reference.enable_truncation(max_length=max_length, strategy="longest_first")
+        reference.enable_padding(length=max_length, pad_id=0)
+        out = encode(tf.constant(first), tf.constant(second), max_length=max_length)
         expected = reference.encode_batch(list(zip(first, second)))
         np.testing.assert_array_equal(out["token_ids"].numpy(), [e.ids for e in expected])
         np.testing.assert_array_equal(out["segment_ids"].numpy(), [e.type_ids for e in expected])
         np.testing.assert_array_equal(out["padding_mask"].numpy(), [e.attention_mask for e in expected])
-        single = encode(tf.constant(first[:50]), sequence_length=sequence_length)
+        single = encode(tf.constant(first[:50]), max_length=max_length)
         expected = [e.ids for e in reference.encode_batch(first[:50])]
         np.testing.assert_array_equal(single["token_ids"].numpy(), expected)
         np.testing.assert_array_equal(single["segment_ids"].numpy(), 0)
         # The layer call truncates the same way: [CLS] text [SEP], the text cut.
-        np.testing.assert_array_equal(
-            tokenizer(first[:50], sequence_length=sequence_length).numpy(), expected
-        )
+        np.testing.assert_array_equal(tokenizer(first[:50], max_length=max_length).numpy(), expected)
 
 
 # --------------------------------------------------------------------------- #

@@ -4,8 +4,8 @@ import numpy as np
 import tensorflow as tf
 
 
-def tokenizer_module(tokenizer, sequence_length):
-    """A `tf.Module` with `encode` (strings → ids padded to `sequence_length`) and `decode` signatures."""
+def tokenizer_module(tokenizer, max_length):
+    """A `tf.Module` with `encode` (strings → ids padded to `max_length`) and `decode` signatures."""
 
     class TokenizerModule(tf.Module):
         def __init__(self, tokenizer):
@@ -14,7 +14,7 @@ def tokenizer_module(tokenizer, sequence_length):
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def encode(self, strings):
-            return self.tokenizer(strings, sequence_length=sequence_length)
+            return self.tokenizer(strings, max_length=max_length)
 
         @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
         def decode(self, ids):

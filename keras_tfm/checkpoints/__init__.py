@@ -12,8 +12,14 @@ The model classes build themselves from a checkpoint: `GPT.from_preset(path)`,
 `keras_tfm.models.from_pretrained(path, task)` picks the class. This package sits below
 `models`: one module per concern, `files` (config.json, safetensors, atomic directories),
 `weight_mapping` (checkpoint name ↔ Keras variable, both directions), one converter per
-family (`bert`, `gpt2`, `llama`), `loading` (`Checkpoint`), `saving`, `tokenizer_files`
-and `hub`.
+family (`bert`, `gpt2`, `llama`, `mistral`, `qwen2`, `t5`, `bart`, `marian`), `loading`
+(`Checkpoint`), `saving`, `tokenizer_files` and `hub`.
+
+A family converter is a module with `MODEL_TYPE`, `STATE_DICT_PREFIX`, `TASKS`, `DEFAULT_TASK`,
+`IGNORED_SUFFIXES`, `TIED`, `builder_options(config, read)`, `entries(model, prefix)` (checkpoint
+name ↔ variable, both directions) and `hf_config(model, task)`; optionally `save_entries(model,
+task)` (else `entries(model, STATE_DICT_PREFIX)` is written) and `unneeded(model, prefix)` (name
+prefixes a head does not use; else none).
 """
 
 from keras_tfm.checkpoints.files import CheckpointError, MissingCheckpointFile

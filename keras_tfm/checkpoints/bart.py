@@ -192,15 +192,6 @@ def entries(model, prefix="model."):
     return out + [logits_bias_entry(model)]
 
 
-def save_entries(model, task):
-    """The mapping `save_pretrained` writes (BartForConditionalGeneration's layout)."""
-    return entries(model, STATE_DICT_PREFIX)
-
-
-def unneeded(model, prefix):
-    return ()
-
-
 def layer_problems(model, block):
     """What a model lacks of BART's / Marian's layer layout (for `check_layout`)."""
     problems = []

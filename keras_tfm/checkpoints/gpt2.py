@@ -127,15 +127,6 @@ def entries(model, prefix="transformer."):
     return out
 
 
-def save_entries(model, task):
-    """The mapping `save_pretrained` writes (GPT2LMHeadModel's layout)."""
-    return entries(model, STATE_DICT_PREFIX)
-
-
-def unneeded(model, prefix):
-    return ()
-
-
 def hf_config(model, task):
     """config.json for a keras_tfm GPT model (raises for options GPT-2 lacks)."""
     p = parts(model)

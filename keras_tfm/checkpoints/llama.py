@@ -137,15 +137,6 @@ def entries(model, prefix="model."):
     return out
 
 
-def save_entries(model, task):
-    """The mapping `save_pretrained` writes (LlamaForCausalLM's layout)."""
-    return entries(model, STATE_DICT_PREFIX)
-
-
-def unneeded(model, prefix):
-    return ()
-
-
 def is_llama_layout(model):
     """Whether a keras_tfm GPT has Llama's layout (RMSNorm, SwiGLU, RoPE, no biases)."""
     block = parts(model).blocks[0]

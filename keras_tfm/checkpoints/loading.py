@@ -291,7 +291,9 @@ class Checkpoint:
         pairs, missing = wm.collect(entries, tensors, sources, self.config, self.config_path)
         mapped = {e.name for e in entries}
         # Encoder parts a head does not use (BERT's pooler under a masked LM or mean pooling).
-        unneeded = family.unneeded(model, prefix) + getattr(family, "ZEROS_WHEN_MISSING", ())
+        unneeded = (family.unneeded(model, prefix) if hasattr(family, "unneeded") else ()) + getattr(
+            family, "ZEROS_WHEN_MISSING", ()
+        )
         missing = [n for n in missing if not n.startswith(unneeded)]
         unused = sorted(
             n

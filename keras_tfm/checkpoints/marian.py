@@ -87,15 +87,6 @@ def entries(model, prefix="model."):
     return out + bart.layer_entries(model, prefix) + [bart.logits_bias_entry(model)]
 
 
-def save_entries(model, task):
-    """The mapping `save_pretrained` writes (MarianMTModel's layout)."""
-    return entries(model, STATE_DICT_PREFIX)
-
-
-def unneeded(model, prefix):
-    return ()
-
-
 def hf_config(model, task):
     """config.json for a Marian-layout `Seq2Seq` (raises for options Marian lacks)."""
     block = model.encoder_blocks[0]

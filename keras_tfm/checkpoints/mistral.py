@@ -21,8 +21,6 @@ IGNORED_SUFFIXES = llama.IGNORED_SUFFIXES
 TIED = llama.TIED
 
 entries = llama.entries
-save_entries = llama.save_entries
-unneeded = llama.unneeded
 
 
 def builder_options(config, read):

@@ -134,8 +134,9 @@ def save_pretrained(
             biases, GPT-2 pre-norm, BERT post-norm).
         path: the directory to write.
         tokenizer: the tokenizer whose vocabulary is saved alongside; None:
-            `model.tokenizer` when it is a WordPiece or byte-level BPE
-            tokenizer (the kinds the layout holds), else none.
+            `model.tokenizer` when the layout holds its kind (WordPiece,
+            byte-level BPE, SentencePiece-style and Qwen2 BPE, T5 Unigram, a
+            Marian (source, target) Unigram pair), else none.
         overwrite: replace an existing non-empty `path` (else ValueError).
         max_shard_size: e.g. "2GB"; None writes one file.
 
@@ -156,7 +157,10 @@ def save_pretrained(
             config[f"{role}_token_id"] = getattr(tokenizer, f"{role}_id", None)
     config["keras_tfm"] = _saved_options(model, task)
     config["torch_dtype"] = "float32"
-    tensors = wm.to_tensors(family.save_entries(model, task))
+    if hasattr(family, "save_entries"):  # a layout that depends on the task (BERT's heads), T5
+        tensors = wm.to_tensors(family.save_entries(model, task))
+    else:
+        tensors = wm.to_tensors(family.entries(model, family.STATE_DICT_PREFIX))
     with checkpoint_directory(path, overwrite=overwrite) as temp:
         write_json(temp, CONFIG_FILE, config)
         if task == "seq2seq_lm":

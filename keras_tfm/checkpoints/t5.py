@@ -184,10 +184,6 @@ def save_entries(model, task):
     return entries(model)
 
 
-def unneeded(model, prefix):
-    return ()
-
-
 def _layout_problems(model, block):
     d_model = model.d_model
     problems = []
@@ -234,7 +230,7 @@ def hf_config(model, task):
         "model_type": MODEL_TYPE,
         "vocab_size": int(model.vocabulary_size),
         "d_model": int(model.d_model),
-        "d_kv": int(model.head_dim),
+        "d_kv": int(model.key_dim),
         "d_ff": int(block.d_ff),
         "num_layers": len(model.encoder_blocks),
         "num_decoder_layers": len(model.decoder_blocks),

@@ -4,16 +4,18 @@
     seq2seq_tokenizer(path, type)   → a T5 / BART / Marian checkpoint's tokenizer (Marian: a
                                       (source, target) pair)
     save_tokenizer(tokenizer, dir)  → tokenizer.json + tokenizer_config.json (SentencePiece-style
-                                      and Qwen2 BPE), vocab.txt (+ tokenizer_config.json) or
-                                      vocab.json + merges.txt
+                                      and Qwen2 BPE, T5 Unigram), source.spm + target.spm +
+                                      vocab.json (a Marian pair), vocab.txt (+
+                                      tokenizer_config.json) or vocab.json + merges.txt
 
 A `tokenizer.json` comes first: `load_tokenizer_json` builds what it describes (WordPiece,
 GPT-2 byte-level BPE, Llama / Mistral SentencePiece-style BPE with byte fallback, Qwen2 BPE)
 and refuses by name any part it does not implement. Without one, the kind is what
 `tokenizer_config.json`'s `tokenizer_class` or `config.json`'s `model_type` declares, else
 the one whose files are complete; a declared kind whose files are missing is refused, naming
-the files found; a SentencePiece `tokenizer.model` alone is refused by name. The tokenizers
-are TensorFlow ops, imported on use.
+the files found; a SentencePiece BPE `tokenizer.model` alone (Llama, Mistral) is read as the
+`sentencepiece` library encodes it (`tokenizers.sentencepiece_bpe_model`), anything it does not
+implement refused by name. The tokenizers are TensorFlow ops, imported on use.
 """
 
 import json
@@ -126,10 +128,12 @@ def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     complete: byte-level BPE from `vocab.json` + `merges.txt`
     (`BytePairTokenizer.from_pretrained`), BERT WordPiece from `vocab.txt`
     (`WordPieceTokenizer.from_pretrained`). A declared kind whose files are
-    missing is a FileNotFoundError listing the files found; a SentencePiece
-    `tokenizer.model` without a `tokenizer.json` is a ValueError naming it.
+    missing is a FileNotFoundError listing the files found; a SentencePiece BPE
+    `tokenizer.model` without a `tokenizer.json` (Llama, Mistral) is read by
+    `SentencePieceModelBPETokenizer.from_sentencepiece_model` (a ValueError names
+    what it does not implement).
     `path` may be `"hf://org/name"` (see `from_pretrained`). `kwargs` override
-    what the files say (e.g. `sequence_length=128`).
+    what the files say (e.g. `max_length=128`).
     """
     from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
     from keras_tfm.tokenizers.tokenizer_json import load_tokenizer_json
@@ -140,11 +144,9 @@ def pretrained_tokenizer(path: str | os.PathLike, **kwargs) -> "Tokenizer":
     config = read_json(directory, CONFIG_FILE, required=False) or {}
     present = {n for n in TOKENIZER_MARKERS if os.path.isfile(os.path.join(directory, n))}
     if "tokenizer.model" in present and not present & {"vocab.txt", "vocab.json"}:
-        raise ValueError(
-            f"{directory}: 'tokenizer.model' (a SentencePiece model) without a 'tokenizer.json' is not "
-            "read; keras_tfm reads the tokenizer.json HuggingFace saves beside it (refused rather than "
-            "tokenized differently)."
-        )
+        from keras_tfm.tokenizers.sentencepiece_bpe_model import SentencePieceModelBPETokenizer
+
+        return SentencePieceModelBPETokenizer.from_sentencepiece_model(directory, **kwargs)
     if _tokenizer_kind(directory, config) == "bpe":
         return BytePairTokenizer.from_pretrained(directory, **kwargs)
     return WordPieceTokenizer.from_pretrained(directory, **kwargs)
@@ -226,16 +228,31 @@ def seq2seq_tokenizer(path: str | os.PathLike, model_type: str) -> "Tokenizer | 
     return load(os.path.join(directory, files[0]))
 
 
-def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None:
+def save_tokenizer(tokenizer: "Tokenizer | tuple", directory: str | os.PathLike) -> None:
     """Writes a tokenizer's files in the checkpoint layout: `tokenizer.json` +
     `tokenizer_config.json` for a SentencePiece-style or Qwen2 BPE
-    (`tokenizer_json_writer`), `vocab.json` + `merges.txt` for a GPT-2 byte-level
+    (`tokenizer_json_writer`) or a T5 Unigram tokenizer, `source.spm` + `target.spm` +
+    `vocab.json` for a Marian (source, target) pair (`unigram_writer`; a SentencePiece
+    BPE read from a `tokenizer.model` with remove_extra_whitespaces, which a
+    tokenizer.json cannot express, is a ValueError), `vocab.json` + `merges.txt` for a GPT-2 byte-level
     BPE (+ `tokenizer_config.json` naming BART's special tokens when it wraps texts as
     `<s> … </s>`), else `vocab.txt` (+ `tokenizer_config.json` with the special tokens and
     lower-casing of a WordPiece tokenizer), into an existing `directory` (the
     temporary directory of `save_pretrained`)."""
     from keras_tfm.tokenizers import tokenizer_json_writer
+    from keras_tfm.tokenizers.unigram import UnigramTokenizer
 
+    if isinstance(tokenizer, (tuple, list)) or isinstance(tokenizer, UnigramTokenizer):
+        from keras_tfm.tokenizers.unigram_writer import write_unigram_tokenizer
+
+        write_unigram_tokenizer(tokenizer, directory)
+        return
+    if getattr(tokenizer, "remove_extra_whitespaces", False):
+        raise ValueError(
+            "This SentencePiece BPE tokenizer strips and collapses spaces (its tokenizer.model's "
+            "remove_extra_whitespaces), which a tokenizer.json cannot express; set `model.tokenizer = None` "
+            "before save_pretrained and copy the tokenizer.model into the saved folder."
+        )
     if isinstance(tokenizer, tokenizer_json_writer.WRITABLE):
         tokenizer_json_writer.write_tokenizer_json(tokenizer, directory)
         return
@@ -270,9 +287,13 @@ def save_tokenizer(tokenizer: "Tokenizer", directory: str | os.PathLike) -> None
 
 def layout_tokenizer(tokenizer):
     """`tokenizer` if the checkpoint layout holds its kind (WordPiece, byte-level BPE,
-    SentencePiece-style and Qwen2 BPE), else None."""
-    from keras_tfm.tokenizers import BytePairTokenizer, WordPieceTokenizer
+    SentencePiece-style and Qwen2 BPE, SentencePiece Unigram: a T5 tokenizer or a Marian
+    (source, target) pair), else None."""
+    from keras_tfm.tokenizers import BytePairTokenizer, UnigramTokenizer, WordPieceTokenizer
     from keras_tfm.tokenizers.tokenizer_json_writer import WRITABLE
 
-    kinds = (BytePairTokenizer, WordPieceTokenizer, *WRITABLE)
+    if isinstance(tokenizer, (tuple, list)):
+        pair = len(tokenizer) == 2 and all(isinstance(t, UnigramTokenizer) for t in tokenizer)
+        return tokenizer if pair else None
+    kinds = (BytePairTokenizer, WordPieceTokenizer, UnigramTokenizer, *WRITABLE)
     return tokenizer if isinstance(tokenizer, kinds) else None

@@ -9,12 +9,16 @@ Prints one text per `--prompt` (`output_texts`): a GPT's prompt followed by its 
 `generate` returns it (`--completion-only`: the completion alone, for scripts); a seq2seq model's
 translation, a classifier's label and a masked LM's filled-in text (the whole text already), each alone.
 `--json` prints every output of the signature instead (a GPT's "completions" without the prompt).
+
+A HuggingFace-layout checkpoint folder (config.json: T5, BART, Marian, GPT-2, Llama, Mistral, Qwen2, or
+the `--output` of `keras-tfm finetune`) is loaded with `from_pretrained` and answers the same request in
+process, as its export's `translate` / `generate` / `beam_search` would (`checkpoint_text`).
 """
 
 import json
 import os
 
-from keras_tfm.cli import usage
+from keras_tfm.cli import checkpoint_text, usage
 from keras_tfm.cli.options import positive_int, seed
 
 #: The number of new tokens when --max-new-tokens is not given (capped by the export).
@@ -203,6 +207,10 @@ def _run_litert(args):
             list(args.prompt), max_new_tokens, sampler="sample", completion_only=True, **sampling
         )
         out = {"completions": completions}
+    return _print(signature, args, out)
+
+
+def _print(signature, args, out):
     if args.json:
         print(
             json.dumps({k: getattr(v, "tolist", lambda v=v: v)() for k, v in out.items()}, ensure_ascii=False)
@@ -213,11 +221,40 @@ def _run_litert(args):
     return 0
 
 
+def _run_checkpoint(args):
+    """`--model CHECKPOINT_FOLDER`: the request an export of it would answer, in process
+    (`checkpoint_text`); the checkpoint's own length penalty unless `--length-penalty`."""
+    signature = checkpoint_text.checkpoint_signature(args.model, args.num_beams)
+    if args.version is not None:
+        raise usage.UsageError("--version", "a checkpoint folder has no versions")
+    _refuse_unused(signature, args)
+    if args.completion_only and (signature == "translate" or args.json):
+        raise usage.UsageError(
+            "--completion-only", "only for a decoder's text (and --json prints it alone already)"
+        )
+    if args.max_new_tokens == 0:
+        raise usage.UsageError(
+            "--max-new-tokens", "must be at least 1; received 0 (nothing would be generated)"
+        )
+    model = checkpoint_text.load_checkpoint(args.model)
+    limit = model.max_length - 1 if signature == "translate" and model.max_length else DEFAULT_MAX_NEW_TOKENS
+    request = {
+        "max_new_tokens": args.max_new_tokens or min(DEFAULT_MAX_NEW_TOKENS, limit),
+        "num_beams": args.num_beams or 1,
+        "length_penalty": args.length_penalty,
+        "sampling": {n: getattr(args, n) for n in SAMPLING if getattr(args, n) is not None},
+    }
+    out = checkpoint_text.checkpoint_outputs(model, signature, list(args.prompt), request)
+    return _print(signature, args, out)
+
+
 def _run_generate(args):
     from keras_tfm.export.client import call_signature, load_served, resolve_version_dir
 
     if str(args.model).endswith(".tflite"):
         return _run_litert(args)
+    if checkpoint_text.is_checkpoint_dir(args.model):
+        return _run_checkpoint(args)
 
     directory = resolve_version_dir(args.model, args.version)
     if not args.trust_saved_model:
@@ -277,12 +314,15 @@ def register(subparsers):
     """`keras-tfm generate`."""
     p = subparsers.add_parser(
         "generate",
-        help="run an exported SavedModel (generate / translate / classify / fill_mask) or LiteRT .tflite file",
+        help="run an exported SavedModel (generate / translate / classify / fill_mask), a LiteRT .tflite file "
+        "or a checkpoint folder",
     )
     p.add_argument(
         "--model",
         required=True,
-        help="saved_models/NAME (latest version), a version folder, or a LiteRT export NAME.tflite",
+        help="saved_models/NAME (latest version), a version folder, a LiteRT export NAME.tflite, or a "
+        "HuggingFace-layout checkpoint folder (T5, BART, Marian: translate; GPT-2, Llama, Mistral, Qwen2: "
+        "generate), run in process",
     )
     p.add_argument("--version", type=positive_int, default=None, help="version number (default: the latest)")
     p.add_argument("--prompt", action="append", required=True, help="input text (repeat for a batch)")
@@ -308,7 +348,10 @@ def register(subparsers):
         "sampling flag; seq2seq: translate). A flag the export's signature cannot use is refused",
     )
     p.add_argument(
-        "--length-penalty", type=float, default=None, help="beam search: GNMT alpha (default: 0.6)"
+        "--length-penalty",
+        type=float,
+        default=None,
+        help="beam search: GNMT alpha (default: 0.6; a checkpoint folder: its own, HuggingFace's len^alpha)",
     )
     p.add_argument(
         "--completion-only",

@@ -36,7 +36,7 @@ def _token_stream(ids_or_dataset):
 
 def lm_windows(
     ids_or_dataset: tf.types.experimental.TensorLike | tf.data.Dataset,
-    sequence_length: int,
+    max_length: int,
     batch_size: int,
     shuffle: bool = True,
     seed: int | None = None,
@@ -50,7 +50,7 @@ def lm_windows(
     Two variants:
 
     * `random_offsets=True` (nanoGPT's `get_batch`): every batch draws
-      `batch_size` random start offsets in `[0, n - sequence_length)`
+      `batch_size` random start offsets in `[0, n - max_length)`
       (stateless uniform; batch `i` depends only on `seed` and `i`, drawn
       `RANDOM_BATCHES_PER_CALL` batches at a time) and gathers
       `x = ids[o : o + T]`, `y = ids[o + 1 : o + T + 1]`. The dataset is
@@ -65,7 +65,7 @@ def lm_windows(
     Args:
         ids_or_dataset: 1-D integer ids (tensor, array or list), or a
             `tf.data.Dataset` of id tensors that are concatenated in order.
-        sequence_length: window length `T`.
+        max_length: window length `T`.
         batch_size: windows per batch `B`.
         shuffle: shuffle the window order (deterministic variant only).
         seed: int seed; None draws one.
@@ -77,17 +77,16 @@ def lm_windows(
     Returns:
         A `tf.data.Dataset` of `(x, y)`, int32 `[B, T]` each.
     """
-    check_positive_int("sequence_length", sequence_length)
+    check_positive_int("max_length", max_length)
     check_positive_int("batch_size", batch_size)
     seed = resolve_seed(seed)
     tokens = _token_stream(ids_or_dataset)
     n = int(tokens.shape[0])
-    if n < sequence_length + 1:
+    if n < max_length + 1:
         raise ValueError(
-            f"`sequence_length` ({sequence_length}) needs a stream of at least {sequence_length + 1} tokens; "
-            f"received {n}."
+            f"`max_length` ({max_length}) needs a stream of at least {max_length + 1} tokens; received {n}."
         )
-    window = tf.range(sequence_length + 1, dtype=tf.int64)
+    window = tf.range(max_length + 1, dtype=tf.int64)
 
     def split(windows):
         return windows[..., :-1], windows[..., 1:]
@@ -103,7 +102,7 @@ def lm_windows(
                 [per_call, batch_size],
                 seed=tf.stack([tf.constant(seed, tf.int64), block]),
                 minval=0,
-                maxval=n - sequence_length,
+                maxval=n - max_length,
                 dtype=tf.int64,
             )
             return split(tf.gather(tokens, offsets[..., None] + window))
@@ -111,14 +110,14 @@ def lm_windows(
         dataset = tf.data.Dataset.counter().map(random_batches).unbatch()
         return finish_pipeline(dataset, prefetch)
 
-    count = (n - 1) // sequence_length
+    count = (n - 1) // max_length
     starts = tf.data.Dataset.range(count)
     if shuffle:
         starts = starts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         starts = starts.repeat()
     dataset = starts.batch(batch_size, drop_remainder=drop_remainder).map(
-        lambda index: split(tf.gather(tokens, index[:, None] * sequence_length + window[None, :])),
+        lambda index: split(tf.gather(tokens, index[:, None] * max_length + window[None, :])),
         num_parallel_calls=AUTOTUNE,
     )
     return finish_pipeline(dataset, prefetch)

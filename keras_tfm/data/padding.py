@@ -21,7 +21,7 @@ def padding_values(spec, padding_value):
 def pad_and_batch(
     dataset: tf.data.Dataset,
     batch_size: int,
-    sequence_length: int | None = None,
+    max_length: int | None = None,
     padding_value: int | str = PAD,
     drop_remainder: bool = False,
     prefetch: bool = True,
@@ -30,13 +30,13 @@ def pad_and_batch(
 
     Each sequence component (e.g. ids from `tokenize_dataset`) is padded with
     `padding_value` to the longest in its batch, or truncated and padded to
-    exactly `sequence_length` when given. Scalar components (labels) are
+    exactly `max_length` when given. Scalar components (labels) are
     batched as they are. Works for tensors, tuples and dicts.
 
     Args:
         dataset: `tf.data.Dataset` of unbatched elements.
         batch_size: elements per batch.
-        sequence_length: optional fixed length of the first axis.
+        max_length: optional fixed length of the first axis.
         padding_value: pad value for numeric components ("" for strings).
         drop_remainder: drop the last, smaller batch.
         prefetch: end with a prefetch of `PREFETCH_BATCHES` batches.
@@ -47,21 +47,17 @@ def pad_and_batch(
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"`dataset` must be a tf.data.Dataset; received {type(dataset).__name__}.")
     check_positive_int("batch_size", batch_size)
-    check_positive_int("sequence_length", sequence_length, allow_none=True)
+    check_positive_int("max_length", max_length, allow_none=True)
     dataset = dense_components(dataset)
     spec = dataset.element_spec
-    if sequence_length is not None:
+    if max_length is not None:
         dataset = map_components(
             dataset,
-            lambda elem: tf.nest.map_structure(
-                lambda x: x[:sequence_length] if x.shape.rank >= 1 else x, elem
-            ),
+            lambda elem: tf.nest.map_structure(lambda x: x[:max_length] if x.shape.rank >= 1 else x, elem),
             num_parallel_calls=AUTOTUNE,
         )
     padded_shapes = tf.nest.map_structure(
-        lambda s: (
-            tf.TensorShape([sequence_length]).concatenate(s.shape[1:]) if s.shape.rank >= 1 else s.shape
-        ),
+        lambda s: tf.TensorShape([max_length]).concatenate(s.shape[1:]) if s.shape.rank >= 1 else s.shape,
         spec,
     )
     dataset = dataset.padded_batch(

@@ -11,7 +11,7 @@ def tokenize_dataset(
     dataset: tf.data.Dataset,
     tokenizer: Tokenizer | tuple[Tokenizer | None, ...],
     batch_size: int = 256,
-    sequence_length: int | None = None,
+    max_length: int | None = None,
 ) -> tf.data.Dataset:
     """Tokenizes the string components of a dataset, batched for speed.
 
@@ -26,7 +26,7 @@ def tokenize_dataset(
         tokenizer: a keras_tfm tokenizer, or for tuple elements a tuple with
             one tokenizer (or None to keep the component) per position.
         batch_size: strings tokenized per call.
-        sequence_length: optional fixed length (pad/truncate) passed to the
+        max_length: optional fixed length (pad/truncate) passed to the
             tokenizer.
 
     Returns:
@@ -50,7 +50,7 @@ def tokenize_dataset(
 
     def apply(tok, value):
         if tok is not None and value.dtype == tf.string:
-            return tok(value, sequence_length=sequence_length)
+            return tok(value, max_length=max_length)
         return value
 
     def tokenize(elem):

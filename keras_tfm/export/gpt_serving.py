@@ -185,8 +185,10 @@ class GPTServing:
         return self._concrete(("beam", sliding), run, (tf.int32, tf.float32, tf.int32), width)
 
     def _route(self, ragged, max_new_tokens, name, checks):
-        """Validates the prompts (and `checks`) → `(lengths, max_new, slide)`: `slide` (bool scalar)
-        when prompt + max_new_tokens pass the model's maximum length."""
+        """Validates the prompts (and `checks`) → `(ragged, lengths, max_new, slide)`: the prompts
+        and lengths readable only after every check passed (so a bad request fails with its
+        check's message, never inside the padding or the loop), `slide` (bool scalar) when
+        prompt + max_new_tokens pass the model's maximum length."""
         lengths = tf.cast(ragged.row_lengths(), tf.int32)
         batch = tf.shape(lengths)[0]
         long = longest(lengths)
@@ -210,9 +212,13 @@ class GPTServing:
             ),
         ] + checks
         with tf.control_dependencies(checks):
+            ragged = tf.RaggedTensor.from_row_splits(
+                tf.identity(flat), tf.identity(ragged.row_splits), validate=False
+            )
+            lengths = tf.identity(lengths)
             max_new = tf.clip_by_value(max_new_tokens, 0, self.max_new_tokens_limit)
             slide = long + max_new > self.max_length if self.sliding else tf.constant(False)
-        return lengths, max_new, slide
+        return ragged, lengths, max_new, slide
 
     def _switch(self, ragged, slide, max_new, call):
         """Runs `call(ids, sliding)` (outputs: `[B, L]` tokens first) on the prompts left-padded to the
@@ -239,7 +245,7 @@ class GPTServing:
         """Validated generation from ragged prompt ids → (tokens [B, max_new], lengths [B])."""
         checks = check_sampling(max_new_tokens, temperature, top_k, top_p, self.max_new_tokens_limit)
         checks += check_seed(seed)
-        lengths, max_new, slide = self._route(ragged, max_new_tokens, name, checks)
+        ragged, lengths, max_new, slide = self._route(ragged, max_new_tokens, name, checks)
 
         def call(ids, sliding):
             return self.decoder(sliding)(ids, lengths, max_new, seed, temperature, top_k, top_p)
@@ -252,7 +258,7 @@ class GPTServing:
         lengths [B], scores [B])."""
         checks = check_max_new_tokens(max_new_tokens, self.max_new_tokens_limit)
         checks += check_beams(num_beams, length_penalty, self.max_beams)
-        lengths, max_new, slide = self._route(ragged, max_new_tokens, name, checks)
+        ragged, lengths, max_new, slide = self._route(ragged, max_new_tokens, name, checks)
         beams = tf.clip_by_value(num_beams, 1, self.max_beams)
 
         def call(ids, sliding):

@@ -49,6 +49,7 @@ from keras_tfm.export.litert_signatures import (
     constant_sinusoids,
 )
 from keras_tfm.export.litert_verification import verify
+from keras_tfm.generation.prompts import model_defaults
 from keras_tfm.tokenizers.special_tokens import CLS, SEP
 
 __all__ = ["LITERT_KINDS", "QUANTIZE", "bucket_prefill_lengths", "export_for_litert"]
@@ -225,11 +226,23 @@ def _metadata(model, kind, signatures, max_length, quantize, tokenizers, label_n
         "pad_id": 0,
         **signatures.metadata(),
     }
+    if kind in ("causal_lm", "seq2seq_lm"):
+        defaults = model_defaults(model)  # ints and a list of ids (`check_generation_config`)
+        metadata["generation_config"] = {
+            key: [int(i) for i in value] if key == "suppressed_ids" else None if value is None else int(value)
+            for key, value in defaults.items()
+        }
     if kind == "causal_lm":
         metadata["vocabulary_size"] = int(model.vocabulary_size)
     elif kind == "seq2seq_lm":
         metadata["vocabulary_size"] = int(model.target_vocabulary_size)
         metadata["source_vocabulary_size"] = int(model.source_vocabulary_size)
+        target = tokenizers.get("target_tokenizer")
+        if target is not None:  # text requests start and stop as `translate` does (`seq2seq_ids`)
+            defaults = model_defaults(model)
+            start, stop = defaults.get("decoder_start_id"), defaults.get("eos_id")
+            metadata["decoder_start_id"] = target.bos_id if start is None else int(start)
+            metadata["eos_id"] = target.eos_id if stop is None else int(stop)
     else:
         metadata["vocabulary_size"] = int(model.vocabulary_size)
         tokenizer = tokenizers.get("tokenizer")

@@ -24,13 +24,23 @@ import os
 
 import numpy as np
 
-from keras_tfm.checks import check_bool, check_float, check_int, check_sampling, check_token_id, text_batch
-from keras_tfm.export.litert_sampling import choose_token
+from keras_tfm.checks import (
+    NO_STOP,
+    check_bool,
+    check_float,
+    check_int,
+    check_sampling,
+    check_token_id,
+    text_batch,
+)
+from keras_tfm.export.litert_sampling import choose_token, constrain
 from keras_tfm.export.litert_signatures import prefill_name
 from keras_tfm.export.litert_tokenizers import read_tokenizer
 from keras_tfm.generation import prompts
 from keras_tfm.generation.generator import LIMIT
-from keras_tfm.tokenizers.special_tokens import BOS, EOS
+
+#: Marks an `eos_id` the caller did not give (None means "no stop id").
+_UNSET = object()
 
 __all__ = ["FORMAT", "LiteRTGenerator", "LiteRTModel", "make_interpreter", "read_metadata", "sidecar_path"]
 
@@ -150,6 +160,8 @@ class LiteRTGenerator(LiteRTModel):
             raise ValueError(f"A {self.kind} export does not generate; use litert_encoder.LiteRTEncoder.")
         self.cache_length = int(metadata["cache_length"])
         self.pad_id = int(metadata.get("pad_id", 0))
+        #: The model's generation defaults (`Seq2Seq.generation_config`): stop id and constraints.
+        self.generation_config = dict(metadata.get("generation_config") or {})
         self.source_vocabulary_size = int(metadata.get("source_vocabulary_size", self.vocabulary_size))
 
     # ------------------------------------------------------------------ public API
@@ -162,7 +174,7 @@ class LiteRTGenerator(LiteRTModel):
         top_k: int | None = None,
         top_p: float | None = None,
         seed=None,
-        eos_id: int | None = None,
+        eos_id: int | None = _UNSET,
         return_lengths: bool = False,
         completion_only: bool = False,
         **request,
@@ -173,7 +185,9 @@ class LiteRTGenerator(LiteRTModel):
             inputs: GPT prompts / seq2seq sources: a str or list of str (with the export's
                 tokenizer), or a list of id sequences / a 2-D int array.
             max_new_tokens, sampler, temperature, top_k, top_p, seed, eos_id, return_lengths:
-                as in `keras_tfm.generation.generate`.
+                as in `keras_tfm.generation.generate` (`eos_id` not given: the export's
+                model's, for text the tokenizer's; None: no stop). The model's forced and
+                suppressed tokens (`generation_config`) apply, and override as in process.
             completion_only: GPT text: the completion without the prompt.
             **request: ids: GPT `prompt_lengths`; seq2seq `bos_id`, `source_lengths`,
                 `decoder_prompt_ids`.
@@ -198,10 +212,18 @@ class LiteRTGenerator(LiteRTModel):
         rows = self._tokenizer("tokenizer" if gpt else "source_tokenizer", "generate").encode(texts)
         target = self._tokenizer("tokenizer" if gpt else "target_tokenizer", "generate")
         if gpt:
-            eos_id = target.eos_id if eos_id is None else eos_id
+            eos_id = target.eos_id if eos_id is _UNSET else eos_id
         else:
-            options.setdefault("bos_id", BOS)
-            eos_id = EOS if eos_id is None else eos_id
+            start, stop = self.metadata.get("decoder_start_id"), self.metadata.get("eos_id")
+            if start is None or stop is None:
+                raise ValueError(
+                    "`generate` on text needs the target tokenizer's BOS and EOS ids (the first decoder "
+                    f"token and the stop token); this export has decoder_start_id={start!r}, "
+                    f"eos_id={stop!r}: export with a tokenizer that has them, or pass token ids with "
+                    "`bos_id` and `eos_id`."
+                )
+            options.setdefault("bos_id", start)
+            eos_id = stop if eos_id is _UNSET else eos_id
         tokens, lengths = self._generate_ids(rows, max_new_tokens, eos_id=eos_id, **options)
         new = [tokens[b, : int(n)].tolist() for b, n in enumerate(lengths)]
         if gpt and not completion_only:
@@ -213,7 +235,7 @@ class LiteRTGenerator(LiteRTModel):
         self, texts, num_beams: int = 1, max_new_tokens: int | None = None, length_penalty: float = 0.6
     ):
         """`Seq2Seq.translate` with greedy decoding (`num_beams` 1; beam search is not exported):
-        from `BOS` to `EOS`, at most `max_new_tokens` (default `max_length - 1`) tokens;
+        from the export's decoder start id to its EOS, at most `max_new_tokens` (default `max_length - 1`) tokens;
         `length_penalty` is checked as in process and has no effect on greedy decoding."""
         if self.kind != "seq2seq_lm":
             raise ValueError(f"`translate` needs a seq2seq export; this one is a {self.kind}.")
@@ -257,10 +279,12 @@ class LiteRTGenerator(LiteRTModel):
         sampler, temperature, top_k, top_p = check_sampling(
             sampler, temperature, top_k, top_p, seed, self.vocabulary_size
         )
+        if eos_id is _UNSET:
+            eos_id = self.generation_config.get("eos_id")
+        constraints = prompts.request_constraints(self, request)
         eos = -1
         if eos_id is not None:
-            consequence = ": generation could never stop on it"
-            eos = check_token_id("eos_id", eos_id, self.vocabulary_size, consequence=consequence)
+            eos = check_token_id("eos_id", eos_id, self.vocabulary_size, consequence=NO_STOP)
         choice = dict(
             sampler=sampler, seed=prompts.make_seed(seed), temperature=temperature, top_k=top_k, top_p=top_p
         )
@@ -273,8 +297,10 @@ class LiteRTGenerator(LiteRTModel):
         tokens = np.full((len(rows), max_new_tokens), self.pad_id, np.int32)
         lengths = np.zeros((len(rows),), np.int32)
         for b, row in enumerate(rows):
+            prompt_length = len(row if self.kind == "causal_lm" else row[1])
 
-            def choose(logits, step, b=b):
+            def choose(logits, step, b=b, prompt_length=prompt_length):
+                logits = constrain(logits, step, constraints, max_new_tokens, prompt_length)
                 return int(choose_token(logits, step, rows=np.array([b]), **choice)[0])
 
             new = run(row, max_new_tokens, choose, eos)
@@ -311,7 +337,9 @@ class LiteRTGenerator(LiteRTModel):
                 raise ValueError(
                     "`bos_id` is required (the first decoder token), or pass `decoder_prompt_ids`."
                 )
-            bos_id = check_token_id("bos_id", bos_id, self.vocabulary_size, minimum=1)
+            # A first decoder token is not the padding id of a mask_zero model (as in process).
+            minimum = 1 if self.metadata.get("mask_zero") else 0
+            bos_id = check_token_id("bos_id", bos_id, self.vocabulary_size, minimum=minimum)
             decoder_prompt_ids = np.full((src.shape[0], 1), bos_id, np.int32)
         dec, dec_lengths = prompts.pad_prompts(
             "decoder_prompt_ids",

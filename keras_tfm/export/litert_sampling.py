@@ -21,7 +21,7 @@ import numpy as np
 
 from keras_tfm.generation.samplers import MASK_VALUE, MIN_TEMPERATURE
 
-__all__ = ["choose_token", "split_seed", "uniform_noise"]
+__all__ = ["choose_token", "constrain", "split_seed", "uniform_noise"]
 
 _MASK32 = 0xFFFFFFFF
 _GOLDEN = 0x9E3779B9
@@ -132,3 +132,23 @@ def choose_token(
     noise = uniform_noise(split_seed(seed, step), np.asarray(rows), logits.shape[-1])
     gumbel = -np.log(-np.log(noise))
     return np.argmax(scaled + gumbel, axis=-1).astype(np.int32)
+
+
+def constrain(logits, step, constraints, max_new_tokens, prompt_length):
+    """One row's logits `(1, V)` with a request's `TokenConstraints` applied, in NumPy, as
+    `constraints.apply_constraints` applies them in process: suppressed ids −∞ at every step;
+    the forced BOS the only choice at step 0 of a one-token prompt; the forced EOS the only
+    choice at step `max_new_tokens - 1`."""
+    if not constraints.active:
+        return logits
+    logits = np.array(logits, np.float32)
+    if constraints.suppressed_ids:
+        logits[..., list(constraints.suppressed_ids)] = MASK_VALUE
+    for token, acts in (
+        (constraints.forced_bos_id, step == 0 and prompt_length == 1),
+        (constraints.forced_eos_id, step == max_new_tokens - 1),
+    ):
+        if token is not None and acts:
+            logits[...] = MASK_VALUE
+            logits[..., token] = 0.0
+    return logits

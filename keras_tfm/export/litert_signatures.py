@@ -59,7 +59,9 @@ def constant_sinusoids(model, length):
             dim = inputs.shape[-1]
             if dim not in tables:
                 with tf.init_scope():
-                    tables[dim] = tf.constant(sinusoidal_table(ops.arange(length), dim, layer.max_wavelength))
+                    tables[dim] = tf.constant(
+                        sinusoidal_table(ops.arange(length), dim, layer.max_wavelength, layer.layout)
+                    )
             if positions is None:
                 positions = tf.range(tf.shape(inputs)[1])[None, :] + tf.cast(start_index, tf.int32)
             rows = tf.gather(tables[dim], tf.clip_by_value(tf.cast(positions, tf.int32), 0, length - 1))
@@ -75,6 +77,17 @@ def constant_sinusoids(model, length):
 
 def _spec(shape, dtype, name):
     return tf.TensorSpec(shape, dtype, name=name)
+
+
+def _step_specs(cache_length):
+    """The inputs of one cached `decode` step: one id, its position, its cache slot and the slots'
+    padding mask (True = may attend)."""
+    return [
+        _spec([1, 1], tf.int32, "token_ids"),
+        _spec([1, 1], tf.int32, "positions"),
+        _spec([], tf.int32, "cache_index"),
+        _spec([1, cache_length], tf.bool, "padding_mask"),
+    ]
 
 
 def _assign(variables, values, outputs):
@@ -147,13 +160,7 @@ class GPTSignatures:
             )
             return _assign(caches, new, {"logits": logits[:, 0]})
 
-        inputs = [
-            _spec([1, 1], tf.int32, "token_ids"),
-            _spec([1, 1], tf.int32, "positions"),
-            _spec([], tf.int32, "cache_index"),
-            _spec([1, self.cache_length], tf.bool, "padding_mask"),
-        ]
-        return "decode", decode, inputs
+        return "decode", decode, _step_specs(self.cache_length)
 
     def _shift(self):
         caches, shift = self.caches, max(self.max_length // 2, 1)
@@ -218,13 +225,7 @@ class Seq2SeqSignatures:
             )
             return _assign(caches, new, {"logits": logits[:, 0]})
 
-        inputs = [
-            _spec([1, 1], tf.int32, "token_ids"),
-            _spec([1, 1], tf.int32, "positions"),
-            _spec([], tf.int32, "cache_index"),
-            _spec([1, self.cache_length], tf.bool, "padding_mask"),
-            _spec([1, self.max_length], tf.bool, "context_mask"),
-        ]
+        inputs = _step_specs(self.cache_length) + [_spec([1, self.max_length], tf.bool, "context_mask")]
         return "decode", decode, inputs
 
     def signatures(self):

@@ -24,26 +24,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_tfm.protobuf_wire import length_delimited, message_fields
+
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
-
-
-def _varint(n):
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field(number, payload):
-    """A length-delimited field (wire type 2)."""
-    if isinstance(payload, str):
-        payload = payload.encode("utf-8")
-    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
 
 
 def encode_prediction_log(model_name, signature_name, inputs):
@@ -58,39 +41,17 @@ def encode_prediction_log(model_name, signature_name, inputs):
     Returns:
         bytes.
     """
-    spec = _field(1, model_name) + _field(3, signature_name)
-    request = _field(1, spec)
+    spec = length_delimited(1, model_name) + length_delimited(3, signature_name)
+    request = length_delimited(1, spec)
     for key in sorted(inputs):
         tensor = tf.make_tensor_proto(inputs[key]).SerializeToString()
-        request += _field(2, _field(1, key) + _field(2, tensor))
-    return _field(6, _field(1, request))
-
-
-def _read_varint(data, pos):
-    shift = result = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
+        request += length_delimited(2, length_delimited(1, key) + length_delimited(2, tensor))
+    return length_delimited(6, length_delimited(1, request))
 
 
 def _fields(data):
-    pos = 0
-    while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 2:
-            length, pos = _read_varint(data, pos)
-            yield number, data[pos : pos + length]
-            pos += length
-        elif wire == 0:
-            value, pos = _read_varint(data, pos)
-            yield number, value
-        else:  # not produced by `encode_prediction_log`
-            raise ValueError(f"Unsupported protobuf wire type {wire} in a warmup record.")
+    """`(field number, value)` of one message of a warmup record."""
+    return ((number, value) for number, _, value in message_fields(data, "a warmup record"))
 
 
 def decode_prediction_log(data):

@@ -1,8 +1,8 @@
 """Preallocated key/value caches and their segments for incremental decoding.
 
 The caches of a model are a flat list of tensors, keys and values of every
-block (`GPT.init_caches`): keys `(batch, kv_heads, head_dim, length)` (stored
-transposed) and values `(batch, kv_heads, length, head_dim)`, the layout of
+block (`GPT.init_caches`): keys `(batch, num_key_value_heads, key_dim, length)` (stored
+transposed) and values `(batch, num_key_value_heads, length, key_dim)`, the layout of
 `MultiHeadSelfAttention.init_cache`, where a decoding step reads both with
 plain matmuls and writes the new slot in place (never a concatenation inside a
 step). The loops below only need the batch on axis 0 and the slot axis of
@@ -94,6 +94,6 @@ def gather_beams(x, flat_indices):
     return ops.take(x, flat_indices, axis=0)
 
 
-def cache_bytes(batch_size, num_layers, length, num_heads, head_dim, dtype="float32"):
+def cache_bytes(batch_size, num_layers, length, num_heads, key_dim, dtype="float32"):
     """Memory of one set of caches (keys and values of `num_layers` blocks), in bytes."""
-    return int(batch_size * num_layers * 2 * length * num_heads * head_dim * np.dtype(dtype).itemsize)
+    return int(batch_size * num_layers * 2 * length * num_heads * key_dim * np.dtype(dtype).itemsize)

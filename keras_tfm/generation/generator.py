@@ -40,6 +40,7 @@ from keras_tfm.checks import (
     check_cache_dtype,
     check_int,
     check_num_beams,
+    check_request_ids,
     check_sampling,
     check_token_id,
 )
@@ -53,7 +54,6 @@ from keras_tfm.generation.beam_styles import beam_options
 MAX_SCORES_BYTES = 1 << 32
 
 #: The end of the error for an `eos_id` outside the vocabulary.
-NO_STOP = ": generation could never stop on it"
 #: `check_int` bounds of `max_new_tokens` (the limit of one call).
 LIMIT = dict(
     maximum=prompts.MAX_NEW_TOKENS, maximum_name="the limit of one generation call (prompts.MAX_NEW_TOKENS)"
@@ -265,11 +265,8 @@ class Generator(compiled.Module):
         output_scores = check_bool("output_scores", output_scores)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0, **LIMIT)
         cache_dtype = check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
-        if request.get("bos_id") is not None:
-            check_token_id("bos_id", request["bos_id"], vocabulary, minimum=self._bos_minimum)
-        if eos_id is not None and eos_id is not _UNSET:  # not given: the model's (`request_eos`)
-            check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
-        eos = prompts.request_eos(self.model, eos_id, _UNSET)
+        check_request_ids(request, eos_id, vocabulary, self._bos_minimum, _UNSET)
+        eos = prompts.request_eos(self.model, eos_id, _UNSET)  # not given: the model's
         constraints = prompts.request_constraints(self.model, request)
         arrays, cache_length, slide = prompts.prepare(self, "generate", inputs, max_new_tokens, request)
         seed = prompts.make_seed(seed)
@@ -323,11 +320,8 @@ class Generator(compiled.Module):
         options = beam_options(self.model, length_penalty_style, length_penalty, early_stopping)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1, **LIMIT)
         cache_dtype = check_cache_dtype("cache_dtype", getattr(self.model, "cache_dtype", None))
-        if request.get("bos_id") is not None:
-            check_token_id("bos_id", request["bos_id"], vocabulary, minimum=self._bos_minimum)
-        if eos_id is not None and eos_id is not _UNSET:  # not given: the model's (`request_eos`)
-            check_token_id("eos_id", eos_id, vocabulary, consequence=NO_STOP)
-        eos = prompts.request_eos(self.model, eos_id, _UNSET)
+        check_request_ids(request, eos_id, vocabulary, self._bos_minimum, _UNSET)
+        eos = prompts.request_eos(self.model, eos_id, _UNSET)  # not given: the model's
         constraints = prompts.request_constraints(self.model, request)
         arrays, cache_length, slide = prompts.prepare(self, "beam_search", inputs, max_new_tokens, request)
         style, early = options["style"], options["early_stopping"]

@@ -253,9 +253,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         return tuple(input_shape) + (self.d_model,)
 
     def compute_output_spec(self, inputs, start_index=0, reverse=False, positions=None):
-        if reverse:
-            return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.vocabulary_size,), dtype="float32")
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+        return self.token_embedding.compute_output_spec(inputs, reverse=reverse)
 
     def get_config(self):
         config = super().get_config()

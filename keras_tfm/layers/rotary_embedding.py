@@ -25,7 +25,7 @@ class RotaryEmbedding(GeometricWavelengths):
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: `(batch, length, num_heads, head_dim)` queries or keys.
+        inputs: `(batch, length, num_heads, key_dim)` queries or keys.
         start_index: int or scalar tensor, position of the first element.
 
     Returns:

@@ -97,6 +97,15 @@ def _deserialize_tokenizer(config):
     return keras.saving.deserialize_keras_object(config)
 
 
+def _plain(value):
+    """`value` with Keras's tracked containers (TrackedDict, TrackedList) made plain dicts and lists."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
 def serialize_option(value):
     """A JSON-friendly form of an initializer / dtype policy argument."""
     if value is None or isinstance(value, (str, int, float, bool, dict, list, tuple)):
@@ -240,6 +249,11 @@ class TransformerModel(PresetLoading, keras.Model):
     #: checks that its ids fit the model's vocabulary (`_check_tokenizer`).
     tokenizer = None
 
+    #: How a decoder generates by default (`keras_tfm.generation.beam_styles`): None, or a dict of
+    #: `length_penalty_style`, `length_penalty`, `early_stopping` and `eos_id` (`from_preset` of a
+    #: HuggingFace checkpoint sets it). Saved with the model, as plain JSON types.
+    generation_defaults = None
+
     #: Key/value cache dtype of a decoder's `init_caches`: None (the compute dtype), "float32",
     #: "float16" or "bfloat16" (`model.cache_dtype = "bfloat16"` decodes with a half-size
     #: cache); assigning any other value raises a ValueError. A runtime setting, not saved.
@@ -286,6 +300,8 @@ class TransformerModel(PresetLoading, keras.Model):
             config["quantized"] = quantized
         if self.tokenizer is not None:
             config["tokenizer"] = _serialize_tokenizer(self.tokenizer)
+        if self.generation_defaults is not None:
+            config["generation_defaults"] = _plain(self.generation_defaults)
         return config
 
     @classmethod
@@ -294,6 +310,7 @@ class TransformerModel(PresetLoading, keras.Model):
         lora = config.pop("lora", None)
         quantized = config.pop("quantized", None)
         tokenizer = config.pop("tokenizer", None)
+        generation_defaults = config.pop("generation_defaults", None)
         token = _FROM_CONFIG.set(True)
         try:
             model = cls(**config)
@@ -301,6 +318,8 @@ class TransformerModel(PresetLoading, keras.Model):
             _FROM_CONFIG.reset(token)
         if tokenizer is not None:
             model.tokenizer = _deserialize_tokenizer(tokenizer)
+        if generation_defaults is not None:
+            model.generation_defaults = _plain(generation_defaults)
         if lora:
             model.enable_lora(**lora)
         if quantized:

@@ -65,7 +65,7 @@ class BertEncoder(TransformerModel):
         final_norm: norm after the blocks (pre-norm only) or None.
         pooler: the tanh `Dense` on [CLS] (`pooled_output`).
         vocabulary_size, max_length, num_segments, num_layers, num_heads,
-        num_key_value_heads, d_model, head_dim, dropout: sizes.
+        num_key_value_heads, d_model, key_dim, dropout: sizes.
         activation, layer_norm_epsilon, norm: the options the heads reuse.
         config: the constructor arguments (dict).
     """

@@ -17,8 +17,42 @@ from keras_tfm.models.heads import POOLINGS, SequencePooling
 from keras_tfm.models.parts import check_num_classes, truncated_normal
 
 
+class TextPredict:
+    """`predict` that takes texts (the task's `_predict_texts`) and hands any other input to
+    `keras.Model.predict`."""
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The task's answer for texts; Keras's `predict` for any other input.
+
+        `BertClassifier`: class probabilities; `BertTokenClassifier`: per-word labels (their
+        `_predict_texts`).
+
+        Args:
+            x: a str, or a list / tuple / 1-D array of str; anything else (a dict of token-id
+                arrays, a dataset) goes to `keras.Model.predict` unchanged.
+            batch_size: texts per forward pass (default 32).
+            verbose: for texts, 1 shows a progress bar ("auto" and 0: none).
+            steps: Keras's; must be None for texts.
+            callbacks: Keras's; must be None for texts.
+
+        Returns:
+            For texts, the task's answer (above); otherwise the logits Keras returns.
+
+        Raises:
+            ValueError: texts without `model.tokenizer`, an empty list, `steps` or
+                `callbacks` with texts, and the task's own refusals.
+            TypeError: a list mixing texts and other values.
+        """
+        if not is_text(x):
+            return super().predict(
+                x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
+            )
+        refuse_with_texts(f"{type(self).__name__}.predict", steps=steps, callbacks=callbacks)
+        return self._predict_texts(x, batch_size, verbose)
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class BertClassifier(BertTask):
+class BertClassifier(TextPredict, BertTask):
     """Sequence classifier on a BERT encoder.
 
         pooling "cls":  p = pooled_output (tanh pooler on [CLS], as in BERT)
@@ -93,38 +127,20 @@ class BertClassifier(BertTask):
         """Sparse cross-entropy from the logits and accuracy."""
         return classification_loss_and_accuracy()
 
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        """Class probabilities of texts; Keras's `predict` for any other input.
+    def _predict_texts(self, texts, batch_size, verbose):
+        """Class probabilities of texts (`TextPredict.predict`).
 
         Texts are encoded as the exported `classify` signature encodes them (`[CLS] … [SEP]`,
         cut to the model's length) with `model.tokenizer`, run in batches of similar
         lengths, and returned in input order.
 
-        Args:
-            x: a str, or a list / tuple / 1-D array of str; anything else (a dict of token-id
-                arrays, a dataset) goes to `keras.Model.predict` unchanged.
-            batch_size: texts per forward pass (default 32).
-            verbose: for texts, 1 shows a progress bar ("auto" and 0: none).
-            steps: Keras's; must be None for texts.
-            callbacks: Keras's; must be None for texts.
-
         Returns:
-            For texts: float32 NumPy probabilities `(len(x), num_classes)` (softmax of the
-            logits), `(num_classes,)` for one str. Otherwise the logits Keras returns.
-
-        Raises:
-            ValueError: texts without `model.tokenizer`, an empty list, `steps` or
-                `callbacks` with texts.
-            TypeError: a list mixing texts and other values.
+            float32 NumPy probabilities `(len(texts), num_classes)` (softmax of the logits),
+            `(num_classes,)` for one str.
         """
-        if not is_text(x):
-            return super().predict(
-                x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
-            )
-        refuse_with_texts("BertClassifier.predict", steps=steps, callbacks=callbacks)
         from keras_tfm.models import bert_text  # TensorFlow ops: imported when text arrives
 
-        return bert_text.predict_texts(self, x, batch_size=batch_size, verbose=verbose)
+        return bert_text.predict_texts(self, texts, batch_size=batch_size, verbose=verbose)
 
     def fit(self, x=None, y=None, batch_size=None, **kwargs):
         """Trains on texts and int labels, or as Keras's `fit` on any other input.
@@ -188,7 +204,7 @@ class BertClassifier(BertTask):
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class BertTokenClassifier(BertTask):
+class BertTokenClassifier(TextPredict, BertTask):
     """Per-token classifier (NER/tagging) on a BERT encoder:
     logits_t = Dropout(h_t) W + b, float32 (B, T, num_classes).
 
@@ -240,8 +256,8 @@ class BertTokenClassifier(BertTask):
         `sample_weight` (e.g. the padding mask; every class id counts)."""
         return lm_loss_and_accuracy(None)
 
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        """Per-word labels of texts; Keras's `predict` for any other input.
+    def _predict_texts(self, texts, batch_size, verbose):
+        """Per-word labels of texts (`TextPredict.predict`).
 
         A text's words are its parts between ASCII whitespace (a no-break space stays inside
         a word). They are tokenized one by one (which must give the text's own ids: a
@@ -249,29 +265,14 @@ class BertTokenClassifier(BertTask):
         `[CLS] … [SEP]` is cut to the model's length, and each word gets the class with the
         largest logit at its FIRST sub-token.
 
-        Args:
-            x: a str, or a list / tuple / 1-D array of str; anything else (a dict of token-id
-                arrays, a dataset) goes to `keras.Model.predict` unchanged.
-            batch_size: texts per forward pass (default 32).
-            verbose: for texts, 1 shows a progress bar ("auto" and 0: none).
-            steps: Keras's; must be None for texts.
-            callbacks: Keras's; must be None for texts.
-
         Returns:
-            For texts: per text a list of `(word, label)` pairs in word order, `label` the
-            int class id, or None for a word past the model's length (or one that tokenizes
-            to nothing); for one str, its list. Otherwise the logits Keras returns.
+            Per text a list of `(word, label)` pairs in word order, `label` the int class id,
+            or None for a word past the model's length (or one that tokenizes to nothing);
+            for one str, its list.
 
         Raises:
-            ValueError: texts without `model.tokenizer`, an empty list, a tokenizer that
-                does not tokenize word by word, `steps` or `callbacks` with texts.
-            TypeError: a list mixing texts and other values.
+            ValueError: a tokenizer that does not tokenize word by word.
         """
-        if not is_text(x):
-            return super().predict(
-                x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
-            )
-        refuse_with_texts("BertTokenClassifier.predict", steps=steps, callbacks=callbacks)
         from keras_tfm.models import bert_text  # TensorFlow ops: imported when text arrives
 
-        return bert_text.label_words(self, x, batch_size=batch_size, verbose=verbose)
+        return bert_text.label_words(self, texts, batch_size=batch_size, verbose=verbose)

@@ -43,7 +43,7 @@ ENCODER_PARTS = (
     "num_heads",
     "num_key_value_heads",
     "d_model",
-    "head_dim",
+    "key_dim",
 )
 
 

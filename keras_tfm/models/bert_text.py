@@ -11,7 +11,7 @@ The methods of `keras_tfm.models.bert_tasks` call these functions (imported when
 arrives: the tokenizers are TensorFlow ops). Every text becomes the model input the served
 signatures build (`keras_tfm.export.bert_serving`, the same `keras_tfm.tokenizers.text`
 rules): the tokenizer's ids without the tokens it adds itself, cut to `max_length - 2` (and
-to the tokenizer's own `sequence_length`), wrapped as `[CLS] ids [SEP]` with the tokenizer's
+to the tokenizer's own `max_length`), wrapped as `[CLS] ids [SEP]` with the tokenizer's
 special ids (`encode_texts`). Texts are run in batches of similar lengths, each padded to its
 longest row (`LengthBucketedBatches`), and the answers come back in input order.
 """
@@ -67,7 +67,7 @@ def as_texts(name, texts, single_ok=True):
 def text_limit(model_max_length, tokenizer, max_length=None):
     """How many text tokens a row keeps, as the served signatures cut them: `max_length - 2`
     ([CLS] and [SEP]), `max_length` the model's by default (at most it), and no more than the
-    tokenizer's own `sequence_length` keeps."""
+    tokenizer's own `max_length` keeps."""
     max_length = check_int(
         "max_length",
         model_max_length if max_length is None else max_length,
@@ -76,8 +76,8 @@ def text_limit(model_max_length, tokenizer, max_length=None):
         maximum_name="the model's max_length",
     )
     limit = max_length - 2
-    if tokenizer.sequence_length is not None:
-        limit = min(limit, tokenizer.sequence_length - len(tokenizer.prefix_ids) - len(tokenizer.suffix_ids))
+    if tokenizer.max_length is not None:
+        limit = min(limit, tokenizer.max_length - len(tokenizer.prefix_ids) - len(tokenizer.suffix_ids))
     return limit
 
 

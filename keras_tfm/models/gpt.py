@@ -83,7 +83,7 @@ class GPT(TransformerModel):
         head: the untied `OutputHead`, or None when tied.
         tie_embeddings: bool.
         vocabulary_size, max_length, num_layers, num_heads,
-        num_key_value_heads, d_model, head_dim.
+        num_key_value_heads, d_model, key_dim.
         cache_dtype: dtype of the decoding caches (None = compute dtype);
             a runtime setting, not saved.
         config: the constructor arguments (dict).
@@ -206,8 +206,8 @@ class GPT(TransformerModel):
     def init_caches(self, batch_size: int, length: int, dtype: str | None = None) -> list:
         """Zero key/value caches: a flat list `[keys_0, values_0, keys_1, ...]`,
         two tensors per block in the layout of `MultiHeadSelfAttention.init_cache`
-        (keys `(batch, num_key_value_heads, head_dim, length)`, values `(batch,
-        num_key_value_heads, length, head_dim)`; a decoding step reads each once,
+        (keys `(batch, num_key_value_heads, key_dim, length)`, values `(batch,
+        num_key_value_heads, length, key_dim)`; a decoding step reads each once,
         in place).
 
         `dtype` (default: the `cache_dtype` attribute, else the blocks' compute

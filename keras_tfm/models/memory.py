@@ -25,7 +25,7 @@ axes; a dimension an axis does not divide stays whole, as in `get_layout_map`) c
         embedding output with its gradient (2·d). The coefficients are fitted to the compiled
         step (XLA's buffer assignment of `jax.jit(step).lower(...).compile()` on CPU, float32,
         GPT-2 and Llama layouts); `tests/distribution_cases.py` holds the total to it (20 %).
-        c: compute-dtype bytes, b: batch per device, s: sequence_length, L: blocks; M_h / M_g /
+        c: compute-dtype bytes, b: batch per device, s: max_length, L: blocks; M_h / M_g /
         M_f / M_V: the model devices where heads / key-value heads / d_ff / vocabulary divide,
         else 1. `remat=True` keeps each block's input (d per token and block) plus one
         block's tensors.
@@ -113,12 +113,12 @@ def _describe(preset_or_model, variable_bytes):
     """(variables, sizes, architecture dict) of a GPT preset name or a built keras_tfm model."""
     if isinstance(preset_or_model, str):
         o = gpt_options(preset_or_model)
-        head_dim = o["key_dim"] or o["d_model"] // o["num_heads"]
+        key_dim = o["key_dim"] or o["d_model"] // o["num_heads"]
         variables = [_Variable(p, s, variable_bytes, True) for p, s in gpt_variable_shapes(preset_or_model)]
         sizes = layout.model_sizes(
             o["d_model"], o["num_heads"], o["d_ff"], o["num_key_value_heads"], o["vocabulary_size"]
         )
-        arch = dict(layers=o["num_layers"], head_dim=head_dim, gated=o["activation"] in ("swiglu", "geglu"))
+        arch = dict(layers=o["num_layers"], key_dim=key_dim, gated=o["activation"] in ("swiglu", "geglu"))
         arch["max_length"] = o["max_length"]
         return variables, sizes, arch
     sizes = getattr(preset_or_model, "_layout_sizes", None)
@@ -131,9 +131,9 @@ def _describe(preset_or_model, variable_bytes):
         _Variable(v.path, tuple(v.shape), _itemsize(v.dtype), v.trainable) for v in preset_or_model.weights
     ]
     blocks = {v.path.split("/")[0] for v in variables if "_block_" in v.path.split("/")[0]}
-    head_dim = next(v.shape[-1] for v in variables if v.path.endswith("query/kernel"))
+    key_dim = next(v.shape[-1] for v in variables if v.path.endswith("query/kernel"))
     gated = any(v.path.endswith("feed_forward/gate/kernel") for v in variables)
-    arch = dict(layers=len(blocks), head_dim=head_dim, gated=gated)
+    arch = dict(layers=len(blocks), key_dim=key_dim, gated=gated)
     arch["max_length"] = getattr(preset_or_model, "max_length", None)  # ViT: none (its patches)
     return variables, sizes, arch
 
@@ -146,16 +146,16 @@ def _split(size, devices):
     return devices if size and size % devices == 0 else 1
 
 
-def _activations(sizes, arch, batch, sequence_length, compute_bytes, model_devices, remat):
+def _activations(sizes, arch, batch, max_length, compute_bytes, model_devices, remat):
     d, heads, kv, d_ff = sizes["d_model"], sizes["num_heads"], sizes["num_key_value_heads"], sizes["d_ff"]
-    dh, s = arch["head_dim"], sequence_length
+    dh, s = arch["key_dim"], max_length
     per_token = (
         4 * d
         + (2 * heads * dh + 2 * heads * s) / _split(heads, model_devices)
         + 2 * kv * dh / _split(kv, model_devices)
         + (6 if arch["gated"] else 3) * d_ff / _split(d_ff, model_devices)
     )
-    tokens = batch * sequence_length
+    tokens = batch * max_length
     layers = arch["layers"]
     blocks = compute_bytes * tokens * (layers * per_token if not remat else layers * d + per_token)
     vocabulary = sizes.get("output_vocabulary") or 0
@@ -167,7 +167,7 @@ def memory_plan(
     preset_or_model,
     devices: int = 1,
     batch: int = 8,
-    sequence_length: int = 1024,
+    max_length: int = 1024,
     precision: str = "mixed_bfloat16",
     optimizer: str = "adamw",
     lora_rank: int | None = None,
@@ -181,7 +181,7 @@ def memory_plan(
             built) or a built keras_tfm model (its variables, LoRA included).
         devices: accelerators N.
         batch: the global batch (examples per step).
-        sequence_length: tokens per example, at most the model's `max_length`.
+        max_length: tokens per example, at most the model's `max_length`.
         precision: "float32", "mixed_bfloat16", "mixed_float16", "bfloat16" or "float16".
             A built model's variables count with their own dtype.
         optimizer: "adamw", "adam" or "sgd".
@@ -197,12 +197,12 @@ def memory_plan(
 
     Raises:
         ValueError / TypeError: an unknown preset, precision or optimizer, a size that is not a
-        positive int, `model_devices` not dividing `devices`, a `sequence_length` beyond the
+        positive int, `model_devices` not dividing `devices`, a `max_length` beyond the
         model's `max_length`.
     """
     devices = check_positive_int("devices", devices)
     batch = check_positive_int("batch", batch)
-    sequence_length = check_positive_int("sequence_length", sequence_length)
+    max_length = check_positive_int("max_length", max_length)
     check_choice("precision", precision, list(PRECISIONS))
     check_choice("optimizer", optimizer, list(OPTIMIZER_SLOTS))
     check_positive_int("lora_rank", lora_rank, allow_none=True)
@@ -215,10 +215,10 @@ def memory_plan(
         raise ValueError(f"`model_devices` must divide `devices`={devices}; received {model_devices}.")
     variable_bytes, compute_bytes = PRECISIONS[precision]
     variables, sizes, arch = _describe(preset_or_model, variable_bytes)
-    if arch["max_length"] is not None and sequence_length > arch["max_length"]:
+    if arch["max_length"] is not None and max_length > arch["max_length"]:
         described = repr(preset_or_model) if isinstance(preset_or_model, str) else "the model"
         raise ValueError(
-            f"`sequence_length`={sequence_length} exceeds the model's max_length {arch['max_length']} "
+            f"`max_length`={max_length} exceeds the model's max_length {arch['max_length']} "
             f"({described} has {arch['max_length']} positions)."
         )
     if lora_rank is not None and not any("lora_kernel" in v.path for v in variables):
@@ -245,7 +245,7 @@ def memory_plan(
             gradients=gradients,
             optimizer=OPTIMIZER_SLOTS[optimizer] * gradients + OPTIMIZER_SCALARS,
             activations=_activations(
-                sizes, arch, per_device, sequence_length, compute_bytes, tensor_devices, remat
+                sizes, arch, per_device, max_length, compute_bytes, tensor_devices, remat
             ),
         )
     return plans

@@ -134,9 +134,9 @@ def check_head_sizes(
     `num_heads` (without `key_dim`), or an odd head size with RoPE (which rotates pairs)."""
     if key_dim is None and d_model % num_heads:
         raise ValueError(f"`d_model`={d_model} must be divisible by `num_heads`={num_heads}.")
-    head_dim = key_dim or d_model // num_heads
-    if attention_position == "rope" and head_dim % 2:
-        raise ValueError(f"position='rope' needs an even head size; d_model / num_heads = {head_dim}.")
+    key_dim = key_dim or d_model // num_heads
+    if attention_position == "rope" and key_dim % 2:
+        raise ValueError(f"position='rope' needs an even head size; d_model / num_heads = {key_dim}.")
 
 
 class ModelOptions:
@@ -151,7 +151,7 @@ class ModelOptions:
         config: the checked arguments (`d_ff` and `dropout` resolved), for `get_config`.
         embedding_position, attention_position: the sides of `position` ("learned" /
             "sinusoidal" act on the embedding; "rope", "alibi", "relative" in attention).
-        head_dim: `key_dim` or `d_model / num_heads`.
+        key_dim: `key_dim` or `d_model / num_heads`.
     """
 
     def __init__(self, family: str, arguments: dict, required: tuple = ()):
@@ -166,14 +166,16 @@ class ModelOptions:
         self.embedding_position = position if embedding_side else None
         self.attention_position = None if embedding_side else position
         check_head_sizes(self.d_model, self.num_heads, config.get("key_dim"), self.attention_position)
-        self.head_dim = config.get("key_dim") or self.d_model // self.num_heads
+        self.key_dim = config.get("key_dim") or self.d_model // self.num_heads
 
     def layout_sizes(self, vocabulary: int | None, **vocabularies: int) -> dict:
         """The sizes `get_layout_map` checks, bound to the current distribution's map (called
         before any variable exists, `layout.bind_sizes`)."""
-        kv_heads = self.config.get("num_key_value_heads")
+        num_key_value_heads = self.config.get("num_key_value_heads")
         return bind_sizes(
-            model_sizes(self.d_model, self.num_heads, self.d_ff, kv_heads, vocabulary, **vocabularies)
+            model_sizes(
+                self.d_model, self.num_heads, self.d_ff, num_key_value_heads, vocabulary, **vocabularies
+            )
         )
 
     def blocks(
@@ -258,14 +260,14 @@ class ModelOptions:
 
     def sizes(self, *names: str) -> dict:
         """The size attributes every text model has: `max_length`, `num_heads`,
-        `num_key_value_heads`, `d_model`, `head_dim`, `position` (and `vocabulary_size`,
+        `num_key_value_heads`, `d_model`, `key_dim`, `position` (and `vocabulary_size`,
         `num_layers` where given), and the checked arguments `names`."""
         sizes = dict(
             max_length=self.max_length,
             num_heads=self.num_heads,
             num_key_value_heads=self.config.get("num_key_value_heads") or self.num_heads,
             d_model=self.d_model,
-            head_dim=self.head_dim,
+            key_dim=self.key_dim,
             position=self.config.get("position"),
         )
         for name in ("vocabulary_size", "num_layers"):

@@ -49,14 +49,28 @@ def block_num_params(
     cross_attention=False,
 ):
     """Weights of one `TransformerBlock` with these options."""
-    head_dim = key_dim or d_model // num_heads
-    inner, kv = num_heads * head_dim, (num_key_value_heads or num_heads) * head_dim
+    key_dim = key_dim or d_model // num_heads
+    inner, kv = num_heads * key_dim, (num_key_value_heads or num_heads) * key_dim
     bias = 1 if use_bias else 0
     attention = 2 * d_model * inner + 2 * d_model * kv + bias * (inner + 2 * kv + d_model)
     gated = activation in GATED_ACTIVATIONS
     ffn = (3 if gated else 2) * d_model * d_ff + bias * ((2 if gated else 1) * d_ff + d_model)
     sublayers = 3 if cross_attention else 2
     return sublayers * norm_num_params(d_model, norm) + ffn + attention * (2 if cross_attention else 1)
+
+
+def _block_options(o):
+    """`block_num_params` keyword arguments from a builder's complete options."""
+    return dict(
+        d_model=o["d_model"],
+        num_heads=o["num_heads"],
+        d_ff=o["d_ff"] or 4 * o["d_model"],
+        key_dim=o["key_dim"],
+        num_key_value_heads=o["num_key_value_heads"],
+        use_bias=o["use_bias"],
+        activation=o["activation"],
+        norm=o["norm"],
+    )
 
 
 def head_num_params(d_model, vocabulary_size, tie_embeddings, lm_head_use_bias):
@@ -81,16 +95,7 @@ def gpt_num_params(preset: str | None = None, **options) -> int:
         d_model=o["d_model"],
     )
     d, vocabulary = o["d_model"], o["vocabulary_size"]
-    block = block_num_params(
-        d_model=d,
-        num_heads=o["num_heads"],
-        d_ff=o["d_ff"] or 4 * d,
-        key_dim=o["key_dim"],
-        num_key_value_heads=o["num_key_value_heads"],
-        use_bias=o["use_bias"],
-        activation=o["activation"],
-        norm=o["norm"],
-    )
+    block = block_num_params(**_block_options(o))
     embeddings = vocabulary * d + (o["max_length"] * d if o["position"] == "learned" else 0)
     final_norm = norm_num_params(d, o["norm"]) if o["norm_first"] else 0
     head = head_num_params(d, vocabulary, o["tie_embeddings"], o["lm_head_use_bias"])
@@ -106,17 +111,7 @@ def seq2seq_num_params(preset: str | None = None, **options) -> int:
     source, target, shared = resolve_vocabularies(
         o["vocabulary_size"], o["source_vocabulary_size"], o["target_vocabulary_size"], o["share_embeddings"]
     )
-    d = o["d_model"]
-    block_options = dict(
-        d_model=d,
-        num_heads=o["num_heads"],
-        d_ff=o["d_ff"] or 4 * d,
-        key_dim=o["key_dim"],
-        num_key_value_heads=o["num_key_value_heads"],
-        use_bias=o["use_bias"],
-        activation=o["activation"],
-        norm=o["norm"],
-    )
+    d, block_options = o["d_model"], _block_options(o)
     encoder_layers = o["num_encoder_layers"] or o["num_layers"]
     decoder_layers = o["num_decoder_layers"] or o["num_layers"]
     embeddings = source * d if shared else (source + target) * d
@@ -143,8 +138,8 @@ def gpt_variable_shapes(preset: str | None = None, **options) -> list[tuple[str,
     `gpt_num_params`)."""
     o = gpt_options(preset, **options)
     d, vocabulary, heads = o["d_model"], o["vocabulary_size"], o["num_heads"]
-    head_dim = o["key_dim"] or d // heads
-    kv_heads = o["num_key_value_heads"] or heads
+    key_dim = o["key_dim"] or d // heads
+    num_key_value_heads = o["num_key_value_heads"] or heads
     norm = ("scale",) if o["norm"] == "rms" else ("gamma", "beta")
     shapes = [("embedding/token_embedding/embeddings", (vocabulary, d))]
     if o["position"] == "learned":
@@ -152,11 +147,11 @@ def gpt_variable_shapes(preset: str | None = None, **options) -> list[tuple[str,
     ffn = ["inner", "output"] + (["gate"] if o["activation"] in GATED_ACTIVATIONS else [])
     for i in range(o["num_layers"]):
         block = f"decoder_block_{i}"
-        for name, count in (("query", heads), ("key", kv_heads), ("value", kv_heads)):
-            shapes.append((f"{block}/self_attention/{name}/kernel", (d, count, head_dim)))
+        for name, count in (("query", heads), ("key", num_key_value_heads), ("value", num_key_value_heads)):
+            shapes.append((f"{block}/self_attention/{name}/kernel", (d, count, key_dim)))
             if o["use_bias"]:
-                shapes.append((f"{block}/self_attention/{name}/bias", (count, head_dim)))
-        shapes.append((f"{block}/self_attention/attention_output/kernel", (heads, head_dim, d)))
+                shapes.append((f"{block}/self_attention/{name}/bias", (count, key_dim)))
+        shapes.append((f"{block}/self_attention/attention_output/kernel", (heads, key_dim, d)))
         if o["use_bias"]:
             shapes.append((f"{block}/self_attention/attention_output/bias", (d,)))
         shapes += [(f"{block}/self_attention_norm/{w}", (d,)) for w in norm]

@@ -63,8 +63,8 @@ def zero_caches(blocks, batch_size, length, dtype=None):
     """Zero key/value caches of `blocks`: a flat list `[keys_0, values_0,
     keys_1, values_1, ...]` (two tensors per block, `block_caches` pairs
     them), in the layout of `MultiHeadSelfAttention.init_cache`: keys
-    `(batch, num_key_value_heads, head_dim, length)`, values `(batch,
-    num_key_value_heads, length, head_dim)`.
+    `(batch, num_key_value_heads, key_dim, length)`, values `(batch,
+    num_key_value_heads, length, key_dim)`.
 
     `dtype` (default: the blocks' compute dtype): "bfloat16" halves the bytes
     a decoding step reads (stored as bfloat16 bits when the compute dtype is

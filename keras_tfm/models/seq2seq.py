@@ -125,7 +125,7 @@ class Seq2Seq(TransformerModel):
         pad_id, source_pad_id, decoder_start_id, generation_config,
         logits_scale: the special ids and output scale (above).
         source_vocabulary_size, target_vocabulary_size (= vocabulary_size),
-        max_length, num_heads, num_key_value_heads, d_model, head_dim.
+        max_length, num_heads, num_key_value_heads, d_model, key_dim.
         encoder_output: the symbolic encoder output of the graph.
         config: the constructor arguments (dict).
     """
@@ -261,7 +261,7 @@ class Seq2Seq(TransformerModel):
 
     def compute_cross_caches(self, encoder_output) -> list:
         """Cross-attention keys/values of every decoder block, computed once
-        per source: list of `(batch, 2, S, heads, head_dim)`."""
+        per source: list of `(batch, 2, S, heads, key_dim)`."""
         return [block.cross_attention_layer.compute_cache(encoder_output) for block in self.decoder_blocks]
 
     def embed(self, token_ids, positions=None):

@@ -4,6 +4,8 @@
     bert      train_bert(**BertOptions)        BERT: MLM pretraining on the SST-2 sentences, then SST-2
     seq2seq   train_seq2seq(**Seq2SeqOptions)  Transformer English→Spanish translation (Anki/Tatoeba pairs)
     finetune  finetune_checkpoint(**FinetuneOptions)  a published checkpoint fine-tuned as a text classifier
+    finetune_seq2seq  finetune_seq2seq_checkpoint(**Seq2SeqFinetuneOptions)  a T5 / BART / Marian checkpoint
+                      fine-tuned on sentence pairs
 
     results = keras_tfm.recipes.train_gpt(data="input.txt", steps=200, max_length=64, output="runs/gpt")
 
@@ -24,6 +26,12 @@ from keras_tfm.recipes.finetune import (
     finetune_checkpoint,
     finetune_classifier,
     predict_classes,
+)
+from keras_tfm.recipes.finetune_seq2seq import (
+    Seq2SeqFinetuneOptions,
+    evaluate_seq2seq_pairs,
+    finetune_seq2seq,
+    finetune_seq2seq_checkpoint,
 )
 from keras_tfm.recipes.gpt import (
     GPTOptions,
@@ -53,14 +61,18 @@ __all__ = [
     "FinetuneOptions",
     "GPTOptions",
     "Recipe",
+    "Seq2SeqFinetuneOptions",
     "Seq2SeqOptions",
     "TrainingOptions",
     "evaluate_bert",
     "evaluate_classifier",
     "evaluate_gpt",
     "evaluate_seq2seq",
+    "evaluate_seq2seq_pairs",
     "finetune_checkpoint",
     "finetune_classifier",
+    "finetune_seq2seq",
+    "finetune_seq2seq_checkpoint",
     "load_shakespeare_text",
     "load_sst2",
     "load_trained",

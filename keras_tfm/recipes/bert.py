@@ -218,7 +218,7 @@ def _tokenized_splits(o):
     splits = load_sst2(o.data, o.manual_dir, o.tfds_data_dir)
     train_sentences, _ = splits["train"]
     tokenizer = WordPieceTokenizer.from_corpus(
-        train_sentences, o.vocabulary_size, add_cls_sep=True, sequence_length=o.max_length
+        train_sentences, o.vocabulary_size, add_cls_sep=True, max_length=o.max_length
     )
     x = {k: tokenizer(tf.constant(v[0])).numpy().astype("int32") for k, v in splits.items()}
     y = {k: np.asarray(v[1], "int32") for k, v in splits.items()}

@@ -173,19 +173,32 @@ def finetune_classifier(
     keras.utils.set_random_seed(check_seed("seed", seed))
     rows = encode_texts(tokenizer, texts, max_length)
     data = LengthBucketedBatches(rows, labels, batch_size, pad_id=tokenizer.pad_id, seed=seed)
-    total = epochs * len(data)
-    if steps is not None:
-        total = min(total, check_positive_int("steps", steps))
-        epochs = math.ceil(total / len(data))
+    total, epochs = step_budget(len(data), epochs, steps)
     from keras_tfm.training import compile_for_classification
 
     # Batches differ in length: graph mode with relaxed shapes (XLA would compile every width).
     compile_for_classification(
         model, finetune_optimizer(learning_rate, total, warmup_fraction, weight_decay), jit_compile=False
     )
+    return fit_timed(model, data, epochs, total, verbose, callbacks)
+
+
+def step_budget(batches, epochs, steps=None):
+    """`(total optimizer steps, epochs)`: `epochs` passes over `batches` batches, cut to `steps`
+    (a positive int) when given, with the epochs that reach it."""
+    total = epochs * batches
+    if steps is not None:
+        total = min(total, check_positive_int("steps", steps))
+        epochs = math.ceil(total / batches)
+    return total, epochs
+
+
+def fit_timed(model, data, epochs, total, verbose, callbacks=()):
+    """`model.fit` for `total` steps with a `StepTimer` (and a bar that ends at `total` unless
+    `callbacks` bring their own); returns `(history, timer)`."""
     timer = StepTimer(total)
     own_bar = any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks)
-    progress = [StepProgbar(total)] if verbose and not own_bar else []  # a bar that ends at `steps`
+    progress = [StepProgbar(total)] if verbose and not own_bar else []
     start = time.perf_counter()
     history = model.fit(data, epochs=epochs, verbose=verbose, callbacks=[*callbacks, timer, *progress])
     timer.total_seconds = time.perf_counter() - start

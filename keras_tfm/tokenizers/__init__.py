@@ -25,6 +25,8 @@ One module per concept:
                                            reads vocab.json + merges.txt
     byte_level         GPT-2's byte alphabet and pre-tokenization regex
     sentencepiece_bpe  SentencePieceBPETokenizer  Llama / Mistral BPE with byte fallback
+    sentencepiece_bpe_model  SentencePieceModelBPETokenizer  the same read from a
+                                           tokenizer.model, as `sentencepiece` encodes
     qwen2_bpe          Qwen2BPETokenizer   Qwen2's byte-level BPE (NFC, Qwen2's regex)
     added_tokens       added tokens cut out of the text first (their common base)
     bpe_merges         HuggingFace's BPE merge order, exactly, on integer ids
@@ -69,6 +71,7 @@ from keras_tfm.tokenizers.char import CharTokenizer
 from keras_tfm.tokenizers.corpus import count_characters, count_words, split_words
 from keras_tfm.tokenizers.qwen2_bpe import Qwen2BPETokenizer
 from keras_tfm.tokenizers.sentencepiece_bpe import SentencePieceBPETokenizer
+from keras_tfm.tokenizers.sentencepiece_bpe_model import SentencePieceModelBPETokenizer
 from keras_tfm.tokenizers.special_tokens import (
     BOS,
     CLS,
@@ -111,6 +114,7 @@ __all__ = [
     "WordPieceTokenizer",
     "BytePairTokenizer",
     "SentencePieceBPETokenizer",
+    "SentencePieceModelBPETokenizer",
     "Qwen2BPETokenizer",
     "load_tokenizer_json",
     "UnigramTokenizer",

@@ -43,20 +43,20 @@ class Tokenizer(keras.layers.Layer):
         add_eos: append `[EOS]` to every sequence.
         add_cls_sep: wrap every sequence as `[CLS] ... [SEP]` (BERT); not
             combinable with `add_bos` / `add_eos`.
-        sequence_length: default for the `sequence_length` call argument.
+        max_length: default for the `max_length` call argument.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
         inputs: a scalar string or a `[batch]` string tensor (or Python
             str / list of str).
-        sequence_length: optional int. When given (here or in the
+        max_length: optional int. When given (here or in the
             constructor) the output is a dense int32 tensor padded with
             `pad_id` (0 without a `[PAD]`) and truncated to this length (the
             added special tokens are kept; the text is cut); otherwise it is
             ragged.
 
     Returns:
-        int32 ids: `[batch, None]` RaggedTensor (or `[batch, sequence_length]`
+        int32 ids: `[batch, None]` RaggedTensor (or `[batch, max_length]`
         dense), or a 1-D dense tensor for a scalar input.
     """
 
@@ -66,7 +66,7 @@ class Tokenizer(keras.layers.Layer):
         add_bos: bool = False,
         add_eos: bool = False,
         add_cls_sep: bool = False,
-        sequence_length: int | None = None,
+        max_length: int | None = None,
         **kwargs,
     ):
         kwargs.setdefault("trainable", False)
@@ -84,7 +84,7 @@ class Tokenizer(keras.layers.Layer):
             raise ValueError("`add_bos`, `add_eos` and `add_cls_sep` need special tokens (`special_tokens`).")
         if add_cls_sep and (add_bos or add_eos):
             raise ValueError("`add_cls_sep` cannot be combined with `add_bos` or `add_eos`.")
-        self.sequence_length = check_positive_int("sequence_length", sequence_length, allow_none=True)
+        self.max_length = check_positive_int("max_length", max_length, allow_none=True)
         if not isinstance(self.special_tokens, dict):
             self._set_special_ids(FIXED_SPECIAL_IDS if self.special_tokens else {})
 
@@ -195,7 +195,7 @@ class Tokenizer(keras.layers.Layer):
             "add_bos": self.add_bos,
             "add_eos": self.add_eos,
             "add_cls_sep": self.add_cls_sep,
-            "sequence_length": self.sequence_length,
+            "max_length": self.max_length,
         }
 
     # ---- public API --------------------------------------------------------- #
@@ -246,26 +246,26 @@ class Tokenizer(keras.layers.Layer):
             ids = ids.with_flat_values(_assert_in_vocabulary(ids.flat_values))
         return ids
 
-    def tokenize(self, inputs: TextInput, sequence_length: int | None = None) -> tf.Tensor | tf.RaggedTensor:
+    def tokenize(self, inputs: TextInput, max_length: int | None = None) -> tf.Tensor | tf.RaggedTensor:
         """Strings to ids. See the class docstring for arguments and returns."""
         batch, scalar = string_batch(inputs)
-        sequence_length = check_positive_int("sequence_length", sequence_length, allow_none=True)
-        if sequence_length is None:
-            sequence_length = self.sequence_length
-        ids = self._add_special_tokens(self.encode_text(batch), sequence_length)
-        if sequence_length is not None:
-            ids = ids.to_tensor(default_value=self.pad_id or 0, shape=[None, sequence_length])
+        max_length = check_positive_int("max_length", max_length, allow_none=True)
+        if max_length is None:
+            max_length = self.max_length
+        ids = self._add_special_tokens(self.encode_text(batch), max_length)
+        if max_length is not None:
+            ids = ids.to_tensor(default_value=self.pad_id or 0, shape=[None, max_length])
         return ids[0] if scalar else ids
 
-    def _add_special_tokens(self, ids, sequence_length):
+    def _add_special_tokens(self, ids, max_length):
         reserved = len(self._prefix) + len(self._suffix)
-        if sequence_length is not None:
-            if sequence_length < reserved:
+        if max_length is not None:
+            if max_length < reserved:
                 raise ValueError(
-                    f"`sequence_length` must be at least {reserved} to hold the added special tokens; "
-                    f"received {sequence_length}."
+                    f"`max_length` must be at least {reserved} to hold the added special tokens; "
+                    f"received {max_length}."
                 )
-            ids = ids[:, : sequence_length - reserved]
+            ids = ids[:, : max_length - reserved]
         if not reserved:
             return ids
         parts = [ids]
@@ -276,7 +276,7 @@ class Tokenizer(keras.layers.Layer):
         return tf.concat(parts, axis=1)
 
     def tokenize_pairs(
-        self, first: TextInput, second: TextInput | None = None, sequence_length: int | None = None
+        self, first: TextInput, second: TextInput | None = None, max_length: int | None = None
     ) -> dict[str, tf.Tensor]:
         """BERT model inputs for single sentences or sentence pairs.
 
@@ -290,7 +290,7 @@ class Tokenizer(keras.layers.Layer):
         Args:
             first: scalar or `[batch]` strings.
             second: optional strings of the same shape.
-            sequence_length: output length (the special tokens included);
+            max_length: output length (the special tokens included);
                 None pads to the longest row of the batch.
 
         Returns:
@@ -298,7 +298,7 @@ class Tokenizer(keras.layers.Layer):
             scalar inputs): `token_ids` (padded with `pad_id`, or 0 without a `[PAD]`),
             `segment_ids` and `padding_mask` (1 = real token).
         """
-        return pack_sentence_pairs(self, first, second, sequence_length)
+        return pack_sentence_pairs(self, first, second, max_length)
 
     def detokenize(self, ids: tf.RaggedTensor | tf.types.experimental.TensorLike) -> tf.Tensor:
         """Ids to strings, dropping special tokens except `[UNK]`.
@@ -342,14 +342,14 @@ class Tokenizer(keras.layers.Layer):
         strings = self._decode(ids)
         return strings[0] if rank == 1 else strings
 
-    def call(self, inputs: TextInput, sequence_length: int | None = None) -> tf.Tensor | tf.RaggedTensor:
-        return self.tokenize(inputs, sequence_length=sequence_length)
+    def call(self, inputs: TextInput, max_length: int | None = None) -> tf.Tensor | tf.RaggedTensor:
+        return self.tokenize(inputs, max_length=max_length)
 
-    def compute_output_spec(self, inputs: Any, sequence_length: int | None = None) -> keras.KerasTensor:
-        sequence_length = sequence_length or self.sequence_length
+    def compute_output_spec(self, inputs: Any, max_length: int | None = None) -> keras.KerasTensor:
+        max_length = max_length or self.max_length
         batch_shape = tuple(inputs.shape)
-        if sequence_length is not None:
-            return keras.KerasTensor(batch_shape + (sequence_length,), dtype="int32")
+        if max_length is not None:
+            return keras.KerasTensor(batch_shape + (max_length,), dtype="int32")
         return keras.KerasTensor(batch_shape + (None,), dtype="int32", ragged=bool(batch_shape))
 
     def get_config(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ class ByteTokenizer(Tokenizer):
             bytes unchanged: lossless).
         special_tokens: True (ids 0..6 are the special tokens, bytes start
             at 7) or False; a published special-token dict is not supported.
-        add_bos, add_eos, add_cls_sep, sequence_length, **kwargs: see
+        add_bos, add_eos, add_cls_sep, max_length, **kwargs: see
             `Tokenizer`.
     """
 

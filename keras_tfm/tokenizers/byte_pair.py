@@ -39,7 +39,7 @@ class BytePairTokenizer(VocabularyTokenizer):
         special_tokens: a dict `{role: token}` naming tokens of the vocabulary
             (GPT-2: `{"bos": "<|endoftext|>", "eos": "<|endoftext|>"}`), or
             False.
-        add_bos, add_eos, sequence_length, **kwargs: see `Tokenizer`.
+        add_bos, add_eos, max_length, **kwargs: see `Tokenizer`.
     """
 
     def __init__(

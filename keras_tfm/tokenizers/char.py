@@ -22,7 +22,7 @@ class CharTokenizer(VocabularyTokenizer):
 
     Args:
         vocabulary: list of single-character strings, in id order.
-        special_tokens, add_bos, add_eos, add_cls_sep, sequence_length,
+        special_tokens, add_bos, add_eos, add_cls_sep, max_length,
             **kwargs: see `Tokenizer`.
     """
 

@@ -51,7 +51,7 @@ class Qwen2BPETokenizer(AddedTokensTokenizer):
         added_tokens: `[{"content": str, "special": bool}]` (see `AddedTokensTokenizer`).
         nfc: normalise the text to NFC first (Qwen2's normalizer).
         ignore_merges: a piece found whole in the vocabulary is one token.
-        special_tokens, add_bos, add_eos, sequence_length, **kwargs: see
+        special_tokens, add_bos, add_eos, max_length, **kwargs: see
             `AddedTokensTokenizer` and `Tokenizer`.
     """
 

@@ -6,19 +6,19 @@ from keras_tfm.checks import check_positive_int
 from keras_tfm.tokenizers.batches import id_column, string_batch
 
 
-def pack_sentence_pairs(tokenizer, first, second=None, sequence_length=None):
+def pack_sentence_pairs(tokenizer, first, second=None, max_length=None):
     """`Tokenizer.tokenize_pairs` (see there): a dict of `token_ids`, `segment_ids`, `padding_mask`."""
     if tokenizer.cls_id is None or tokenizer.sep_id is None:
         raise ValueError("`tokenize_pairs` needs a vocabulary with [CLS] and [SEP] (`special_tokens`).")
     first_batch, scalar = string_batch(first, "first")
-    sequence_length = check_positive_int("sequence_length", sequence_length, allow_none=True)
+    max_length = check_positive_int("max_length", max_length, allow_none=True)
     a = tf.cast(tokenizer.encode_text(first_batch), tf.int32)
     cls, sep = tokenizer.cls_id, tokenizer.sep_id
     if second is None:
-        if sequence_length is not None:
-            if sequence_length < 2:
-                raise ValueError(f"`sequence_length` must be at least 2; received {sequence_length}.")
-            a = a[:, : sequence_length - 2]
+        if max_length is not None:
+            if max_length < 2:
+                raise ValueError(f"`max_length` must be at least 2; received {max_length}.")
+            a = a[:, : max_length - 2]
         ids = tf.concat([id_column((cls,), a), a, id_column((sep,), a)], axis=1)
         segments = tf.zeros_like(ids)
     else:
@@ -36,13 +36,11 @@ def pack_sentence_pairs(tokenizer, first, second=None, sequence_length=None):
         )
         with tf.control_dependencies([check] if check is not None else []):
             a = a.with_flat_values(tf.identity(a.flat_values))
-        if sequence_length is not None:
-            if sequence_length < 3:
-                raise ValueError(
-                    f"`sequence_length` must be at least 3 for pairs; received {sequence_length}."
-                )
+        if max_length is not None:
+            if max_length < 3:
+                raise ValueError(f"`max_length` must be at least 3 for pairs; received {max_length}.")
             keep_a, keep_b = longest_first_lengths(
-                a.row_lengths(), b.row_lengths(), tf.cast(sequence_length - 3, a.row_splits.dtype)
+                a.row_lengths(), b.row_lengths(), tf.cast(max_length - 3, a.row_splits.dtype)
             )
             a = tf.ragged.boolean_mask(a, tf.ragged.range(a.row_lengths()) < keep_a[:, None])
             b = tf.ragged.boolean_mask(b, tf.ragged.range(b.row_lengths()) < keep_b[:, None])
@@ -52,7 +50,7 @@ def pack_sentence_pairs(tokenizer, first, second=None, sequence_length=None):
             + [tf.ones_like(b), tf.ones_like(id_column((sep,), b))],
             axis=1,
         )
-    shape = [None, sequence_length]
+    shape = [None, max_length]
     outputs = {
         "token_ids": ids.to_tensor(default_value=tokenizer.pad_id or 0, shape=shape),
         "segment_ids": segments.to_tensor(default_value=0, shape=shape),

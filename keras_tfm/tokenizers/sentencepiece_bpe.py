@@ -74,7 +74,7 @@ class SentencePieceBPETokenizer(AddedTokensTokenizer):
         ignore_merges: a word found whole in the vocabulary is one token.
         byte_fallback_decoding: `detokenize` turns `<0xNN>` runs into bytes.
         strip_left: leading spaces `detokenize` removes (the decoder's `Strip`).
-        special_tokens, add_bos, add_eos, sequence_length, **kwargs: see
+        special_tokens, add_bos, add_eos, max_length, **kwargs: see
             `AddedTokensTokenizer` and `Tokenizer`.
     """
 

@@ -1,4 +1,4 @@
-"""Reader for SentencePiece `.model` files (`spiece.model`, Marian's `source.spm` / `target.spm`).
+"""Reader and writer of SentencePiece `.model` files (`spiece.model`, `tokenizer.model`, Marian's `.spm`).
 
 A `.model` file is a serialized `sentencepiece.ModelProto` (protocol buffers,
 proto2). Its wire format is simple enough to read by hand, so neither
@@ -6,6 +6,9 @@ proto2). Its wire format is simple enough to read by hand, so neither
 varint key `(field_number << 3) | wire_type` followed by a varint (type 0), 8
 bytes (type 1), a length-prefixed byte string (type 2, also nested messages)
 or 4 bytes (type 5). Fields this reader does not know are skipped.
+`serialize_sentencepiece_model` writes the same fields back (the pieces, then
+the `TrainerSpec` and `NormalizerSpec` fields of `SentencePieceModel`), which
+the `sentencepiece` library and this reader load.
 
 Field numbers (sentencepiece_model.proto):
 
@@ -22,6 +25,9 @@ Field numbers (sentencepiece_model.proto):
 import dataclasses
 import os
 import struct
+
+from keras_tfm.atomic_files import atomic_write_bytes
+from keras_tfm.protobuf_wire import field_key, length_delimited, message_fields, varint_bytes
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 PIECE_TYPES = {1: "NORMAL", 2: "UNKNOWN", 3: "CONTROL", 4: "USER_DEFINED", 5: "UNUSED", 6: "BYTE"}
@@ -81,43 +87,6 @@ class SentencePieceModel:
         return MODEL_TYPES.get(self.trainer["model_type"], str(self.trainer["model_type"]))
 
 
-def _varint(data, pos, where):
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError(f"{where}: truncated protobuf (a varint runs past the end).")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError(f"{where}: malformed protobuf (a varint is longer than 10 bytes).")
-
-
-def _fields(data, where):
-    """Yields (field_number, wire_type, value) of one message; value is an int, or bytes for type 2."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos, where)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos, where)
-        elif wire == 1:
-            value, pos = struct.unpack_from("<Q", data, pos)[0] if pos + 8 <= len(data) else None, pos + 8
-        elif wire == 2:
-            length, pos = _varint(data, pos, where)
-            value, pos = data[pos : pos + length], pos + length
-        elif wire == 5:
-            value, pos = struct.unpack_from("<I", data, pos)[0] if pos + 4 <= len(data) else None, pos + 4
-        else:
-            raise ValueError(f"{where}: malformed protobuf (wire type {wire} of field {number}).")
-        if pos > len(data) or value is None:
-            raise ValueError(f"{where}: truncated protobuf (field {number} runs past the end).")
-        yield number, wire, value
-
-
 def _signed(value):
     """A proto int32 read as a varint (negative numbers are 10-byte two's complement)."""
     return value - (1 << 64) if value >= 1 << 63 else value
@@ -125,7 +94,7 @@ def _signed(value):
 
 def _read_scalars(data, spec, where):
     values = {name: default for name, _, default in spec.values()}
-    for number, wire, value in _fields(data, where):
+    for number, wire, value in message_fields(data, where):
         if number not in spec:
             continue
         name, kind, _ = spec[number]
@@ -151,7 +120,7 @@ def _utf8(data, where):
 
 def _read_piece(data, where):
     piece, score, kind = None, 0.0, NORMAL
-    for number, wire, value in _fields(data, where):
+    for number, wire, value in message_fields(data, where):
         if number == 1 and wire == 2:
             piece = _utf8(value, f"{where} `piece`")
         elif number == 2 and wire == 5:
@@ -181,7 +150,7 @@ def parse_sentencepiece_model(data: bytes, file: str = "<bytes>") -> SentencePie
     pieces, scores, types = [], [], []
     trainer = normalizer = None
     has_denormalizer = False
-    for number, wire, value in _fields(bytes(data), file):
+    for number, wire, value in message_fields(bytes(data), file):
         if wire != 2:
             continue
         if number == 1:
@@ -210,3 +179,54 @@ def read_sentencepiece_model(path: str | os.PathLike) -> SentencePieceModel:
         raise FileNotFoundError(f"`path`: no such SentencePiece model file: {path!r}.")
     with open(path, "rb") as handle:
         return parse_sentencepiece_model(handle.read(), path)
+
+
+def _write_scalars(values, spec, where):
+    out = b""
+    for number, (name, kind, _) in sorted(spec.items()):
+        value = values.get(name)
+        if value is None:
+            continue
+        if kind in ("str", "bytes"):
+            data = value.encode("utf-8") if kind == "str" else bytes(value)
+            out += length_delimited(number, data)
+        elif isinstance(value, (bool, int)):
+            out += field_key(number, 0) + varint_bytes(int(value))
+        else:
+            raise TypeError(f"{where}: field `{name}` must be an int or bool; received {value!r}.")
+    return out
+
+
+def serialize_sentencepiece_model(model: SentencePieceModel) -> bytes:
+    """The `.model` bytes (a `ModelProto`) of `model`: its pieces, scores and types, and
+    the `TrainerSpec` / `NormalizerSpec` fields it holds (`parse_sentencepiece_model`
+    reads back an equal `SentencePieceModel`, file name aside).
+
+    Raises:
+        ValueError: an empty piece, an unknown type, lists of different lengths, or a
+            denormalizer (whose rules `SentencePieceModel` does not keep).
+    """
+    where = model.file
+    if not len(model.pieces) == len(model.scores) == len(model.types):
+        raise ValueError(f"{where}: `pieces`, `scores` and `types` must have the same length.")
+    if model.has_denormalizer:
+        raise ValueError(
+            f"{where}: a model with a `denormalizer_spec` cannot be written (its rules are not kept)."
+        )
+    out = bytearray()
+    for i, (piece, score, kind) in enumerate(zip(model.pieces, model.scores, model.types)):
+        if not isinstance(piece, str) or not piece or kind not in PIECE_TYPES:
+            raise ValueError(f"{where}: pieces[{i}] = ({piece!r}, {kind!r}) is not a piece and a piece type.")
+        message = length_delimited(1, piece.encode("utf-8"))
+        message += field_key(2, 5) + struct.pack("<f", float(score)) + field_key(3, 0) + varint_bytes(kind)
+        out += length_delimited(1, message)
+    out += length_delimited(2, _write_scalars(model.trainer, _TRAINER_FIELDS, f"{where}: trainer_spec"))
+    out += length_delimited(
+        3, _write_scalars(model.normalizer, _NORMALIZER_FIELDS, f"{where}: normalizer_spec")
+    )
+    return bytes(out)
+
+
+def write_sentencepiece_model(model: SentencePieceModel, path: str | os.PathLike) -> None:
+    """Writes `model` as a `.model` file at `path`, atomically (`serialize_sentencepiece_model`)."""
+    atomic_write_bytes(os.fspath(path), serialize_sentencepiece_model(model))

@@ -14,7 +14,7 @@ value (`tokenizer_json_fields`). The special tokens the post-processor puts
 around a text become `add_bos` / `add_eos`; `bos_token`, `eos_token` and
 `pad_token` of `tokenizer_config.json` / `special_tokens_map.json` beside the
 file name the other roles. The file's `truncation` and `padding` (encoding
-options of HuggingFace's `Tokenizer`) are not applied: pass `sequence_length`.
+options of HuggingFace's `Tokenizer`) are not applied: pass `max_length`.
 
 Known difference: `BytePairTokenizer` (GPT-2) does not cut added tokens such as
 `<|endoftext|>` out of the text; it tokenizes them as text.
@@ -50,7 +50,7 @@ def load_tokenizer_json(path: str | os.PathLike, **kwargs) -> Tokenizer:
             (its `tokenizer_config.json` / `special_tokens_map.json` are read
             too when present).
         **kwargs: constructor arguments that override what the files say
-            (e.g. `sequence_length=128`, `add_bos=False`).
+            (e.g. `max_length=128`, `add_bos=False`).
 
     Returns:
         A `WordPieceTokenizer`, `BytePairTokenizer`, `Qwen2BPETokenizer`,

@@ -88,7 +88,7 @@ class UnigramTokenizer(VocabularyTokenizer):
         language_codes: cut a leading `>>xx<<` off every text part (Marian).
         clean_up_tokenization_spaces: `detokenize` drops the space before
             `. ? ! ,` and English clitics (transformers' cleanup).
-        special_tokens, add_bos, add_eos, sequence_length, **kwargs: see `Tokenizer`.
+        special_tokens, add_bos, add_eos, max_length, **kwargs: see `Tokenizer`.
     """
 
     def __init__(
@@ -373,7 +373,7 @@ def load_marian_tokenizers(path: str | os.PathLike, **kwargs) -> tuple[UnigramTo
     Args:
         path: the directory (`source.spm`, `target.spm`, `vocab.json`,
             `tokenizer_config.json`).
-        **kwargs: constructor arguments for both (e.g. `sequence_length`).
+        **kwargs: constructor arguments for both (e.g. `max_length`).
 
     Returns:
         `(source, target)`: both append `</s>`; `target.detokenize` turns

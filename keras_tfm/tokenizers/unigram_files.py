@@ -217,7 +217,7 @@ def read_tokenizer_json(path: str | os.PathLike) -> dict:
         raise ValueError(f"{file}: fields {unknown} are not implemented by keras_tfm's UnigramTokenizer.")
     for field in ("truncation", "padding"):
         if data.get(field) is not None:
-            _refuse(file, field, "set", "null (use `sequence_length`)")
+            _refuse(file, field, "set", "null (use `max_length`)")
     model = data.get("model") or {}
     if model.get("type") != "Unigram":
         _refuse(file, "model.type", model.get("type"), "'Unigram'")

@@ -25,7 +25,7 @@ class WordTokenizer(VocabularyTokenizer):
     Args:
         vocabulary: list of word strings, in id order.
         lowercase: lower-case the input before splitting.
-        special_tokens, add_bos, add_eos, add_cls_sep, sequence_length,
+        special_tokens, add_bos, add_eos, add_cls_sep, max_length,
             **kwargs: see `Tokenizer`.
     """
 

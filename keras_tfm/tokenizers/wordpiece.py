@@ -80,7 +80,7 @@ class WordPieceTokenizer(VocabularyTokenizer):
         clean_up_tokenization_spaces: `detokenize` drops the space before
             punctuation and English clitics (see above); `from_pretrained`
             turns it on as HuggingFace's decoder does.
-        special_tokens, add_bos, add_eos, add_cls_sep, sequence_length,
+        special_tokens, add_bos, add_eos, add_cls_sep, max_length,
             **kwargs: see `Tokenizer`.
     """
 
@@ -191,7 +191,7 @@ class WordPieceTokenizer(VocabularyTokenizer):
         Args:
             path: the checkpoint directory.
             **kwargs: constructor arguments that override what the files say
-                (e.g. `sequence_length=128`, `add_cls_sep=False`).
+                (e.g. `max_length=128`, `add_cls_sep=False`).
 
         Returns:
             A `WordPieceTokenizer`.

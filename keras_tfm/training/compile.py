@@ -117,7 +117,7 @@ def compile_for_lm(
         jit_compile: XLA-compile the train/eval steps. Default ("auto" or
             None): True, except inside a `tf.distribute` strategy scope. XLA
             compiles once per input shape: feed fixed-length batches (e.g.
-            `lm_windows`, a fixed BERT `sequence_length`), or pass False for
+            `lm_windows`, a fixed BERT `max_length`), or pass False for
             batches padded to their longest sequence.
         steps_per_execution: batches per compiled call (fewer Python round
             trips; 8-50 suits small models).

@@ -170,7 +170,7 @@ def check_inputs(
 ) -> tuple[AttentionInputs, dict]:
     """The arguments of `dot_product_attention`, checked: `(AttentionInputs, options)`.
 
-    Ranks (query, key and value rank 4; keys and values with `kv_heads` heads dividing the
+    Ranks (query, key and value rank 4; keys and values with `num_key_value_heads` heads dividing the
     query's, on axis 1 in the cache layout, else axis 2), `causal` (a bool; equal lengths),
     `attention_impl` (registered), `attention_options` (a dict), `mask` (bool or 0/1 ints).
     """
@@ -180,10 +180,14 @@ def check_inputs(
             raise ValueError(
                 f"`{name}` must have rank 4 (batch, length, num_heads, dim); received shape {tuple(t.shape)}."
             )
-    kv_heads = key.shape[1 if cache_layout else 2]
-    if kv_heads is not None and query.shape[2] is not None and query.shape[2] % kv_heads:
+    num_key_value_heads = key.shape[1 if cache_layout else 2]
+    if (
+        num_key_value_heads is not None
+        and query.shape[2] is not None
+        and query.shape[2] % num_key_value_heads
+    ):
         raise ValueError(
-            f"`key` has {kv_heads} heads, which must divide the {query.shape[2]} heads of `query` "
+            f"`key` has {num_key_value_heads} heads, which must divide the {query.shape[2]} heads of `query` "
             "(grouped-query attention)."
         )
     if not cache_layout:

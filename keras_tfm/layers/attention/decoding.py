@@ -3,8 +3,8 @@ single-query step.
 
 The cache of one layer is a pair `(keys, values)` (`init_cache`):
 
-    keys   (batch, kv_heads, key_dim, length)      stored transposed
-    values (batch, kv_heads, length, value_dim)
+    keys   (batch, num_key_value_heads, key_dim, length)      stored transposed
+    values (batch, num_key_value_heads, length, value_dim)
 
 zeros initially; `CACHE_LENGTH_AXES` are their slot axes. A call writes its
 new keys and values into slots `cache_index …` in place (`write_cache`: no
@@ -32,13 +32,19 @@ from keras_tfm.layers.attention.toeplitz_bias import ToeplitzBias
 from keras_tfm.tensor_checks import check_rank
 
 #: Slot (length) axis of the two tensors of a decoding cache: keys `(batch,
-#: kv_heads, key_dim, length)` are stored transposed, values are `(batch,
-#: kv_heads, length, value_dim)` (`init_cache`).
+#: num_key_value_heads, key_dim, length)` are stored transposed, values are `(batch,
+#: num_key_value_heads, length, value_dim)` (`init_cache`).
 CACHE_LENGTH_AXES = (3, 2)
 
 
 def init_cache(
-    batch_size: Any, length: int, kv_heads: int, key_dim: int, value_dim: int, dtype: str, compute_dtype: str
+    batch_size: Any,
+    length: int,
+    num_key_value_heads: int,
+    key_dim: int,
+    value_dim: int,
+    dtype: str,
+    compute_dtype: str,
 ) -> tuple[Any, Any]:
     """Zero `(keys, values)` of `length` slots (module docstring layout).
 
@@ -49,12 +55,12 @@ def init_cache(
     if dtype == "bfloat16" and compute_dtype != "bfloat16":
         dtype = "uint16"
     return (
-        ops.zeros((batch_size, kv_heads, key_dim, length), dtype=dtype),
-        ops.zeros((batch_size, kv_heads, length, value_dim), dtype=dtype),
+        ops.zeros((batch_size, num_key_value_heads, key_dim, length), dtype=dtype),
+        ops.zeros((batch_size, num_key_value_heads, length, value_dim), dtype=dtype),
     )
 
 
-def check_cache(cache: Any, kv_heads: int, key_dim: int, value_dim: int) -> tuple[Any, Any]:
+def check_cache(cache: Any, num_key_value_heads: int, key_dim: int, value_dim: int) -> tuple[Any, Any]:
     """`(keys, values)` as `init_cache` makes them; a ValueError for anything else."""
     if not isinstance(cache, (tuple, list)):
         shape = tuple(getattr(cache, "shape", ()))
@@ -68,14 +74,14 @@ def check_cache(cache: Any, kv_heads: int, key_dim: int, value_dim: int) -> tupl
         check_rank(name, part, 4)
     keys, values = cache
     if (
-        tuple(keys.shape[1:3]) != (kv_heads, key_dim)
-        or values.shape[1] != kv_heads
+        tuple(keys.shape[1:3]) != (num_key_value_heads, key_dim)
+        or values.shape[1] != num_key_value_heads
         or values.shape[3] != value_dim
         or (keys.shape[3] is not None and values.shape[2] is not None and keys.shape[3] != values.shape[2])
     ):
         raise ValueError(
-            f"`cache` must be (keys, values) as `init_cache` makes them: keys (batch, {kv_heads} key/value "
-            f"heads, {key_dim}, length) and values (batch, {kv_heads}, length, {value_dim}); "
+            f"`cache` must be (keys, values) as `init_cache` makes them: keys (batch, {num_key_value_heads} key/value "
+            f"heads, {key_dim}, length) and values (batch, {num_key_value_heads}, length, {value_dim}); "
             f"received shapes {tuple(keys.shape)} and {tuple(values.shape)}."
         )
     return keys, values
@@ -173,18 +179,20 @@ def attend_one_query(
         The heads, `(B, 1, H, dv)`.
     """
     batch, num_heads, dim = ops.shape(query)[0], query.shape[2], query.shape[-1]
-    kv_heads = key.shape[1 if cache_layout else 2]
-    groups = num_heads // kv_heads
+    num_key_value_heads = key.shape[1 if cache_layout else 2]
+    groups = num_heads // num_key_value_heads
     keys_eq, values_eq = ("bgdl", "bgld") if cache_layout else ("blgd", "blgd")
     scale = ops.cast(1.0 / math.sqrt(float(dim)) if scale is None else scale, query.dtype)
-    rows = ops.reshape(query * scale, (batch, kv_heads, groups, dim))
+    rows = ops.reshape(query * scale, (batch, num_key_value_heads, groups, dim))
     scores = ops.cast(ops.einsum(f"bgjd,{keys_eq}->bgjl", rows, key), "float32")
     if isinstance(bias, ToeplitzBias):
         bias = bias.dense(ops.shape(value)[2 if cache_layout else 1])
     if bias is not None:
         bias = ops.cast(bias, "float32")  # (H | 1, 1, L) or (1, L)
         per_head = len(bias.shape) == 3 and bias.shape[0] == num_heads
-        scores = scores + ops.reshape(bias, (1, kv_heads, groups, -1) if per_head else (1, 1, 1, -1))
+        scores = scores + ops.reshape(
+            bias, (1, num_key_value_heads, groups, -1) if per_head else (1, 1, 1, -1)
+        )
     visible = None
     if mask is not None:
         mask = ops.cast(mask, "bool")

@@ -144,10 +144,10 @@ def dot_product_attention(
 
     Args:
         query: `(batch, query_length, num_heads, key_dim)`.
-        key: `(batch, key_length, kv_heads, key_dim)`; `kv_heads` divides
+        key: `(batch, key_length, num_key_value_heads, key_dim)`; `num_key_value_heads` divides
             `num_heads` (grouped-query attention: query head h uses key/value
-            head h // (num_heads / kv_heads)).
-        value: `(batch, key_length, kv_heads, value_dim)`.
+            head h // (num_heads / num_key_value_heads)).
+        value: `(batch, key_length, num_key_value_heads, value_dim)`.
         mask: optional boolean mask, True = may attend (`core` contract).
         bias: optional additive float score bias B (ALiBi, relative positions):
             a tensor or a `ToeplitzBias`.
@@ -158,8 +158,8 @@ def dot_product_attention(
         causal: apply the causal mask (key j ≤ query i; equal lengths).
         attention_impl: "auto", "standard", or a name of `ATTENTION_IMPLS`.
         attention_options: dict of that implementation's options.
-        cache_layout: keys are `(batch, kv_heads, key_dim, key_length)` and
-            values `(batch, kv_heads, key_length, value_dim)`, as a decoding
+        cache_layout: keys are `(batch, num_key_value_heads, key_dim, key_length)` and
+            values `(batch, num_key_value_heads, key_length, value_dim)`, as a decoding
             cache stores them (`decoding.init_cache`).
 
     Returns:

@@ -204,8 +204,8 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
                 at every call.
 
         Returns:
-            `(keys, values)`: keys `(batch, kv_heads, key_dim, length)` (stored
-            transposed), values `(batch, kv_heads, length, value_dim)`; the slot
+            `(keys, values)`: keys `(batch, num_key_value_heads, key_dim, length)` (stored
+            transposed), values `(batch, num_key_value_heads, length, value_dim)`; the slot
             axis of each is `decoding.CACHE_LENGTH_AXES`.
         """
         if not self.built:
