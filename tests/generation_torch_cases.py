@@ -28,7 +28,8 @@ def test_torch_gives_tensorflows_tokens(tmp_path):
 
 
 # --------------------------------------------------------------------------- compiled PyTorch
-# `generation.torch_compile`: the prefill and each loop's step compiled by inductor.
+# `generation.torch_compile`: the prefill and each loop's step captured as aten graphs, then
+# compiled by inductor in a background thread (`torch_compile.wait()` waits for it).
 import _thread  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -50,15 +51,19 @@ def gpt():
 
 
 def compile_counts(generator):
+    assert torch_compile.wait(timeout=600), "inductor did not finish in 10 minutes"
     return [fn.compiler.compile_count for fn in generator._cache.functions.values()]
 
 
 def test_compiled_torch_gives_eager_tokens_and_compiles_once(gpt):
     """A second seed, HuggingFace-style beams and a second call against the uncompiled loops:
-    the tokens are equal, nothing runs eagerly, and a second call compiles nothing."""
+    the tokens are equal from the traced graphs (first call) and from inductor's kernels (after
+    `wait`), nothing runs eagerly, and a later call captures and compiles nothing."""
     eager, fast = generation.Generator(gpt, run_eagerly=True), generation.Generator(gpt)
     for seed in (5, 11):
         want = eager.generate(worker.GPT_PROMPTS, 12, seed=seed, **SAMPLE)
+        np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, 12, seed=seed, **SAMPLE), want)
+        torch_compile.wait()
         np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, 12, seed=seed, **SAMPLE), want)
     hf = dict(num_beams=3, length_penalty_style="hf", early_stopping=True)
     for got, want in zip(
@@ -67,12 +72,16 @@ def test_compiled_torch_gives_eager_tokens_and_compiles_once(gpt):
         np.testing.assert_allclose(got, want, rtol=1e-5)
     counts = compile_counts(fast)
     assert all(n >= 2 for n in counts), counts  # the prefill and a loop step of each function
-    assert all(fn.compiler.eager_reason is None for fn in fast._cache.functions.values())
+    compilers = [fn.compiler for fn in fast._cache.functions.values()]
+    assert all(c.eager_reason is None and c.trace_count == c.compile_count for c in compilers)
     fast.generate(worker.GPT_PROMPTS, 12, seed=5, **SAMPLE)
-    assert compile_counts(fast) == counts
+    assert compile_counts(fast) == counts and [c.trace_count for c in compilers] == counts
 
 
-def test_compiler_failure_falls_back_to_eager_with_one_warning(gpt, monkeypatch):
+def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):
+    """A compiler that fails (here: in the background thread) leaves the traced graphs running,
+    with one warning naming the reason; a missing compiler likewise; capturing off runs eagerly."""
+
     def broken(fn, example_inputs):
         raise RuntimeError("no C++ toolchain here")
 
@@ -80,15 +89,29 @@ def test_compiler_failure_falls_back_to_eager_with_one_warning(gpt, monkeypatch)
     monkeypatch.setattr(torch_compile, "_WARNED", set())
     want = generation.Generator(gpt, run_eagerly=True).generate(worker.GPT_PROMPTS, 6, eos_id=63)
     generator = generation.Generator(gpt)
-    with pytest.warns(RuntimeWarning, match="runs eagerly on PyTorch.*no C\\+\\+ toolchain here"):
+    with pytest.warns(RuntimeWarning, match="runs uncompiled on PyTorch.*no C\\+\\+ toolchain here"):
         got = generator.generate(worker.GPT_PROMPTS, 6, eos_id=63)
+        torch_compile.wait()
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no second warning
         again = generator.generate(worker.GPT_PROMPTS, 6, eos_id=63)
         generation.Generator(gpt).beam_search(worker.GPT_PROMPTS, 3, num_beams=2)
+        torch_compile.wait()
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(again, want)
-    assert compile_counts(generator) == [0]
+    assert compile_counts(generator) == [0] and generator._cache.functions
+
+    monkeypatch.setattr(torch_compile, "compiler_problem", lambda device: "no C++ compiler (test)")
+    with pytest.warns(RuntimeWarning, match="runs uncompiled on PyTorch.*no C\\+\\+ compiler \\(test\\)"):
+        got = generation.Generator(gpt).generate(worker.GPT_PROMPTS, 6, eos_id=63)
+    np.testing.assert_array_equal(got, want)
+
+    monkeypatch.setenv(torch_compile.ENV_SWITCH, "0")
+    off = generation.Generator(gpt)
+    with pytest.warns(RuntimeWarning, match="runs eagerly on PyTorch.*KERAS_TFM_TORCH_COMPILE='0'"):
+        got = off.generate(worker.GPT_PROMPTS, 6, eos_id=63)
+    np.testing.assert_array_equal(got, want)
+    assert [fn.compiler.trace_count for fn in off._cache.functions.values()] == [0]
 
 
 def test_ctrl_c_stops_a_compiled_loop():
@@ -105,7 +128,8 @@ def test_ctrl_c_stops_a_compiled_loop():
         return {"i": state["i"]}
 
     run = compiled.compile_function(loop, model)
-    assert int(run(keras.ops.convert_to_tensor(3))["i"]) == 3 and run.compiler.compile_count == 1
+    assert int(run(keras.ops.convert_to_tensor(3))["i"]) == 3 and run.compiler.trace_count == 1
+    assert torch_compile.wait(timeout=600) and run.compiler.compile_count == 1
     timer = threading.Timer(0.5, _thread.interrupt_main)  # what Ctrl-C does
     start = time.perf_counter()
     timer.start()
