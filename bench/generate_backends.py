@@ -5,14 +5,17 @@ Model: the tiny GPT of `bench/generate.py` (4 layers, 4 heads, d_model 128, d_ff
 vocabulary 65, max_length 2048; random weights, seed 0) and a KerasHub GPT-2 of the same
 sizes (`GPT2Backbone`, random weights, greedy sampler, `preprocessor=None`). Workload: prompt
 16 -> 256 new tokens, greedy, batch 1 and 8; the first call's time (trace and compile
-included), then the median of `--reps` calls.
+included), then the median of `--reps` calls. On PyTorch the first call runs the captured aten
+graphs while inductor compiles them in a background thread afterwards: `ready s` is the time from
+the first call's start until those compilations are done (`torch_compile.wait()`); the median is
+taken after it, on the compiled kernels.
 
 Rows (one subprocess per backend, one backend after the other: `KERAS_BACKEND` is fixed at
 import):
   tensorflow  keras_tfm generate      `Generator.generate` (XLA `tf.function`)
   jax         keras_tfm generate      the same loop, `jax.jit`
-  torch       keras_tfm generate      the same loop, prefill and step compiled by inductor
-                                      (`generation.torch_compile`)
+  torch       keras_tfm generate      the same loop, prefill and step captured as aten graphs
+                                      and compiled by inductor (`generation.torch_compile`)
   torch       keras_tfm eager         `--eager`: the same, uncompiled (`run_eagerly=True`)
   torch       keras_hub GPT2CausalLM  KerasHub's `generate` (`--no-hub`: skipped)
 The `tokens` column is a digest of the generated ids: equal digests, equal tokens.
@@ -20,10 +23,11 @@ The `tokens` column is a digest of the generated ids: equal digests, equal token
 `--threads N` sets every backend's intra-op threads (PyTorch `torch.set_num_threads`,
 TensorFlow's thread pools, XLA's Eigen pool off for 1). `--cold` gives PyTorch an empty
 inductor cache, so its first call compiles from nothing (else inductor's on-disk cache from an
-earlier run may serve it).
+earlier run may serve it). `--sync` compiles in the calling thread (`KERAS_TFM_TORCH_COMPILE=sync`):
+the first call then includes inductor's time.
 
 Usage:  python bench/generate_backends.py [--reps 3] [--backends tensorflow,jax,torch]
-            [--threads N] [--cold] [--eager] [--no-hub] [--output bench/results_generate_backends.txt]
+            [--threads N] [--cold] [--sync] [--eager] [--no-hub] [--output bench/results_generate_backends.txt]
 """
 
 import argparse
@@ -47,19 +51,24 @@ def prompts(batch):
     return np.random.default_rng(0).integers(1, VOCAB, size=(batch, PROMPT)).astype(np.int32)
 
 
-def timed(fn, reps):
-    """(first-call seconds, median seconds of `reps` later calls, last result)."""
+def timed(fn, reps, settle=None):
+    """(first-call seconds, seconds until `settle()` returns after it (None without),
+    median seconds of `reps` later calls, last result)."""
     import numpy as np
 
     start = time.perf_counter()
     out = fn()
     first = time.perf_counter() - start
+    ready = None
+    if settle is not None:
+        settle()
+        ready = time.perf_counter() - start
     times = []
     for _ in range(reps):
         start = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - start)
-    return first, float(np.median(times)), out
+    return first, ready, float(np.median(times)), out
 
 
 def hub_generate(batch):
@@ -108,9 +117,15 @@ def worker(backend, reps, hub, eager):
         dropout=0.0,
     )
 
-    def row(name, batch, make, n):
+    settle = None
+    if backend == "torch":
+        from keras_tfm.generation import torch_compile
+
+        settle = torch_compile.wait  # inductor compiles in the background after a first call
+
+    def row(name, batch, make, n, settle=None):
         try:
-            first, median, out = timed(make(), n)
+            first, ready, median, out = timed(make(), n, settle)
         except Exception as error:  # noqa: BLE001 - report the row as failed, go on
             print(
                 json.dumps(
@@ -119,13 +134,15 @@ def worker(backend, reps, hub, eager):
             )
             return
         digest = hashlib.md5(np.ascontiguousarray(np.asarray(out, np.int32)).tobytes()).hexdigest()[:8]
-        result = dict(backend=backend, name=name, batch=batch, first=first, median=median, tokens=digest)
+        result = dict(
+            backend=backend, name=name, batch=batch, first=first, ready=ready, median=median, tokens=digest
+        )
         print(json.dumps(dict(result, load=os.getloadavg()[0])), flush=True)
 
     generator = Generator(model)
     for batch in BATCHES:
         ids = prompts(batch)
-        row("keras_tfm generate", batch, lambda: lambda: generator.generate(ids, NEW), reps)
+        row("keras_tfm generate", batch, lambda: lambda: generator.generate(ids, NEW), reps, settle)
         if backend == "torch" and eager:
             slow = Generator(model, run_eagerly=True)
             row("keras_tfm eager", batch, lambda: lambda: slow.generate(ids, NEW), 1)
@@ -133,7 +150,7 @@ def worker(backend, reps, hub, eager):
             row("keras_hub GPT2CausalLM", batch, lambda: hub_generate(batch), reps)
 
 
-def environment(backend, threads, cold):
+def environment(backend, threads, cold, sync=False):
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
     env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
     if threads:
@@ -145,6 +162,8 @@ def environment(backend, threads, cold):
         )
         if backend == "jax" and threads == 1:
             env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"
+    if sync and backend == "torch":
+        env["KERAS_TFM_TORCH_COMPILE"] = "sync"
     if cold and backend == "torch":
         env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cold-")
     return env
@@ -155,7 +174,7 @@ def run_worker(backend, args):
     command += ["--no-hub"] * args.no_hub + ["--eager"] * args.eager
     proc = subprocess.run(
         command,
-        env=environment(backend, args.threads, args.cold),
+        env=environment(backend, args.threads, args.cold, args.sync),
         capture_output=True,
         text=True,
         check=False,
@@ -173,7 +192,8 @@ def table(rows, emit):
     jax = {r["batch"]: r for r in ok if r["backend"] == "jax"}
     hub = {r["batch"]: r for r in ok if r["name"].startswith("keras_hub")}
     emit(
-        f"{'backend':<11} {'implementation':<23} {'batch':>5} {'first s':>8} {'run s':>8} {'tokens/s':>9} "
+        f"{'backend':<11} {'implementation':<23} {'batch':>5} {'first s':>8} {'ready s':>8} {'run s':>8} "
+        f"{'tokens/s':>9} "
         f"{'JAX/this':>8} {'this/hub':>8} {'tokens':>8} {'load':>5}"
     )
     for batch in BATCHES:
@@ -181,8 +201,9 @@ def table(rows, emit):
             tps = batch * NEW / r["median"]
             vs_jax = f"{r['median'] / jax[batch]['median']:.2f}x" if batch in jax else "-"
             vs_hub = f"{hub[batch]['median'] / r['median']:.1f}x" if batch in hub else "-"
+            ready = "-" if r.get("ready") is None else f"{r['ready']:.1f}"
             emit(
-                f"{r['backend']:<11} {r['name']:<23} {batch:>5} {r['first']:>8.2f} {r['median']:>8.3f} "
+                f"{r['backend']:<11} {r['name']:<23} {batch:>5} {r['first']:>8.2f} {ready:>8} {r['median']:>8.3f} "
                 f"{tps:>9.0f} {vs_jax:>8} {vs_hub:>8} {r['tokens']:>8} {r['load']:>5.1f}"
             )
     for r in rows:
@@ -198,6 +219,7 @@ def main(argv=None):
         "--threads", type=int, default=0, help="intra-op threads of every backend (0: defaults)"
     )
     parser.add_argument("--cold", action="store_true", help="PyTorch with an empty inductor cache")
+    parser.add_argument("--sync", action="store_true", help="PyTorch compiles in the calling thread")
     parser.add_argument("--eager", action="store_true", help="also the uncompiled PyTorch row (slow)")
     parser.add_argument("--no-hub", action="store_true", help="skip the KerasHub row")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -221,7 +243,8 @@ def main(argv=None):
         f"# keras_tfm generation per backend ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); tiny GPT "
         f"({LAYERS} layers, d_model {D_MODEL}), prompt {PROMPT} -> {NEW} new tokens, greedy; median of "
         f"{args.reps} after the first call; {os.cpu_count()} CPUs; threads {args.threads or 'default'}; "
-        f"inductor cache {'cold' if args.cold else 'as found'}"
+        f"inductor cache {'cold' if args.cold else 'as found'}; PyTorch compiles "
+        f"{'in the calling thread' if args.sync else 'in the background'}"
     )
     rows = []
     for backend in args.backends.split(","):

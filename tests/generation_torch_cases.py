@@ -78,6 +78,17 @@ def test_compiled_torch_gives_eager_tokens_and_compiles_once(gpt):
     assert compile_counts(fast) == counts and [c.trace_count for c in compilers] == counts
 
 
+def test_sliding_window_runs_eagerly_with_eager_tokens(gpt):
+    """Past `max_length` the sliding window's loop is not captured (`compiled.torch_eager`):
+    its tokens are the eager loop's; the steps before it are captured."""
+    new = gpt.max_length + 8
+    want = generation.Generator(gpt, run_eagerly=True).generate(worker.GPT_PROMPTS, new)
+    fast = generation.Generator(gpt)
+    np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, new), want)
+    (function,) = fast._cache.functions.values()
+    assert function.compiler.trace_count >= 1 and function.compiler.eager_reason is None
+
+
 def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):
     """A compiler that fails (here: in the background thread) leaves the traced graphs running,
     with one warning naming the reason; a missing compiler likewise; capturing off runs eagerly."""
