@@ -78,15 +78,22 @@ def test_compiled_torch_gives_eager_tokens_and_compiles_once(gpt):
     assert compile_counts(fast) == counts and [c.trace_count for c in compilers] == counts
 
 
-def test_sliding_window_runs_eagerly_with_eager_tokens(gpt):
-    """Past `max_length` the sliding window's loop is not captured (`compiled.torch_eager`):
-    its tokens are the eager loop's; the steps before it are captured."""
+def test_sliding_window_is_captured_with_eager_tokens(gpt):
+    """A call past `max_length` (the sliding window): seeded sampling and beam search give the
+    eager tokens from the traced graphs and from inductor's kernels; a second call captures
+    nothing new."""
     new = gpt.max_length + 8
-    want = generation.Generator(gpt, run_eagerly=True).generate(worker.GPT_PROMPTS, new)
-    fast = generation.Generator(gpt)
-    np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, new), want)
-    (function,) = fast._cache.functions.values()
-    assert function.compiler.trace_count >= 1 and function.compiler.eager_reason is None
+    eager, fast = generation.Generator(gpt, run_eagerly=True), generation.Generator(gpt)
+    want = eager.generate(worker.GPT_PROMPTS, new, seed=5, **SAMPLE)
+    want_beams = eager.beam_search(worker.GPT_PROMPTS, new, num_beams=2)
+    for _ in range(2):  # traced, then compiled
+        np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, new, seed=5, **SAMPLE), want)
+        for got, expected in zip(fast.beam_search(worker.GPT_PROMPTS, new, num_beams=2), want_beams):
+            np.testing.assert_allclose(got, expected, rtol=1e-5)
+        counts = compile_counts(fast)
+    compilers = [fn.compiler for fn in fast._cache.functions.values()]
+    assert all(c.eager_reason is None and c.trace_count == c.compile_count >= 2 for c in compilers)
+    assert compile_counts(fast) == counts
 
 
 def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):

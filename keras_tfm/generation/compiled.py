@@ -172,18 +172,6 @@ def while_loop(cond, body, loop_vars):
     return keras.ops.while_loop(cond, body, loop_vars)
 
 
-class torch_eager:
-    """Context manager: the PyTorch loops inside it run uncompiled (the sliding window, whose
-    compiled step does not give the eager tokens yet); a no-op on the other backends."""
-
-    def __enter__(self):
-        self.compiler = getattr(_TORCH, "compiler", None)
-        _TORCH.compiler = None
-
-    def __exit__(self, *error):
-        _TORCH.compiler = self.compiler
-
-
 def call(fn, *args, run_eagerly=False):
     """Runs a function from `compile_function` on numpy inputs.
 

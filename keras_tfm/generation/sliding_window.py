@@ -55,7 +55,7 @@ sequence with the width-`W` band (shift path).
 from keras import ops
 
 from keras_tfm.generation import cache as cache_lib
-from keras_tfm.generation import compiled, decoding
+from keras_tfm.generation import decoding
 
 #: Position schemes whose cached keys hold absolute positions: windows are recomputed.
 RECOMPUTE_POSITIONS = ("learned", "sinusoidal", "sinusoidal_halves", "rope")
@@ -161,10 +161,9 @@ def slide(model, model_step, outputs, prompt_ids, prompt_lengths, *, step, done,
     if p > window:  # only left padding lies beyond the last W columns
         prompt_ids = prompt_ids[:, p - window :]
     run = _shift if uses_shift(model.position) else _recompute
-    with compiled.torch_eager():
-        state = run(
-            model, model_step, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id
-        )
+    state = run(
+        model, model_step, outputs, prompt_ids, prompt_lengths, window, step, done, keep_going, pad_id
+    )
     return {k: state[k] for k in outputs}
 
 
