@@ -16,8 +16,9 @@ backend:
   layout. It runs in the calling thread, inside the caller's distribution
   scope.
 * PyTorch: the function runs in Python under `torch.no_grad()`, its prefill
-  (`SharedStep`) and the step of each of its loops (`while_loop`) compiled by
-  inductor (`torch_compile`); eager, with one warning, without a compiler.
+  (`SharedStep`) and the step of each of its loops (`while_loop`) captured as
+  aten graphs (`torch_capture`) that inductor compiles in a background thread
+  (`torch_compile`); uncompiled or eager, with one warning, where it cannot.
 
 Inputs are numpy arrays; outputs come back as a dict of numpy arrays.
 
