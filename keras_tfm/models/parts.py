@@ -89,7 +89,7 @@ def shared_score_bias(table, token_ids, caches, cache_index):
     shared by the others"), or None without a shared table."""
     if table is None:
         return None
-    return table(token_ids.shape[1], caches[0].shape[CACHE_LENGTH_AXES[0]], cache_index)
+    return table(ops.shape(token_ids)[1], ops.shape(caches[0])[CACHE_LENGTH_AXES[0]], cache_index)
 
 
 def cache_positions(token_ids, cache_index, positions=None):
