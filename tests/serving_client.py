@@ -18,12 +18,19 @@ For every model in the spec it
     message (they must fail cleanly: the parent process applies a timeout),
   * replays the warmup records of assets.extra through the TF2 signatures.
 
+Last, for each path of the spec's optional "saved_model_cli" list, it runs
+`saved_model_cli show --all --dir PATH` through the `main` that TensorFlow's
+`saved_model_cli` console script calls (in this process: one TensorFlow
+start-up less than running the script), recording its exit code and output.
+
 Spec: {"models": [{"path": ..., "calls": [{"signature": ..., "inputs": {...},
 "dtypes": {name: dtype}}], "bad": [same], "tf1_calls": [indices of the calls
-the TF1 loader repeats; default all]}]}. Inputs are JSON lists/scalars;
-dtypes default to the signature's.
+the TF1 loader repeats; default all]}], "saved_model_cli": [path, ...]}.
+Inputs are JSON lists/scalars; dtypes default to the signature's.
 """
 
+import contextlib
+import io
 import json
 import sys
 
@@ -125,6 +132,22 @@ def run_warmup(loaded, path):
     return done
 
 
+def show_all(path):
+    """{"code", "stdout"} of `saved_model_cli show --all --dir path` (the console script's main)."""
+    from tensorflow.python.tools import saved_model_cli
+
+    argv, sys.argv = sys.argv, ["saved_model_cli", "show", "--all", "--dir", path]
+    out, code = io.StringIO(), 0
+    try:
+        with contextlib.redirect_stdout(out):
+            saved_model_cli.main()  # absl's app.run: exits through SystemExit
+    except SystemExit as exit_info:
+        code = exit_info.code or 0
+    finally:
+        sys.argv = argv
+    return {"code": code, "stdout": out.getvalue()}
+
+
 def main(spec_path, result_path):
     with open(spec_path) as f:
         spec = json.load(f)
@@ -141,11 +164,12 @@ def main(spec_path, result_path):
             calls = [calls[i] for i in model.get("tf1_calls", range(len(calls)))]
             entry["tf1"], entry["tf1_signatures"] = run_tf1(path, calls)
         results.append(entry)
+    shown = [show_all(path) for path in spec.get("saved_model_cli", [])]
     blocked_loaded = sorted(
         m for m, mod in sys.modules.items() if m.split(".")[0] in BLOCKED and mod is not None
     )
     with open(result_path, "w") as f:
-        json.dump({"models": results, "blocked_modules_loaded": blocked_loaded}, f)
+        json.dump({"models": results, "saved_model_cli": shown, "blocked_modules_loaded": blocked_loaded}, f)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,9 @@ TINY_GPT = TINY_MODEL + _flags(
     steps=4, eval_interval=2, eval_iters=1, max_length=8, sample_tokens=5, steps_per_execution=2
 )
 NO_SAMPLE = _flags(sample_tokens=0)  # after TINY_GPT: no sample, where a test does not check it
+#: After TINY_GPT: the train step without XLA, where a test checks something else (the XLA-compiled
+#: step of the GPT recipe: test_gpt_example_end_to_end and the recipe's "wsd-learned" case).
+NO_XLA = ["--no-jit-compile"]
 TINY_BERT = TINY_MODEL + _flags(
     d_ff=32,
     pretrain_steps=3,
@@ -126,13 +129,19 @@ TINY_GPT_OPTIONS = dict(
 TINY_GPT_OPTIONS.update(max_length=8, sample_tokens=0, steps_per_execution=2)
 
 
-@pytest.mark.parametrize("schedule, position", [("wsd", "learned"), ("cosine", "rope")])
-def test_gpt_recipe_from_python_schedule_position_and_xla_default(shakespeare, schedule, position):
+@pytest.mark.parametrize(
+    "schedule, position, jit_compile", [("wsd", "learned", None), ("cosine", "rope", False)]
+)
+def test_gpt_recipe_from_python_schedule_position_and_xla_default(
+    shakespeare, schedule, position, jit_compile
+):
     from keras_tfm import recipes
     from keras_tfm.schedules import WarmupStableDecay
 
-    # No sample (checked by the example tests): one XLA loop less to compile.
-    results = recipes.train_gpt(data=shakespeare, schedule=schedule, position=position, **TINY_GPT_OPTIONS)
+    # No sample (checked by the example tests): one XLA loop less to compile. The second case sets
+    # jit_compile=False (the schedule and position do not depend on it): one XLA train step less.
+    options = TINY_GPT_OPTIONS if jit_compile is None else dict(TINY_GPT_OPTIONS, jit_compile=jit_compile)
+    results = recipes.train_gpt(data=shakespeare, schedule=schedule, position=position, **options)
     model = results["model"]
     lr = model.optimizer._learning_rate
     if schedule == "wsd":
@@ -140,7 +149,8 @@ def test_gpt_recipe_from_python_schedule_position_and_xla_default(shakespeare, s
     else:
         assert type(lr).__name__ == "CosineDecay"
     assert model.blocks[0].position == (None if position == "learned" else position)
-    assert model.jit_compile is True  # the recipe's default for fixed-shape LM windows
+    # True: the recipe's default for fixed-shape LM windows.
+    assert model.jit_compile is (True if jit_compile is None else jit_compile)
     assert model.max_length == 8 and results["steps"] == 4 and results["sample"] == ""
     assert model.tokenizer is results["tokenizer"]  # attached: saved with the model
 
@@ -219,7 +229,10 @@ def test_translate_example_end_to_end(spa_file, tmp_path, monkeypatch, capsys):
 
 
 def test_demo_end_to_end(shakespeare, tmp_path, monkeypatch, capsys):
+    """The demo's own part: the export and the sample from it (its training and in-process sample
+    are the GPT recipe's, run with XLA and checked in test_gpt_example_end_to_end)."""
     argv = ["--data", shakespeare, "--export-dir", str(tmp_path / "saved_models")] + TINY_GPT
+    argv += NO_SAMPLE + NO_XLA
     assert _run_example("demo.py", argv, monkeypatch) == 0
     out = capsys.readouterr().out
     assert "exported the SavedModel to" in out and "sample from the exported SavedModel" in out
@@ -243,6 +256,7 @@ def test_cli_train_gpt_with_backup_and_logs(shakespeare, tmp_path, capsys):
         ]
         + TINY_GPT
         + NO_SAMPLE
+        + NO_XLA
     )
     assert status == 0
     assert "validation loss" in capsys.readouterr().out

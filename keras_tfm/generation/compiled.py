@@ -173,6 +173,18 @@ def while_loop(cond, body, loop_vars):
     return keras.ops.while_loop(cond, body, loop_vars)
 
 
+def compile_encoder_apart(fn, encode, model):
+    """TensorFlow, encoder–decoder: a graph `tf.function` that runs `encode(source_ids,
+    source_lengths)`, then `fn(context, *rest)` compiled by XLA. The encoder runs once per
+    call, where XLA's fused kernels gain nothing and its compile only adds to the first call."""
+    loop = compile_function(fn, model, jit_compile=True)
+
+    def encode_then_decode(source_ids, source_lengths, *rest):
+        return loop(encode(source_ids, source_lengths), *rest)
+
+    return compile_function(encode_then_decode, model, jit_compile=False)
+
+
 def call(fn, *args, run_eagerly=False):
     """Runs a function from `compile_function` on numpy inputs.
 

@@ -183,7 +183,8 @@ def decode(
     output_scores=False,
     step=None,
 ):
-    """THE decoding loop: prefill, then one token per step in a while loop.
+    """THE decoding loop: prefill, then one token per step in a while loop (a one-token
+    prompt, a seq2seq decoder's start, skips the prefill: `decode_from_start`).
 
     Traceable (inside `tf.function(jit_compile=True)` or `jax.jit`; PyTorch
     runs it eagerly); all inputs other
@@ -210,23 +211,36 @@ def decode(
         `(batch, cache_length - P, vocab)` if `output_scores`.
     """
     step = model.decode_step if step is None else step
+    eos_id = ops.cast(eos_id, "int32")
+    max_new_tokens = ops.cast(max_new_tokens, "int32")
+
+    def keep_going(s):
+        return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
+
+    masked_id = padding_token(model)  # the id a mask_zero model masks; `pad_id` fills finished rows
+    if prompt_ids.shape[1] == 1:  # one start token (seq2seq): no prefill pass, see `decode_from_start`
+        batch = ops.shape(prompt_ids)[0]
+        state = decode_from_start(
+            model,
+            step,
+            prompt_ids,
+            start_state(batch, cache_length - 1, pad_id, model.vocabulary_size, output_scores),
+            cache_length=cache_length,
+            context=context,
+            keep_going=keep_going,
+            emit_token=lambda s: emit(s, select, eos_id, pad_id, output_scores),
+        )
+        return _outputs(state, output_scores)
     pre = prefill(model, step, prompt_ids, prompt_lengths, cache_length, context)
     p, pad = pre["prompt_length"], pre["pad"]
     batch = ops.shape(pre["logits"])[0]
     num_new = cache_length - (prompt_ids.shape[1] if prompt_ids.shape[1] is not None else p)
-    eos_id = ops.cast(eos_id, "int32")
-    max_new_tokens = ops.cast(max_new_tokens, "int32")
     state = dict(
         start_state(batch, num_new, pad_id, model.vocabulary_size, output_scores),
         logits=pre["logits"],
         caches=pre["caches"],
         valid=pre["valid"],
     )
-
-    def keep_going(s):
-        return ops.logical_and(s["i"] < max_new_tokens, ops.logical_not(ops.all(s["done"])))
-
-    masked_id = padding_token(model)  # the id a mask_zero model masks; `pad_id` fills finished rows
 
     def body(s, size):
         new, token = emit(s, select, eos_id, pad_id, output_scores)
@@ -237,7 +251,52 @@ def decode(
         )
         return new
 
-    state = run_segments(state, p, pre["sizes"], keep_going, body)
+    return _outputs(run_segments(state, p, pre["sizes"], keep_going, body), output_scores)
+
+
+def decode_from_start(model, step, start_ids, state, *, cache_length, context, keep_going, emit_token):
+    """`decode` of one-token prompts (a seq2seq decoder's start token): step i feeds the token
+    of slot i (the start token, then the token chosen at step i − 1) and chooses the next one.
+
+    The same steps as prefill-then-loop, without the separate prefill pass: a traced call
+    holds the decoder once (in the loop body) instead of twice, and runs max_new_tokens
+    steps instead of max_new_tokens + 1.
+
+    Args:
+        start_ids: int32 `(batch, 1)`.
+        state: `start_state(...)` of `cache_length - 1` new tokens.
+        cache_length, context: `decode`'s.
+        keep_going, emit_token: `decode`'s loop condition and `emit` with its options.
+
+    Returns:
+        The loop's final state.
+    """
+    batch = ops.shape(start_ids)[0]
+    masked_id = padding_token(model)
+    sizes = cache_lib.segment_sizes(1, cache_length)
+    if len(sizes) > 1:
+        share(step)
+    state = dict(
+        state,
+        token=ops.cast(start_ids[:, 0], "int32"),
+        caches=model.init_caches(batch, sizes[0]),
+        valid=ops.ones((batch, cache_length), "bool"),
+    )
+
+    def body(s, size):
+        slot = s["i"]
+        valid = mark_slot(s["valid"], slot, s["token"], masked_id)
+        positions = ops.zeros((batch, 1), "int32") + slot
+        logits, caches = step(s["token"][:, None], positions, s["caches"], slot, valid[:, :size], context)
+        new, token = emit_token(dict(s, logits=logits))
+        del new["logits"]
+        return dict(new, token=token, caches=caches, valid=valid)
+
+    return run_segments(state, 0, sizes, keep_going, body, slot=lambda s: s["i"])
+
+
+def _outputs(state, output_scores):
+    """`decode`'s dict from the loop's final state."""
     out = {"tokens": state["tokens"], "lengths": state["lengths"]}
     if output_scores:
         out["scores"] = state["scores"]

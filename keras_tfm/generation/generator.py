@@ -87,7 +87,8 @@ class Generator(compiled.Module):
         bos_id: seq2seq: the default first decoder token (None: the model's
             `generation_config["decoder_start_id"]`, else every request passes
             `bos_id` or `decoder_prompt_ids`).
-        jit_compile: TensorFlow: compile with XLA (else a graph function).
+        jit_compile: TensorFlow: compile with XLA (else a graph function); a seq2seq
+            model's encoder runs as a graph function either way.
         run_eagerly: no compilation at all (debugging, tests).
         name: module name.
 
@@ -144,9 +145,13 @@ class Generator(compiled.Module):
                 self.trace_count += 1
                 return fn(*args)
 
-            functions[key] = compiled.compile_function(
-                traced, self.model, jit_compile=self.jit_compile, run_eagerly=self.run_eagerly
-            )
+            jit, eager, tf = self.jit_compile, self.run_eagerly, keras.backend.backend() == "tensorflow"
+            if self.seq2seq and jit and not eager and tf:
+                functions[key] = compiled.compile_encoder_apart(traced, self.model.encode_context, self.model)
+            else:
+                functions[key] = compiled.compile_function(
+                    traced, self.model, jit_compile=jit, run_eagerly=eager
+                )
         return functions[key]
 
     # ----------------------------------------------------------- traceable
@@ -156,6 +161,9 @@ class Generator(compiled.Module):
         lengths, LEFT-padded `decoder_prompt_ids` (usually just BOS) and theirs."""
         if not self.seq2seq:
             return inputs[0], inputs[1], None
+        if isinstance(inputs[0], dict):  # encoded already (`compiled.compile_encoder_apart`)
+            context, decoder_ids, decoder_lengths = inputs
+            return decoder_ids, decoder_lengths, context
         source_ids, source_lengths, decoder_ids, decoder_lengths = inputs
         return decoder_ids, decoder_lengths, self.model.encode_context(source_ids, source_lengths)
 

@@ -96,6 +96,8 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
             (`block.cross_attention_layer.compute_cache(context)`).
         return_attention_scores: also return a dict with the float32 weights
             of "self_attention" (and "cross_attention").
+        score_bias: the self-attention's precomputed B of a cached call
+            (`MultiHeadSelfAttention`), or None.
 
     Returns:
         `(batch, length, d_model)`; followed by the weights dict if requested,
@@ -296,6 +298,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
         return_attention_scores: bool = False,
         mask: Any = None,
         inputs_mask: Any = None,
+        score_bias: Any = None,
     ):
         check_rank("inputs", inputs, 3)
         if self.cross_attention and context is None and cross_cache is None:
@@ -315,6 +318,7 @@ class TransformerBlock(QuantizeSublayersMixin, keras.layers.Layer):
                 cache=cache,
                 cache_index=cache_index,
                 inputs_mask=merge_masks(mask, inputs_mask),
+                score_bias=score_bias,
             ),
             training,
         )

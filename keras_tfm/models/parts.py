@@ -11,6 +11,7 @@ from keras import ops
 
 from keras_tfm.checks import check_bool, check_choice, check_positive_int, check_token_id
 from keras_tfm.generation.constraints import check_generation_config
+from keras_tfm.layers.attention.decoding import CACHE_LENGTH_AXES
 from keras_tfm.layers.attention.relative_position_bias import RelativePositionBias
 from keras_tfm.layers.initializers import clone_initializer
 from keras_tfm.layers.output_head import LogitsBias, OutputHead
@@ -80,6 +81,15 @@ def zero_caches(blocks, batch_size, length, dtype=None):
 def block_caches(caches):
     """The `(keys, values)` pair of every block from `zero_caches`' flat list."""
     return list(zip(caches[0::2], caches[1::2]))
+
+
+def shared_score_bias(table, token_ids, caches, cache_index):
+    """The score bias B `(H, T, slots)` of a cached decoder call, computed once from a table
+    every layer of the stack shares (T5's `position_bias`: "computed in the first layer and
+    shared by the others"), or None without a shared table."""
+    if table is None:
+        return None
+    return table(ops.shape(token_ids)[1], ops.shape(caches[0])[CACHE_LENGTH_AXES[0]], cache_index)
 
 
 def cache_positions(token_ids, cache_index, positions=None):

@@ -43,6 +43,7 @@ from keras_tfm.models.parts import (
     resolve_vocabularies,
     seq2seq_graph,
     seq2seq_parts,
+    shared_score_bias,
     zero_caches,
 )
 from keras_tfm.models.presets import preset_options
@@ -301,6 +302,7 @@ class Seq2Seq(TransformerModel):
             `(logits, caches)`.
         """
         x = self.embed(token_ids, cache_positions(token_ids, cache_index, positions))
+        score_bias = shared_score_bias(self.decoder_position_bias, token_ids, caches, cache_index)
         new_caches = []
         for block, cache, cross in zip(self.decoder_blocks, block_caches(caches), cross_caches):
             x, cache = block(
@@ -311,6 +313,7 @@ class Seq2Seq(TransformerModel):
                 cache_index=cache_index,
                 cross_cache=cross,
                 training=False,
+                score_bias=score_bias,
             )
             new_caches.extend(cache)
         if last_only:
@@ -354,10 +357,9 @@ class Seq2Seq(TransformerModel):
         Args:
             inputs: a str, a list of str, or source token ids.
             max_new_tokens: int in [0, max_length - 1].
-            **options: those of `keras_tfm.generation.generate` (`sampler`,
-                `temperature`, `top_k`, `top_p`, `seed`, `eos_id`, `bos_id`,
-                `pad_id`, the token constraints; ids only: `return_lengths`,
-                `output_scores`, `source_lengths`, `decoder_prompt_ids`).
+            **options: those of `keras_tfm.generation.generate` (`sampler`, `temperature`, `top_k`,
+                `top_p`, `seed`, `eos_id`, `bos_id`, `pad_id`, the token constraints; ids only:
+                `return_lengths`, `output_scores`, `source_lengths`, `decoder_prompt_ids`).
 
         Returns:
             Text in: the translations, a str for a str, a list for a list.
@@ -368,18 +370,16 @@ class Seq2Seq(TransformerModel):
         return generation_text.generate_text(self, inputs, max_new_tokens, **options)
 
     def beam_search(self, inputs, max_new_tokens: int, num_beams: int = 4, **options):
-        """Beam search from each source: text (the best beam's translation, as
-        `generate` on text) or token ids (exactly
-        `keras_tfm.generation.beam_search(model, inputs, max_new_tokens,
-        num_beams, **options)`: `(sequences, scores, lengths)`).
+        """Beam search from each source: text (the best beam's translation, as `generate` on
+        text) or token ids (exactly `keras_tfm.generation.beam_search(model, inputs,
+        max_new_tokens, num_beams, **options)`: `(sequences, scores, lengths)`).
 
         Args:
             inputs: a str, a list of str, or source token ids.
             max_new_tokens: int in [1, max_length - 1].
             num_beams: beams per source, in [1, target vocabulary size].
-            **options: `length_penalty` (default 0.6), `eos_id`, `bos_id`
-                (text: defaults `EOS`, `BOS`), `pad_id`; ids only:
-                `source_lengths`, `decoder_prompt_ids`.
+            **options: `length_penalty` (default 0.6), `eos_id`, `bos_id` (text: defaults `EOS`,
+                `BOS`), `pad_id`; ids only: `source_lengths`, `decoder_prompt_ids`.
 
         Returns:
             Text in: a str (list of str). Ids in: `(sequences, scores, lengths)`.

@@ -67,6 +67,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         training: Python bool, enables attention dropout.
         cache: optional key/value cache (see above and `init_cache`).
         cache_index: int or scalar int tensor, required with `cache`.
+        score_bias: optional float32 B `(num_heads, length, key_length)` of a
+            cached call, computed once for a stack of layers that share one
+            `position_bias` table (T5); None: the layer computes its own.
 
     Returns:
         `output` of shape `(batch, length, output_dim)`; followed by the
@@ -118,6 +121,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         cache_index: Any = None,
         mask: Any = None,
         inputs_mask: Any = None,
+        score_bias: Any = None,
     ):
         check_rank("inputs", inputs, 3)
         length = ops.shape(inputs)[1]
@@ -149,7 +153,8 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         if self.rotary is not None:  # RoPE rotates Q and K by their absolute positions
             query = self.rotary(query, start_index=start)
             key = self.rotary(key, start_index=start)
-        bias = self._position_bias(length, key_length, start)  # B: ALiBi / T5 relative positions
+        # B: ALiBi / T5 relative positions (a shared table's B may come computed: `score_bias`)
+        bias = self._position_bias(length, key_length, start) if score_bias is None else score_bias
 
         if cache is not None:  # the new keys and values go into their slots; attend over all of them
             cache = decoding.write_cache(cache, key, value, start)
