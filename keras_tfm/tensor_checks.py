@@ -64,9 +64,14 @@ def _eager():
 
 
 def _jax_traced(tensor):
-    """True for a JAX tracer (inside `jax.jit`/`jax.grad`): its value is unknown in Python."""
+    """True for a JAX tracer (inside `jax.jit`/`jax.grad`) or a PyTorch fake tensor (traced by
+    `make_fx` / `torch.compile`): its value is unknown in Python."""
     import keras
 
+    if keras.backend.backend() == "torch":
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        return isinstance(tensor, FakeTensor)
     if keras.backend.backend() != "jax":
         return False
     import jax

@@ -25,3 +25,133 @@ def test_torch_gives_tensorflows_tokens(tmp_path):
     reference = worker_results("tensorflow", tensorflow)
     assert reference["backend"] == "tensorflow"
     assert_same_results(got, reference, "torch")
+
+
+# --------------------------------------------------------------------------- compiled PyTorch
+# `generation.torch_compile`: the prefill and each loop's step captured as aten graphs, then
+# compiled by inductor in a background thread (`torch_compile.wait()` waits for it).
+import _thread  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from keras_tfm import generation, models  # noqa: E402
+from keras_tfm.generation import compiled, torch_compile  # noqa: E402
+
+SAMPLE = dict(sampler="sample", temperature=1.2, top_k=20, top_p=0.9)
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    keras.utils.set_random_seed(3)
+    return models.gpt("tiny")
+
+
+def compile_counts(generator):
+    assert torch_compile.wait(timeout=600), "inductor did not finish in 10 minutes"
+    return [fn.compiler.compile_count for fn in generator._cache.functions.values()]
+
+
+def test_compiled_torch_gives_eager_tokens_and_compiles_once(gpt):
+    """A second seed, HuggingFace-style beams and a second call against the uncompiled loops:
+    the tokens are equal from the traced graphs (first call) and from inductor's kernels (after
+    `wait`), nothing runs eagerly, and a later call captures and compiles nothing."""
+    eager, fast = generation.Generator(gpt, run_eagerly=True), generation.Generator(gpt)
+    for seed in (5, 11):
+        want = eager.generate(worker.GPT_PROMPTS, 12, seed=seed, **SAMPLE)
+        np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, 12, seed=seed, **SAMPLE), want)
+        torch_compile.wait()
+        np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, 12, seed=seed, **SAMPLE), want)
+    hf = dict(num_beams=3, length_penalty_style="hf", early_stopping=True)
+    for got, want in zip(
+        fast.beam_search(worker.GPT_PROMPTS, 6, **hf), eager.beam_search(worker.GPT_PROMPTS, 6, **hf)
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    counts = compile_counts(fast)
+    assert all(n >= 2 for n in counts), counts  # the prefill and a loop step of each function
+    compilers = [fn.compiler for fn in fast._cache.functions.values()]
+    assert all(c.eager_reason is None and c.trace_count == c.compile_count for c in compilers)
+    fast.generate(worker.GPT_PROMPTS, 12, seed=5, **SAMPLE)
+    assert compile_counts(fast) == counts and [c.trace_count for c in compilers] == counts
+
+
+def test_sliding_window_is_captured_with_eager_tokens(gpt):
+    """A call past `max_length` (the sliding window): seeded sampling and beam search give the
+    eager tokens from the traced graphs and from inductor's kernels; a second call captures
+    nothing new."""
+    new = gpt.max_length + 8
+    eager, fast = generation.Generator(gpt, run_eagerly=True), generation.Generator(gpt)
+    want = eager.generate(worker.GPT_PROMPTS, new, seed=5, **SAMPLE)
+    want_beams = eager.beam_search(worker.GPT_PROMPTS, new, num_beams=2)
+    for _ in range(2):  # traced, then compiled
+        np.testing.assert_array_equal(fast.generate(worker.GPT_PROMPTS, new, seed=5, **SAMPLE), want)
+        for got, expected in zip(fast.beam_search(worker.GPT_PROMPTS, new, num_beams=2), want_beams):
+            np.testing.assert_allclose(got, expected, rtol=1e-5)
+        counts = compile_counts(fast)
+    compilers = [fn.compiler for fn in fast._cache.functions.values()]
+    assert all(c.eager_reason is None and c.trace_count == c.compile_count >= 2 for c in compilers)
+    assert compile_counts(fast) == counts
+
+
+def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):
+    """A compiler that fails (here: in the background thread) leaves the traced graphs running,
+    with one warning naming the reason; a missing compiler likewise; capturing off runs eagerly."""
+
+    def broken(fn, example_inputs):
+        raise RuntimeError("no C++ toolchain here")
+
+    monkeypatch.setattr(torch_compile, "compile_graph", broken)
+    monkeypatch.setattr(torch_compile, "_WARNED", set())
+    want = generation.Generator(gpt, run_eagerly=True).generate(worker.GPT_PROMPTS, 6, eos_id=63)
+    generator = generation.Generator(gpt)
+    with pytest.warns(RuntimeWarning, match="runs uncompiled on PyTorch.*no C\\+\\+ toolchain here"):
+        got = generator.generate(worker.GPT_PROMPTS, 6, eos_id=63)
+        torch_compile.wait()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no second warning
+        again = generator.generate(worker.GPT_PROMPTS, 6, eos_id=63)
+        generation.Generator(gpt).beam_search(worker.GPT_PROMPTS, 3, num_beams=2)
+        torch_compile.wait()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(again, want)
+    assert compile_counts(generator) == [0] and generator._cache.functions
+
+    monkeypatch.setattr(torch_compile, "compiler_problem", lambda device: "no C++ compiler (test)")
+    with pytest.warns(RuntimeWarning, match="runs uncompiled on PyTorch.*no C\\+\\+ compiler \\(test\\)"):
+        got = generation.Generator(gpt).generate(worker.GPT_PROMPTS, 6, eos_id=63)
+    np.testing.assert_array_equal(got, want)
+
+    monkeypatch.setenv(torch_compile.ENV_SWITCH, "0")
+    off = generation.Generator(gpt)
+    with pytest.warns(RuntimeWarning, match="runs eagerly on PyTorch.*KERAS_TFM_TORCH_COMPILE='0'"):
+        got = off.generate(worker.GPT_PROMPTS, 6, eos_id=63)
+    np.testing.assert_array_equal(got, want)
+    assert [fn.compiler.trace_count for fn in off._cache.functions.values()] == [0]
+
+
+def test_ctrl_c_stops_a_compiled_loop():
+    """The compiled loop runs in Python: Ctrl-C (SIGINT) stops it between two steps."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+
+    def loop(n):
+        def body(state):
+            return ({"x": keras.ops.tanh(model(state["x"])), "i": state["i"] + 1},)
+
+        state = {"x": keras.ops.ones((2, 4)), "i": keras.ops.zeros((), "int32")}
+        (state,) = compiled.while_loop(lambda s: s["i"] < n, body, (state,))
+        return {"i": state["i"]}
+
+    run = compiled.compile_function(loop, model)
+    assert int(run(keras.ops.convert_to_tensor(3))["i"]) == 3 and run.compiler.trace_count == 1
+    assert torch_compile.wait(timeout=600) and run.compiler.compile_count == 1
+    timer = threading.Timer(0.5, _thread.interrupt_main)  # what Ctrl-C does
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        run(keras.ops.convert_to_tensor(2**30))
+    timer.cancel()
+    assert time.perf_counter() - start < 10.0 and run.compiler.compile_count == 1

@@ -15,8 +15,10 @@ backend:
   sharded variables (`keras.distribution`, e.g. `ModelParallel`) keep their
   layout. It runs in the calling thread, inside the caller's distribution
   scope.
-* PyTorch: eager, under `torch.no_grad()` (`keras.ops.while_loop` is a
-  Python loop there).
+* PyTorch: the function runs in Python under `torch.no_grad()`, its prefill
+  (`SharedStep`) and the step of each of its loops (`while_loop`) captured as
+  aten graphs (`torch_capture`) that inductor compiles in a background thread
+  (`torch_compile`); uncompiled or eager, with one warning, where it cannot.
 
 Inputs are numpy arrays; outputs come back as a dict of numpy arrays.
 
@@ -47,6 +49,9 @@ import sys
 import threading
 
 import keras
+
+#: The `torch_compile.TorchCompiler` of the PyTorch generation call running in this thread.
+_TORCH = threading.local()
 
 #: Longest wait between two checks for a pending Ctrl-C, in seconds (TensorFlow).
 POLL_SECONDS = 0.1
@@ -99,6 +104,9 @@ class SharedStep:
         self.functions = {}
 
     def __call__(self, ids, positions, caches, cache_index, padding_mask, context=None):
+        torch_compiler = getattr(_TORCH, "compiler", None)
+        if torch_compiler is not None:
+            return torch_compiler.call(self.step, ids, positions, caches, cache_index, padding_mask, context)
         direct = not self.shared or keras.backend.backend() != "tensorflow" or _tf.executing_eagerly()
         if direct or ids.shape[1] != 1 or context is not None:
             return self.step(ids, positions, caches, cache_index, padding_mask, context)
@@ -148,16 +156,21 @@ def compile_function(fn, model, *, jit_compile=True, run_eagerly=False):
 
         return run
     if backend == "torch":
-        import torch
+        from keras_tfm.generation import torch_compile
 
-        def run(*args):
-            with torch.no_grad():
-                return fn(*args)
-
-        return run
+        return torch_compile.compile_function(fn, model, _TORCH)
     raise RuntimeError(
         f"Generation runs on the tensorflow, jax and torch backends; the backend is {backend!r}."
     )
+
+
+def while_loop(cond, body, loop_vars):
+    """`keras.ops.while_loop`; inside a PyTorch generation call, its step compiled
+    (`torch_compile.TorchCompiler.while_loop`)."""
+    torch_compiler = getattr(_TORCH, "compiler", None)
+    if torch_compiler is not None:
+        return torch_compiler.while_loop(cond, body, loop_vars)
+    return keras.ops.while_loop(cond, body, loop_vars)
 
 
 def compile_encoder_apart(fn, encode, model):

@@ -37,6 +37,7 @@ told to trace itself once for every loop body when a call has several segments.
 from keras import ops
 
 from keras_tfm.generation import cache as cache_lib
+from keras_tfm.generation import compiled
 
 #: Score given to impossible beam candidates (finite, so no inf - inf = NaN).
 NEG_INF = -1e9
@@ -94,7 +95,8 @@ def prefill(model, step, prompt_ids, prompt_lengths, cache_length, context=None)
 
 def run_segments(state, prompt_length, sizes, keep_going, body, slot=None):
     """Runs `keras.ops.while_loop(keep_going & slot < size, body)` once per segment
-    (TensorFlow: `tf.while_loop`; JAX: `lax.while_loop`; PyTorch: a Python loop).
+    (TensorFlow: `tf.while_loop`; JAX: `lax.while_loop`; PyTorch: a Python loop over
+    a compiled step, `compiled.while_loop`).
 
     `state` is a dict with an int32 step counter `"i"`, the caches under
     `"caches"` and the bool `(batch, cache_length)` slot mask under
@@ -118,7 +120,7 @@ def run_segments(state, prompt_length, sizes, keep_going, body, slot=None):
         def loop_body(s, size=size):
             return (body(s, size),)
 
-        (state,) = ops.while_loop(cond, loop_body, (state,))
+        (state,) = compiled.while_loop(cond, loop_body, (state,))
     return state
 
 
