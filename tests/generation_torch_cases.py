@@ -37,6 +37,7 @@ import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from keras_tfm import generation, models  # noqa: E402
 from keras_tfm.generation import compiled, torch_compile  # noqa: E402
@@ -155,3 +156,23 @@ def test_ctrl_c_stops_a_compiled_loop():
         run(keras.ops.convert_to_tensor(2**30))
     timer.cancel()
     assert time.perf_counter() - start < 10.0 and run.compiler.compile_count == 1
+
+
+def test_call_during_a_compile_uses_one_thread(monkeypatch):
+    """While inductor compiles in the background a call runs on one intra-op thread (the
+    compiler holds cores), and the caller's thread count comes back after it."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+    seen = []
+
+    def fn(x):
+        seen.append(torch.get_num_threads())
+        return {"y": model(x)}
+
+    run = compiled.compile_function(fn, model)
+    before = torch.get_num_threads()
+    monkeypatch.setattr(torch_compile._WORKER, "pending", 1)
+    run(keras.ops.ones((1, 4)))
+    monkeypatch.setattr(torch_compile._WORKER, "pending", 0)
+    run(keras.ops.ones((1, 4)))
+    assert seen == [1, before] and torch.get_num_threads() == before

@@ -21,7 +21,10 @@ and the values are those of the eager loop. Inductor compiles the same graph
 in a background thread (`compile_fx`, tens of seconds on a small CPU); once it
 is ready the next step runs the compiled kernels, so a first call does not wait
 for the compiler. `wait()` blocks until the compilations started so far are
-done. `KERAS_TFM_TORCH_COMPILE=sync` compiles in the calling thread instead.
+done. `KERAS_TFM_TORCH_COMPILE=sync` compiles in the calling thread instead. A
+call made while a compilation runs uses one intra-op thread (`torch.set_num_threads`,
+restored after; per thread in PyTorch's OpenMP builds): the compiler holds cores, and
+PyTorch's thread team would stall waiting for them.
 The model's variables are *inputs* of every graph (`keras.StatelessScope`), so
 training after capture is seen.
 
@@ -322,10 +325,14 @@ def compile_function(fn, model, active):
     def run(*args):
         previous = getattr(active, "compiler", None)
         active.compiler = compiler
+        threads = torch.get_num_threads()
+        if _WORKER.pending:  # inductor and its C++ compiler hold cores: one thread, no stalls
+            torch.set_num_threads(1)
         try:
             with torch.no_grad():
                 return fn(*args)
         finally:
+            torch.set_num_threads(threads)
             active.compiler = previous
             compiler.start_compiling()
 
