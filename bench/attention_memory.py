@@ -50,6 +50,9 @@ import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# The allocator statistics exist only for TensorFlow's BFC allocator, which TensorFlow picks for
+# the CPU on some machines only (on an AMD EPYC: "Cannot reset memory stats for device 'CPU:0'").
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 IMPLS = ("keras_mha", "tfm_default", "tfm_standard", "tfm_chunked", "tfm_chunked_causal")
 LONG_IMPLS = ("tfm_default", "tfm_chunked", "tfm_chunked_causal")
