@@ -1,5 +1,6 @@
 """The GPT that bench/train_speed.py and bench/gpu_bench.py train: its FLOP count, the keras_tfm build,
-the optimizer and compile of every Keras row, and the same GPT in PyTorch (nanoGPT's layout) as a peer.
+the optimizer and compile of every Keras row, and the same GPT in PyTorch (nanoGPT's layout) as a peer;
+KerasHub's GPT-2 `generate`, the peer of bench/generate.py and bench/generate_backends.py.
 
 Imported by the bench scripts as `_common` (they run as `python bench/NAME.py`, so bench/ is on the
 path); it imports keras, so a script sets KERAS_BACKEND before importing it.
@@ -29,6 +30,34 @@ def keras_tfm_gpt(c, **options):
         dropout=0.0,
         **options,
     )
+
+
+def keras_hub_gpt2_generate(prompt_ids, new_tokens, *, vocab, layers, heads, d_model, d_ff, max_length):
+    """`run() -> token ids (batch, prompt + new)`: KerasHub's `GPT2CausalLM.generate` (random
+    weights, seed 0, greedy, `preprocessor=None`, no stop id) of a GPT-2 of these sizes on the
+    left-aligned `prompt_ids` (batch, prompt) followed by `new_tokens` slots."""
+    import keras_hub
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=vocab,
+        num_layers=layers,
+        num_heads=heads,
+        hidden_dim=d_model,
+        intermediate_dim=d_ff,
+        dropout=0.0,
+        max_sequence_length=max_length,
+    )
+    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    lm.compile(sampler="greedy")
+    batch, prompt = prompt_ids.shape
+    token_ids = np.zeros((batch, prompt + new_tokens), np.int32)
+    token_ids[:, :prompt] = prompt_ids
+    mask = np.zeros((batch, prompt + new_tokens), bool)
+    mask[:, :prompt] = True
+    inputs = {"token_ids": token_ids, "padding_mask": mask}
+    return lambda: lm.generate(inputs, stop_token_ids=None)["token_ids"]
 
 
 def adamw():

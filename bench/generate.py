@@ -39,6 +39,7 @@ if len(os.sched_getaffinity(0)) == 1:  # pinned to one core: one TensorFlow thre
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _common import keras_hub_gpt2_generate  # noqa: E402
 
 from keras_tfm.generation import Generator  # noqa: E402
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
@@ -167,27 +168,8 @@ def recompute(model, batch):
 
 
 def keras_hub_gpt2(batch):
-    import keras_hub
-
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=VOCAB,
-        num_layers=LAYERS,
-        num_heads=HEADS,
-        hidden_dim=D_MODEL,
-        intermediate_dim=D_FF,
-        dropout=0.0,
-        max_sequence_length=MAX_LENGTH,
-    )
-    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
-    lm.compile(sampler="greedy")
-    total = PROMPT + NEW
-    token_ids = np.zeros((batch, total), np.int32)
-    token_ids[:, :PROMPT] = prompts(batch, PROMPT)
-    mask = np.zeros((batch, total), bool)
-    mask[:, :PROMPT] = True
-    inputs = {"token_ids": token_ids, "padding_mask": mask}
-    return lambda: lm.generate(inputs, stop_token_ids=None)
+    sizes = dict(vocab=VOCAB, layers=LAYERS, heads=HEADS, d_model=D_MODEL, d_ff=D_FF, max_length=MAX_LENGTH)
+    return keras_hub_gpt2_generate(prompts(batch, PROMPT), NEW, **sizes)
 
 
 def per_token_time(generator, context, batch=1, extra=prompts_lib.MIN_CACHE_LENGTH - 1, reps=5):

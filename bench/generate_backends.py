@@ -77,29 +77,12 @@ def timed(fn, reps, settle=None):
 
 
 def hub_generate(batch):
-    """KerasHub's GPT-2 of the same sizes: `generate` on a left-aligned prompt of 16 tokens."""
-    import keras
-    import keras_hub
-    import numpy as np
+    """KerasHub's GPT-2 of the same sizes (`_common.keras_hub_gpt2_generate`): the new tokens."""
+    import _common
 
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=VOCAB,
-        num_layers=LAYERS,
-        num_heads=HEADS,
-        hidden_dim=D_MODEL,
-        intermediate_dim=D_FF,
-        dropout=0.0,
-        max_sequence_length=MAX_LENGTH,
-    )
-    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
-    lm.compile(sampler="greedy")
-    token_ids = np.zeros((batch, PROMPT + NEW), np.int32)
-    token_ids[:, :PROMPT] = prompts(batch)
-    mask = np.zeros((batch, PROMPT + NEW), bool)
-    mask[:, :PROMPT] = True
-    inputs = {"token_ids": token_ids, "padding_mask": mask}
-    return lambda: lm.generate(inputs, stop_token_ids=None)["token_ids"][:, PROMPT:]
+    sizes = dict(vocab=VOCAB, layers=LAYERS, heads=HEADS, d_model=D_MODEL, d_ff=D_FF, max_length=MAX_LENGTH)
+    run = _common.keras_hub_gpt2_generate(prompts(batch), NEW, **sizes)
+    return lambda: run()[:, PROMPT:]
 
 
 def worker(backend, reps, hub, eager):
