@@ -7,7 +7,9 @@ matching the regular expression `match`; a case whose documented behaviour is a 
 `exc=RECOVERS` and asserts the recovery itself.
 """
 
+import contextlib
 import re
+import signal
 
 import pytest
 
@@ -49,3 +51,15 @@ def run_case(env, fn, exc, match):
         fn(env)
     message = str(info.value)
     assert re.search(match, message, re.S), f"message does not match {match!r}:\n{message[:3000]}"
+
+
+@contextlib.contextmanager
+def interactive_sigint():
+    """SIGINT raises KeyboardInterrupt inside the block, as in an interactive Python process, also
+    where the suite was started with SIGINT ignored (a background job of a non-interactive shell,
+    whose children inherit SIG_IGN and so never install Python's handler); restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -12,6 +12,7 @@ import os
 
 import generation_backends_worker as worker
 import keras
+from bad_input_table import interactive_sigint
 from test_generation_backends import assert_same_results, start_worker, worker_results
 
 
@@ -152,7 +153,7 @@ def test_ctrl_c_stops_a_compiled_loop():
     timer = threading.Timer(0.5, _thread.interrupt_main)  # what Ctrl-C does
     start = time.perf_counter()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), interactive_sigint():
         run(keras.ops.convert_to_tensor(2**30))
     timer.cancel()
     assert time.perf_counter() - start < 10.0 and run.compiler.compile_count == 1

@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from bad_input_table import RECOVERS, Table, run_case
+from bad_input_table import RECOVERS, Table, interactive_sigint, run_case
 from model_harness import tiny_bert_classifier, tiny_gpt
 
 import keras_tfm
@@ -1497,13 +1497,14 @@ class _SigintInAGcCallback(keras.callbacks.Callback):
 def _(env):
     folder = os.path.join(env.root, "sigint_backup")
     backup = AtomicBackupAndRestore(folder, save_freq=2)
-    train(
-        env.backup["build"](),
-        env.backup["data"],
-        steps=40,
-        callbacks=[backup, _SigintInAGcCallback(2)],
-        verbose=0,
-    )
+    with interactive_sigint():
+        train(
+            env.backup["build"](),
+            env.backup["data"],
+            steps=40,
+            callbacks=[backup, _SigintInAGcCallback(2)],
+            verbose=0,
+        )
 
 
 # --------------------------------------------------------------------------- #

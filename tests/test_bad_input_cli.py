@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 import pytest
-from bad_input_table import RECOVERS, Table, run_case
+from bad_input_table import RECOVERS, Table, interactive_sigint, run_case
 from model_harness import tiny_bert_classifier, tiny_gpt, tiny_seq2seq
 
 from keras_tfm import checks
@@ -1102,7 +1102,7 @@ def _(env):
 
     target = env.path("interrupted_run")
     try:
-        with _patched(loop, "StopOnInterrupt", _SigintInAGcCallback):
+        with _patched(loop, "StopOnInterrupt", _SigintInAGcCallback), interactive_sigint():
             _interrupted("train", "gpt", "--data", env.shakespeare, "--output", target, *TINY_GPT_RUN,
                          "--steps", "50", "--eval-interval", "50")  # fmt: skip
     finally:

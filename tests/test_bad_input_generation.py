@@ -345,7 +345,10 @@ def test_case_ids_are_unique():
 # ---- Ctrl-C ------------------------------------------------------------------------ #
 _LONG_GENERATION = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
+    # SIGINT raises KeyboardInterrupt as in an interactive process, also where the suite runs with
+    # SIGINT ignored (a background job), which this child would inherit.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {tests!r})
     from model_harness import tiny_gpt
     from keras_tfm.generation import Generator
