@@ -3,10 +3,14 @@ the optimizer and compile of every Keras row, and the same GPT in PyTorch (nanoG
 KerasHub's GPT-2 `generate`, the peer of bench/generate.py and bench/generate_backends.py.
 
 Imported by the bench scripts as `_common` (they run as `python bench/NAME.py`, so bench/ is on the
-path); it imports keras, so a script sets KERAS_BACKEND before importing it.
+path). Keras is imported inside the functions only: a script that picks the backend per subprocess
+(bench/generate_backends.py) reads the sizes below without starting one.
 """
 
-import keras
+#: The tiny GPT of bench/generate.py and bench/generate_backends.py, and their workload: a prompt of
+#: PROMPT tokens, NEW new tokens.
+VOCAB, LAYERS, HEADS, D_MODEL, D_FF, MAX_LENGTH = 65, 4, 4, 128, 512, 2048
+PROMPT, NEW = 16, 256
 
 
 def step_flops(c):
@@ -32,22 +36,43 @@ def keras_tfm_gpt(c, **options):
     )
 
 
-def keras_hub_gpt2_generate(prompt_ids, new_tokens, *, vocab, layers, heads, d_model, d_ff, max_length):
+def generation_gpt(max_length=MAX_LENGTH, num_key_value_heads=None):
+    """The generation benches' `keras_tfm.models.gpt` of the sizes above (seed 0, no dropout)."""
+    import keras
+
+    from keras_tfm.models import gpt
+
+    keras.utils.set_random_seed(0)
+    kv = {} if num_key_value_heads is None else {"num_key_value_heads": num_key_value_heads}
+    return gpt(
+        vocabulary_size=VOCAB,
+        max_length=max_length,
+        num_layers=LAYERS,
+        num_heads=HEADS,
+        d_model=D_MODEL,
+        d_ff=D_FF,
+        dropout=0.0,
+        **kv,
+    )
+
+
+def keras_hub_gpt2_generate(prompt_ids, new_tokens):
     """`run() -> token ids (batch, prompt + new)`: KerasHub's `GPT2CausalLM.generate` (random
-    weights, seed 0, greedy, `preprocessor=None`, no stop id) of a GPT-2 of these sizes on the
+    weights, seed 0, greedy, `preprocessor=None`, no stop id) of a GPT-2 of the sizes above on the
     left-aligned `prompt_ids` (batch, prompt) followed by `new_tokens` slots."""
+    import keras
     import keras_hub
     import numpy as np
 
     keras.utils.set_random_seed(0)
     backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=vocab,
-        num_layers=layers,
-        num_heads=heads,
-        hidden_dim=d_model,
-        intermediate_dim=d_ff,
+        vocabulary_size=VOCAB,
+        num_layers=LAYERS,
+        num_heads=HEADS,
+        hidden_dim=D_MODEL,
+        intermediate_dim=D_FF,
         dropout=0.0,
-        max_sequence_length=max_length,
+        max_sequence_length=MAX_LENGTH,
     )
     lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
     lm.compile(sampler="greedy")
@@ -62,12 +87,16 @@ def keras_hub_gpt2_generate(prompt_ids, new_tokens, *, vocab, layers, heads, d_m
 
 def adamw():
     """The optimizer of every Keras row: AdamW(1e-3, weight decay 0.1, β2 0.99, global-norm clip 1)."""
+    import keras
+
     return keras.optimizers.AdamW(1e-3, weight_decay=0.1, beta_2=0.99, clipnorm=1.0)
 
 
 def compile_lm(model, jit_compile, steps_per_execution):
     """The compile of every plain Keras row: `adamw()`, sparse categorical cross-entropy from logits,
     no metrics, `steps_per_execution` steps per compiled call."""
+    import keras
+
     model.compile(
         optimizer=adamw(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

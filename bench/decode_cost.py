@@ -43,14 +43,10 @@ if len(os.sched_getaffinity(0)) == 1:  # pinned to one core: one TensorFlow thre
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _common import D_MODEL, HEADS, LAYERS, VOCAB, generation_gpt  # noqa: E402
 from generate import (  # noqa: E402
     CLOCKS,
-    D_MODEL,
-    HEADS,
-    LAYERS,
-    VOCAB,
     bench_parser,
-    build_model,
     collector,
     header,
     prompts,
@@ -266,7 +262,7 @@ def decode_cost_tables(emit, reps, contexts=CONTEXTS):
     emit(f"{'kv heads':>8} {'cache':>8} " + " ".join(f"{f'{c} b{b}':>10}" for c in contexts for b in (1, 8)))
     per_token = {}
     for kv in KV_HEADS:
-        model = build_model(
+        model = generation_gpt(
             max_length=2 * max(contexts) + 64, num_key_value_heads=None if kv == HEADS else kv
         )
         for dtype in CACHE_DTYPES:

@@ -39,37 +39,26 @@ if len(os.sched_getaffinity(0)) == 1:  # pinned to one core: one TensorFlow thre
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import keras_hub_gpt2_generate  # noqa: E402
+from _common import (  # noqa: E402
+    D_FF,
+    D_MODEL,
+    HEADS,
+    LAYERS,
+    NEW,
+    PROMPT,
+    VOCAB,
+    generation_gpt,
+    keras_hub_gpt2_generate,
+)
 
 from keras_tfm.generation import Generator  # noqa: E402
 from keras_tfm.generation import cache as cache_lib  # noqa: E402
 from keras_tfm.generation import prompts as prompts_lib  # noqa: E402
-from keras_tfm.models import gpt  # noqa: E402
-
-VOCAB, LAYERS, HEADS, D_MODEL, D_FF = 65, 4, 4, 128, 512
-PROMPT, NEW = 16, 256
-MAX_LENGTH = 2048
-
 
 #: Clock of every marginal timing (`--clock`): wall time, or this process's CPU time
 #: (fairer on a shared machine when the process is pinned to one core).
 CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
 clock = CLOCKS["wall"]
-
-
-def build_model(max_length=MAX_LENGTH, num_key_value_heads=None):
-    keras.utils.set_random_seed(0)
-    kv = {} if num_key_value_heads is None else {"num_key_value_heads": num_key_value_heads}
-    return gpt(
-        vocabulary_size=VOCAB,
-        max_length=max_length,
-        num_layers=LAYERS,
-        num_heads=HEADS,
-        d_model=D_MODEL,
-        d_ff=D_FF,
-        dropout=0.0,
-        **kv,
-    )
 
 
 def header(emit, reps, clock_name):
@@ -168,8 +157,7 @@ def recompute(model, batch):
 
 
 def keras_hub_gpt2(batch):
-    sizes = dict(vocab=VOCAB, layers=LAYERS, heads=HEADS, d_model=D_MODEL, d_ff=D_FF, max_length=MAX_LENGTH)
-    return keras_hub_gpt2_generate(prompts(batch, PROMPT), NEW, **sizes)
+    return keras_hub_gpt2_generate(prompts(batch, PROMPT), NEW)
 
 
 def per_token_time(generator, context, batch=1, extra=prompts_lib.MIN_CACHE_LENGTH - 1, reps=5):
@@ -219,7 +207,7 @@ def main(argv=None):
 
     emit, lines = collector()
     header(emit, args.reps, args.clock)
-    model = build_model()
+    model = generation_gpt()
     tf.function(lambda x: x * 2.0 + 1.0, jit_compile=True)(tf.ones((4,))).numpy()  # XLA start-up
 
     results = {}

@@ -40,10 +40,10 @@ import sys
 import tempfile
 import time
 
+from _common import D_MODEL, LAYERS, NEW, PROMPT, VOCAB, generation_gpt, keras_hub_gpt2_generate
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: `bench/generate.py`'s model and workload (that script imports TensorFlow at its top).
-VOCAB, LAYERS, HEADS, D_MODEL, D_FF, MAX_LENGTH = 65, 4, 4, 128, 512, 2048
-PROMPT, NEW, BATCHES = 16, 256, (1, 8)
+BATCHES = (1, 8)
 
 
 def prompts(batch):
@@ -78,10 +78,7 @@ def timed(fn, reps, settle=None):
 
 def hub_generate(batch):
     """KerasHub's GPT-2 of the same sizes (`_common.keras_hub_gpt2_generate`): the new tokens."""
-    import _common
-
-    sizes = dict(vocab=VOCAB, layers=LAYERS, heads=HEADS, d_model=D_MODEL, d_ff=D_FF, max_length=MAX_LENGTH)
-    run = _common.keras_hub_gpt2_generate(prompts(batch), NEW, **sizes)
+    run = keras_hub_gpt2_generate(prompts(batch), NEW)
     return lambda: run()[:, PROMPT:]
 
 
@@ -91,19 +88,9 @@ def worker(backend, reps, hub, eager):
     import numpy as np
 
     from keras_tfm.generation import Generator
-    from keras_tfm.models import gpt
 
     assert keras.backend.backend() == backend, (keras.backend.backend(), backend)
-    keras.utils.set_random_seed(0)
-    model = gpt(
-        vocabulary_size=VOCAB,
-        max_length=MAX_LENGTH,
-        num_layers=LAYERS,
-        num_heads=HEADS,
-        d_model=D_MODEL,
-        d_ff=D_FF,
-        dropout=0.0,
-    )
+    model = generation_gpt()
 
     settle = None
     if backend == "torch":
