@@ -15,8 +15,8 @@ Rows (one subprocess per backend, one backend after the other: `KERAS_BACKEND` i
 import):
   tensorflow  keras_tfm generate      `Generator.generate` (XLA `tf.function`)
   jax         keras_tfm generate      the same loop, `jax.jit`
-  torch       keras_tfm generate      the same loop, prefill and step captured as aten graphs
-                                      and compiled by inductor (`generation.torch_compile`)
+  torch       keras_tfm generate      the same loop, prefill and chunks of steps captured as
+                                      aten graphs and compiled by inductor (`generation.torch_compile`)
   torch       keras_tfm eager         `--eager`: the same, uncompiled (`run_eagerly=True`)
   torch       keras_hub GPT2CausalLM  KerasHub's `generate` (`--no-hub`: skipped)
 The `tokens` column is a digest of the generated ids: equal digests, equal tokens.

@@ -41,7 +41,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from keras_tfm import generation, models  # noqa: E402
-from keras_tfm.generation import compiled, torch_compile  # noqa: E402
+from keras_tfm.generation import compiled, torch_compile, torch_loop  # noqa: E402
 
 SAMPLE = dict(sampler="sample", temperature=1.2, top_k=20, top_p=0.9)
 
@@ -102,7 +102,7 @@ def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):
     """A compiler that fails (here: in the background thread) leaves the traced graphs running,
     with one warning naming the reason; a missing compiler likewise; capturing off runs eagerly."""
 
-    def broken(fn, example_inputs):
+    def broken(fn, example_inputs, loop=False):
         raise RuntimeError("no C++ toolchain here")
 
     monkeypatch.setattr(torch_compile, "compile_graph", broken)
@@ -177,3 +177,46 @@ def test_call_during_a_compile_uses_one_thread(monkeypatch):
     monkeypatch.setattr(torch_compile._WORKER, "pending", 0)
     run(keras.ops.ones((1, 4)))
     assert seen == [1, before] and torch.get_num_threads() == before
+
+
+def test_loop_runs_in_chunks_with_weight_only_work_hoisted(monkeypatch):
+    """A loop runs in chunks of `torch_loop.CHUNK` steps with the eager values, whatever its
+    length; what a step computes from the weights alone (here a concatenation) runs before the
+    loop, and a tensor constant of the step (not a scalar) becomes an input of the loop."""
+    monkeypatch.setattr(torch_compile, "compiler_problem", lambda device: "traced only (test)")
+    monkeypatch.setattr(torch_compile, "_WARNED", set())
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+    table = np.linspace(-1.0, 1.0, 8, dtype="float32").reshape(2, 4)
+
+    def loop(n):
+        def body(state):
+            kernel = keras.ops.concatenate([model.layers[0].kernel, 2.0 * model.layers[0].kernel], axis=1)
+            x = keras.ops.matmul(state["x"], kernel)[:, 2:6] + keras.ops.convert_to_tensor(table)
+            return ({"x": keras.ops.tanh(x), "i": state["i"] + 1},)
+
+        state = {"x": keras.ops.ones((2, 4)), "i": keras.ops.zeros((), "int32")}
+        (state,) = compiled.while_loop(lambda s: s["i"] < n, body, (state,))
+        return state
+
+    run = compiled.compile_function(loop, model)
+    chunk = torch_loop.CHUNK
+    with pytest.warns(RuntimeWarning, match="runs uncompiled on PyTorch.*traced only \\(test\\)"):
+        run(keras.ops.convert_to_tensor(1))
+    for n in (3, chunk, chunk + 1, 2 * chunk + 5):
+        got, want = run(keras.ops.convert_to_tensor(n)), loop(n)
+        assert int(got["i"]) == n
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(got["x"]), keras.ops.convert_to_numpy(want["x"])
+        )
+    assert run.compiler.trace_count == 1
+    (graph,) = run.compiler.graphs.values()
+    (node,) = [n for n in graph.traced.graph.nodes if n.target is torch.ops.higher_order.while_loop]
+    body = getattr(graph.traced, node.args[1].target)
+
+    def targets(g):
+        return {n.target for n in g.graph.nodes}
+
+    assert torch.ops.aten.cat.default in targets(graph.traced)
+    assert torch.ops.aten.cat.default not in targets(body)
+    assert not [n for n in body.graph.nodes if n.op == "get_attr"]  # the table came in as an input

@@ -16,9 +16,10 @@ backend:
   layout. It runs in the calling thread, inside the caller's distribution
   scope.
 * PyTorch: the function runs in Python under `torch.no_grad()`, its prefill
-  (`SharedStep`) and the step of each of its loops (`while_loop`) captured as
-  aten graphs (`torch_capture`) that inductor compiles in a background thread
-  (`torch_compile`); uncompiled or eager, with one warning, where it cannot.
+  (`SharedStep`) and each of its loops (`while_loop`, in chunks of steps,
+  `torch_loop`) captured as aten graphs (`torch_capture`) that inductor
+  compiles in a background thread (`torch_compile`); uncompiled or eager, with
+  one warning, where it cannot.
 
 Inputs are numpy arrays; outputs come back as a dict of numpy arrays.
 
@@ -165,8 +166,8 @@ def compile_function(fn, model, *, jit_compile=True, run_eagerly=False):
 
 
 def while_loop(cond, body, loop_vars):
-    """`keras.ops.while_loop`; inside a PyTorch generation call, its step compiled
-    (`torch_compile.TorchCompiler.while_loop`)."""
+    """`keras.ops.while_loop`; inside a PyTorch generation call, compiled in chunks of
+    steps (`torch_compile.TorchCompiler.while_loop`)."""
     torch_compiler = getattr(_TORCH, "compiler", None)
     if torch_compiler is not None:
         return torch_compiler.while_loop(cond, body, loop_vars)

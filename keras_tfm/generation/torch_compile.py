@@ -9,11 +9,13 @@ two hooks of `generation.compiled` come here:
 * `compiled.SharedStep` (the model's `decode_step`, a prefill): `call` captures
   the step once per input signature;
 * `compiled.while_loop` (each cache segment of a loop): `while_loop` captures
-  the loop's body and its condition as ONE step, `state -> keep`, that updates
-  the state's tensors in place (`torch_capture.write_back`: a step writes one
-  cache slot instead of copying the caches), and runs it while `keep` holds.
-  The loop stays in Python, so Ctrl-C raises `KeyboardInterrupt` between two
-  steps.
+  the loop's condition and body as a CHUNK of steps (`torch_loop.chunk`: up to
+  16 steps while the condition holds, in one graph) that update the state's
+  tensors in place (`torch_capture.write_back`: a step writes one cache slot
+  instead of copying the caches), and calls it until the condition fails. What
+  a step computes from the weights alone is computed once per chunk
+  (`torch_loop.prepare`). Between two chunks the loop is Python, so Ctrl-C
+  raises `KeyboardInterrupt` there.
 
 Each captured function is a `Graph` with two tiers. Its aten graph
 (`torch_capture.trace`, a few seconds) runs at once: the Keras dispatch is gone
@@ -45,6 +47,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from keras_tfm.generation import torch_capture as capture
+from keras_tfm.generation import torch_loop
 
 #: Environment variable: "0" eager, "sync" compile in the calling thread, else background.
 ENV_SWITCH = "KERAS_TFM_TORCH_COMPILE"
@@ -62,6 +65,12 @@ INDUCTOR_OPTIONS = {
     "cpp_wrapper": True,
     "triton.decompose_sort_ops": False,
 }
+
+#: Added for a loop's chunk (`torch_loop`): each matrix product as inductor's own C++ GEMM
+#: where that times faster than ATen's call (a decoding step's products are small, and
+#: ATen's call costs as much as the product). The choice is timed while compiling, so a
+#: compile in the background thread under load may choose worse (bench/RESULTS.md).
+LOOP_GEMM_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
 
 _WARNED = set()  # reasons already warned about (one warning each per process)
 
@@ -89,12 +98,14 @@ def compiler_problem(device_type: str = "cpu") -> str | None:
     return None
 
 
-def compile_graph(graph, example_inputs):
-    """Inductor's compiled callable of a traced aten `graph` (`torch_capture.trace`)."""
+def compile_graph(graph, example_inputs, loop=False):
+    """Inductor's compiled callable of a traced aten `graph` (`torch_capture.trace`); a
+    `loop`'s chunk with `LOOP_GEMM_OPTIONS`."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
-    with inductor_config.patch(INDUCTOR_OPTIONS):
+    options = {**INDUCTOR_OPTIONS, **LOOP_GEMM_OPTIONS} if loop else INDUCTOR_OPTIONS
+    with inductor_config.patch(options):
         return compile_fx(graph, list(example_inputs))
 
 
@@ -158,13 +169,14 @@ def wait(timeout: float | None = None) -> bool:
 
 
 class Graph:
-    """One captured function: its traced aten graph until inductor's `compiled` is set.
+    """One captured function: its traced aten graph until inductor's `compiled` is set;
+    `loop`: a loop's chunk (`torch_loop`).
 
     Calling it runs the best tier ready: `graph(*tensors) -> list of tensors`. The traced
     graph runs through its generated `forward` code, not `nn.Module.__call__` (which a
     trace in another thread patches)."""
 
-    def __init__(self, traced, out_spec=None):
+    def __init__(self, traced, out_spec=None, loop=False):
         from torch.fx._lazy_graph_module import _LazyGraphModule
 
         _LazyGraphModule.force_recompile(traced)
@@ -172,6 +184,7 @@ class Graph:
         self.forward = traced.forward
         self.compiled = None
         self.out_spec = out_spec
+        self.loop = loop
 
     def __call__(self, *tensors):
         return (self.compiled or self.forward)(*tensors)
@@ -199,9 +212,10 @@ class TorchCompiler:
         """The variables' current tensors, the first inputs of every graph."""
         return [v.value for v in self.variables]
 
-    def _graph(self, key, flat, example_inputs, box, mutated=()):
+    def _graph(self, key, flat, example_inputs, box, mutated=(), invariant=None):
         """The `Graph` of `key` (tracing `flat`, which fills `box`, on a miss), or None: run
-        eagerly. The inputs at the positions `mutated` are updated in place (a loop's state)."""
+        eagerly. The inputs at the positions `mutated` are updated in place (a loop's state);
+        a loop's graph (`torch_loop.chunk`) is given the positions of its `invariant` inputs."""
         graph = self.graphs.get(key)
         if graph is not None or self.eager_reason is not None:
             return graph
@@ -214,6 +228,8 @@ class TorchCompiler:
             try:
                 with _TRACE_LOCK:
                     traced = capture.trace(flat, example_inputs)
+                    if invariant is not None:
+                        traced = torch_loop.prepare(traced, invariant)
             except Exception as error:  # a capture failure must not fail generation
                 reason = f"capturing the step failed ({_first_line(error)})"
             finally:
@@ -222,7 +238,7 @@ class TorchCompiler:
             self.eager_reason = reason
             _warn_once(reason, "eagerly")
             return None
-        graph = self.graphs[key] = Graph(traced, box.get("spec"))
+        graph = self.graphs[key] = Graph(traced, box.get("spec"), loop=invariant is not None)
         self.trace_count += 1
         problem = compiler_problem(example_inputs[0].device.type if example_inputs else "cpu")
         if problem is not None:
@@ -243,7 +259,7 @@ class TorchCompiler:
         def job():
             try:
                 with _TRACE_LOCK:
-                    compiled = compile_graph(copy.deepcopy(graph.traced), examples)
+                    compiled = compile_graph(copy.deepcopy(graph.traced), examples, loop=graph.loop)
             except Exception as error:  # a compiler failure must not fail generation
                 _warn_once(f"compiling failed ({_first_line(error)})")
                 return
@@ -282,37 +298,48 @@ class TorchCompiler:
 
     def while_loop(self, cond, body, loop_vars):
         """`keras.ops.while_loop(cond, body, loop_vars)` (a tuple of nested tensors) with
-        `body` and `cond` captured as one step that updates the state in place; the loop
-        runs in Python."""
+        `body` and `cond` captured as chunks of steps that update the state in place
+        (`torch_loop.chunk`); the chunks run from Python."""
         loop_vars = tuple(keras.tree.map_structure(keras.ops.convert_to_tensor, tuple(loop_vars)))
         if self.tracing or not bool(cond(*loop_vars)):
             return keras.ops.while_loop(cond, body, loop_vars) if self.tracing else loop_vars
         captured = capture.Captured((cond, body))
         leaves, spec = pytree.tree_flatten(loop_vars)
-        # The loop's own buffers: contiguous, distinct, written by every step.
+        # The loop's own buffers (contiguous, written by every step) and its constants, each
+        # a distinct tensor: the inputs of a compiled loop must not alias one another.
         leaves = [x.clone(memory_format=torch.contiguous_format) for x in leaves]
-        constants = capture.dense(captured.tensors)
+        constants = [x.clone(memory_format=torch.contiguous_format) for x in captured.tensors]
         values = self.values()
         n, m = len(values), len(leaves)
 
-        def flat(*xs):
+        def split(xs):
             state = pytree.tree_unflatten(list(xs[n : n + m]), spec)
-            with self._stateless(xs[:n]), captured.substituted(xs[n + m :]):
+            return self._stateless(xs[:n]), captured.substituted(xs[n + m :]), state
+
+        def keep(*xs):
+            scope, substituted, state = split(xs)
+            with scope, substituted:
+                return keras.ops.convert_to_tensor(cond(*state))
+
+        def step(*xs):
+            scope, substituted, state = split(xs)
+            with scope, substituted:
                 state = tuple(body(*state))
-                keep = keras.ops.convert_to_tensor(cond(*state))
             out_leaves, out_spec = pytree.tree_flatten(state)
             if out_spec != spec or capture.signature(out_leaves) != capture.signature(xs[n : n + m]):
                 raise ValueError(f"the loop body changes its state's structure or shapes ({out_spec})")
-            keep = keep.clone()
             capture.write_back(xs[n : n + m], out_leaves)
-            return [keep]
+
+        def flat(*xs):
+            return [torch_loop.chunk(keep, step, xs, mutated=range(n, n + m))]
 
         key = ("loop", captured.key, repr(spec), capture.signature(leaves), capture.signature(constants))
         args = [*values, *leaves, *constants]
-        graph = self._graph(key, flat, args, {}, mutated=range(n, n + m))
+        invariant = [*range(n), *range(n + m, len(args))]
+        graph = self._graph(key, flat, args, {}, mutated=range(n, n + m), invariant=invariant)
         if graph is None:
             return keras.ops.while_loop(cond, body, loop_vars)
-        while bool(graph(*args)[0]):
+        while int(graph(*args)[0]) == torch_loop.CHUNK:
             pass
         return pytree.tree_unflatten(leaves, spec)
 
