@@ -102,7 +102,7 @@ def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):
     """A compiler that fails (here: in the background thread) leaves the traced graphs running,
     with one warning naming the reason; a missing compiler likewise; capturing off runs eagerly."""
 
-    def broken(fn, example_inputs, loop=False):
+    def broken(fn, example_inputs):
         raise RuntimeError("no C++ toolchain here")
 
     monkeypatch.setattr(torch_compile, "compile_graph", broken)
@@ -177,6 +177,38 @@ def test_call_during_a_compile_uses_one_thread(monkeypatch):
     monkeypatch.setattr(torch_compile._WORKER, "pending", 0)
     run(keras.ops.ones((1, 4)))
     assert seen == [1, before] and torch.get_num_threads() == before
+
+
+def test_compile_takes_the_callers_thread_count(monkeypatch):
+    """Inductor decides how many threads a kernel's loops use by the compiling thread's count:
+    the background compile of a call's graphs takes that of the caller."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+    seen = []
+
+    def record(graph, example_inputs):
+        seen.append(torch.get_num_threads())
+        return graph
+
+    def loop(x):
+        def body(state):
+            return ({"x": keras.ops.tanh(model(state["x"])), "i": state["i"] + 1},)
+
+        state = {"x": x, "i": keras.ops.zeros((), "int32")}
+        (state,) = compiled.while_loop(lambda s: s["i"] < 3, body, (state,))
+        return {"x": state["x"]}
+
+    monkeypatch.setattr(torch_compile, "compile_graph", record)
+    run = compiled.compile_function(loop, model)
+    before = torch.get_num_threads()
+    try:
+        for threads, rows in ((1, 1), (before, 2)):  # a new input shape: a new graph to compile
+            torch.set_num_threads(threads)
+            run(keras.ops.ones((rows, 4)))
+            assert torch_compile.wait(timeout=60)
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1, before] and run.compiler.compile_count == 2
 
 
 def test_loop_runs_in_chunks_with_weight_only_work_hoisted(monkeypatch):

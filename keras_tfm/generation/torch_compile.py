@@ -21,12 +21,14 @@ Each captured function is a `Graph` with two tiers. Its aten graph
 (`torch_capture.trace`, a few seconds) runs at once: the Keras dispatch is gone
 and the values are those of the eager loop. Inductor compiles the same graph
 in a background thread (`compile_fx`, tens of seconds on a small CPU); once it
-is ready the next step runs the compiled kernels, so a first call does not wait
-for the compiler. `wait()` blocks until the compilations started so far are
-done. `KERAS_TFM_TORCH_COMPILE=sync` compiles in the calling thread instead. A
-call made while a compilation runs uses one intra-op thread (`torch.set_num_threads`,
-restored after; per thread in PyTorch's OpenMP builds): the compiler holds cores, and
-PyTorch's thread team would stall waiting for them.
+is ready the next call of that graph runs the compiled kernels, so a first call
+does not wait for the compiler. `wait()` blocks until the compilations started
+so far are done. `KERAS_TFM_TORCH_COMPILE=sync` compiles in the calling thread
+instead. A compilation takes the caller's intra-op thread count
+(`torch.get_num_threads()`): the larger loops of the kernels it generates run on
+that many threads. A call made while a compilation runs uses one thread
+(`torch.set_num_threads`, restored after; per thread in PyTorch's OpenMP builds):
+the compiler holds cores, and a team of threads would stall waiting for them.
 The model's variables are *inputs* of every graph (`keras.StatelessScope`), so
 training after capture is seen.
 
@@ -53,24 +55,20 @@ from keras_tfm.generation import torch_loop
 ENV_SWITCH = "KERAS_TFM_TORCH_COMPILE"
 
 #: Inductor options of every graph: no per-call size/stride assertions (every input is made
-#: contiguous, `torch_capture.dense`); single-threaded generated kernels (a decoding step's
-#: kernels are small: an OpenMP fork/join per kernel costs more than it saves, far more on a
-#: loaded machine); compiled in this process (no pool of compile workers to start); a C++
-#: wrapper (one compiled module per graph, less Python per call); `topk` and `sort` as in
-#: eager PyTorch (the same order of tied scores in beam search).
+#: contiguous, `torch_capture.dense`); a generated loop nest runs on several threads only when
+#: each thread gets at least `cpp.min_chunk_size` elements (an OpenMP fork/join costs more than
+#: most of a decoding step's kernels; at batch 1 even the attention over the cache is too small
+#: to split, at batch 8 it is worth splitting), with as many threads as the calling thread's `torch.get_num_threads()`
+#: when it runs; compiled in this process (no pool of compile workers to start); a C++ wrapper
+#: (one compiled module per graph, less Python per call); `topk` and `sort` as in eager
+#: PyTorch (the same order of tied scores in beam search).
 INDUCTOR_OPTIONS = {
     "size_asserts": False,
-    "cpp.threads": 1,
+    "cpp.min_chunk_size": 32768,
     "compile_threads": 1,
     "cpp_wrapper": True,
     "triton.decompose_sort_ops": False,
 }
-
-#: Added for a loop's chunk (`torch_loop`): each matrix product as inductor's own C++ GEMM
-#: where that times faster than ATen's call (a decoding step's products are small, and
-#: ATen's call costs as much as the product). The choice is timed while compiling, so a
-#: compile in the background thread under load may choose worse (bench/RESULTS.md).
-LOOP_GEMM_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
 
 _WARNED = set()  # reasons already warned about (one warning each per process)
 
@@ -98,14 +96,12 @@ def compiler_problem(device_type: str = "cpu") -> str | None:
     return None
 
 
-def compile_graph(graph, example_inputs, loop=False):
-    """Inductor's compiled callable of a traced aten `graph` (`torch_capture.trace`); a
-    `loop`'s chunk with `LOOP_GEMM_OPTIONS`."""
+def compile_graph(graph, example_inputs):
+    """Inductor's compiled callable of a traced aten `graph` (`torch_capture.trace`)."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
-    options = {**INDUCTOR_OPTIONS, **LOOP_GEMM_OPTIONS} if loop else INDUCTOR_OPTIONS
-    with inductor_config.patch(options):
+    with inductor_config.patch(INDUCTOR_OPTIONS):
         return compile_fx(graph, list(example_inputs))
 
 
@@ -169,14 +165,13 @@ def wait(timeout: float | None = None) -> bool:
 
 
 class Graph:
-    """One captured function: its traced aten graph until inductor's `compiled` is set;
-    `loop`: a loop's chunk (`torch_loop`).
+    """One captured function: its traced aten graph until inductor's `compiled` is set.
 
     Calling it runs the best tier ready: `graph(*tensors) -> list of tensors`. The traced
     graph runs through its generated `forward` code, not `nn.Module.__call__` (which a
     trace in another thread patches)."""
 
-    def __init__(self, traced, out_spec=None, loop=False):
+    def __init__(self, traced, out_spec=None):
         from torch.fx._lazy_graph_module import _LazyGraphModule
 
         _LazyGraphModule.force_recompile(traced)
@@ -184,7 +179,6 @@ class Graph:
         self.forward = traced.forward
         self.compiled = None
         self.out_spec = out_spec
-        self.loop = loop
 
     def __call__(self, *tensors):
         return (self.compiled or self.forward)(*tensors)
@@ -238,7 +232,7 @@ class TorchCompiler:
             self.eager_reason = reason
             _warn_once(reason, "eagerly")
             return None
-        graph = self.graphs[key] = Graph(traced, box.get("spec"), loop=invariant is not None)
+        graph = self.graphs[key] = Graph(traced, box.get("spec"))
         self.trace_count += 1
         problem = compiler_problem(example_inputs[0].device.type if example_inputs else "cpu")
         if problem is not None:
@@ -252,14 +246,16 @@ class TorchCompiler:
         """Hands the graphs captured by the call that ends to inductor: in the background
         thread, or here with `KERAS_TFM_TORCH_COMPILE=sync`."""
         jobs, self.jobs = self.jobs, []
+        threads = torch.get_num_threads()  # the caller's: inductor decides its loops' threads by it
         for job in jobs:
-            job() if _mode() == "sync" else _WORKER.submit(job)
+            job(threads) if _mode() == "sync" else _WORKER.submit(lambda job=job: job(threads))
 
     def _compile_job(self, graph, examples):
-        def job():
+        def job(threads):
+            torch.set_num_threads(threads)
             try:
                 with _TRACE_LOCK:
-                    compiled = compile_graph(copy.deepcopy(graph.traced), examples, loop=graph.loop)
+                    compiled = compile_graph(copy.deepcopy(graph.traced), examples)
             except Exception as error:  # a compiler failure must not fail generation
                 _warn_once(f"compiling failed ({_first_line(error)})")
                 return
