@@ -58,8 +58,8 @@ ENV_SWITCH = "KERAS_TFM_TORCH_COMPILE"
 #: contiguous, `torch_capture.dense`); a generated loop nest runs on several threads only when
 #: each thread gets at least `cpp.min_chunk_size` elements (an OpenMP fork/join costs more than
 #: most of a decoding step's kernels; at batch 1 even the attention over the cache is too small
-#: to split, at batch 8 it is worth splitting), with as many threads as the calling thread's `torch.get_num_threads()`
-#: when it runs; compiled in this process (no pool of compile workers to start); a C++ wrapper
+#: to split, at batch 8 it is worth splitting), with as many threads as the calling thread's
+#: `torch.get_num_threads()` when it runs; compiled in this process (no pool of compile workers to start); a C++ wrapper
 #: (one compiled module per graph, less Python per call); `topk` and `sort` as in eager
 #: PyTorch (the same order of tied scores in beam search).
 INDUCTOR_OPTIONS = {
