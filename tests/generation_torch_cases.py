@@ -252,3 +252,39 @@ def test_loop_runs_in_chunks_with_weight_only_work_hoisted(monkeypatch):
     assert torch.ops.aten.cat.default in targets(graph.traced)
     assert torch.ops.aten.cat.default not in targets(body)
     assert not [n for n in body.graph.nodes if n.op == "get_attr"]  # the table came in as an input
+
+
+def test_one_row_products_pass_their_row_with_its_stride(gpt):
+    """At batch 1 a step's matrix products take one-row matrices; `torch_loop` passes a row
+    through `as_strided` (inductor would give it row stride 0, which ATen copies) only where
+    its storage holds just that row. Tokens equal the eager ones, traced and compiled."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def products(state, weight):
+        whole = torch.mm(torch.tanh(state).reshape(1, 8)[:, :4], weight)  # storage: 8 values
+        return torch.mm(torch.tanh(whole).reshape(1, 1, 4).reshape(1, 4), weight)  # storage: 4
+
+    state, weight = torch.randn(2, 4), torch.randn(4, 4)
+    graph = make_fx(products)(state, weight)
+    torch_loop._strided_rows(graph)
+    strided = [n for n in graph.graph.nodes if n.target is torch.ops.aten.as_strided.default]
+    assert len(strided) == 1 and strided[0].args[1:] == ([1, 4], [4, 1], 0)
+    assert torch.equal(graph(state, weight), products(state, weight))
+
+    eager, fast = generation.Generator(gpt, run_eagerly=True), generation.Generator(gpt)
+    prompt = worker.GPT_PROMPTS[1:]
+    want = [eager.generate(prompt, 12), eager.generate(prompt, 12, seed=5, **SAMPLE)]
+    for _ in range(2):  # traced, then compiled
+        np.testing.assert_array_equal(fast.generate(prompt, 12), want[0])
+        np.testing.assert_array_equal(fast.generate(prompt, 12, seed=5, **SAMPLE), want[1])
+        compile_counts(fast)
+    loops = [
+        getattr(g.traced, n.args[1].target)
+        for fn in fast._cache.functions.values()
+        for g in fn.compiler.graphs.values()
+        for n in g.traced.graph.nodes
+        if n.target is torch.ops.higher_order.while_loop
+    ]
+    assert loops and all(
+        torch.ops.aten.as_strided.default in {n.target for n in body.graph.nodes} for body in loops
+    )

@@ -16,7 +16,11 @@ caller calls the graph again while it returns `CHUNK`, so Ctrl-C still raises
 * loop-invariant code motion: what the step computes from the `invariant` inputs alone
   (the weights and the constants: a fused kernel's concatenation, a cast) is computed
   once per chunk, before the loop, instead of at every step. Views stay in the loop
-  (a loop input must not alias another), as do random and in-place operations.
+  (a loop input must not alias another), as do random and in-place operations;
+* one-row matrix products (`mm`/`addmm` of a `(1, k)` matrix, a step at batch 1) get
+  their row as `as_strided(x, (1, k), (k, 1))` where its storage is a single run of k
+  elements: inductor hands ATen such a row with row stride 0, which ATen's BLAS path
+  copies before every product.
 """
 
 import torch
@@ -54,6 +58,7 @@ def prepare(graph, invariant):
     for loop in [n for n in graph.graph.nodes if n.target is torch.ops.higher_order.while_loop]:
         _constants_out(graph, loop)
         _hoist_invariants(graph, loop, {1 + i for i in invariant})
+        _strided_rows(_subgraphs(graph, loop)[1])
     graph.graph.eliminate_dead_code()
     graph.recompile()
     return graph
@@ -158,3 +163,32 @@ def _hoist_invariants(graph, loop, invariant_positions):
     body.graph.eliminate_dead_code()
     body.recompile()
     cond.recompile()
+
+
+_PRODUCTS = {torch.ops.aten.mm.default: 0, torch.ops.aten.addmm.default: 1}  # op -> matrix argument
+
+
+def _strided_rows(body):
+    """Passes each one-row matrix of a product in `body` through `as_strided` with row
+    stride k (module docstring). Only where the row's storage (the node its views start
+    from) holds exactly its k elements in one dimension: then any layout inductor gives
+    that storage has stride 1 along it and offset 0, so the new strides read the same
+    elements."""
+    for node in list(body.graph.nodes):
+        position = _PRODUCTS.get(node.target) if node.op == "call_function" else None
+        if position is None:
+            continue
+        row = node.args[position]
+        value, storage = row.meta.get("val"), row
+        while _schema(storage) is not None and _is_view(storage) and storage.args:
+            storage = storage.args[0]
+        stored = storage.meta.get("val")
+        if value is None or stored is None or value.dim() != 2 or value.shape[0] != 1:
+            continue
+        k = value.shape[1]
+        if stored.numel() != k or sum(size != 1 for size in stored.shape) > 1 or value.stride(1) != 1:
+            continue
+        with body.graph.inserting_before(node):
+            strided = body.graph.call_function(torch.ops.aten.as_strided.default, (row, [1, k], [k, 1], 0))
+        node.replace_input_with(row, strided)
+    body.recompile()
