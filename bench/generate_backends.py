@@ -21,6 +21,8 @@ import):
   torch       keras_hub GPT2CausalLM  KerasHub's `generate` (`--no-hub`: skipped)
 The `tokens` column is a digest of the generated ids: equal digests, equal tokens.
 
+`--gpu` lets JAX and PyTorch take the machine's GPU (else JAX is held to the CPU; Keras's
+PyTorch backend takes CUDA where it sees it); each backend's device is printed above the rows.
 `--threads N` sets every backend's intra-op threads (PyTorch `torch.set_num_threads`,
 TensorFlow's thread pools, XLA's Eigen pool off for 1). `--cold` gives PyTorch an empty
 inductor cache, so its first call compiles from nothing (else inductor's on-disk cache from an
@@ -28,7 +30,7 @@ earlier run may serve it). `--sync` compiles in the calling thread (`KERAS_TFM_T
 the first call then includes inductor's time.
 
 Usage:  python bench/generate_backends.py [--reps 3] [--backends tensorflow,jax,torch]
-            [--threads N] [--cold] [--sync] [--eager] [--no-hub] [--output bench/results_generate_backends.txt]
+            [--threads N] [--gpu] [--cold] [--sync] [--eager] [--no-hub] [--output bench/results_generate_backends.txt]
 """
 
 import argparse
@@ -121,6 +123,7 @@ def worker(backend, reps, hub, eager):
         )
         print(json.dumps(dict(result, load=os.getloadavg()[0])), flush=True)
 
+    print(json.dumps(dict(backend=backend, device=device_name(backend, model))), flush=True)
     generator = Generator(model)
     for batch in BATCHES:
         ids = prompts(batch)
@@ -132,8 +135,23 @@ def worker(backend, reps, hub, eager):
             row("keras_hub GPT2CausalLM", batch, lambda: hub_generate(batch), reps)
 
 
-def environment(backend, threads, cold, sync=False):
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
+def device_name(backend, model):
+    """Where `model`'s weights live: the accelerator's name, or "cpu"."""
+    value = model.variables[0].value
+    if backend == "jax":
+        (device,) = value.devices()
+        return device.device_kind if device.platform != "cpu" else "cpu"
+    if backend == "torch" and value.device.type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(value.device)
+    return str(getattr(value, "device", "cpu")).lower()
+
+
+def environment(backend, threads, cold, sync=False, gpu=False):
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
+    if not gpu:
+        env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
     if threads:
         env.update(
@@ -156,7 +174,7 @@ def run_worker(backend, args):
     command += ["--no-hub"] * args.no_hub + ["--eager"] * args.eager
     proc = subprocess.run(
         command,
-        env=environment(backend, args.threads, args.cold, args.sync),
+        env=environment(backend, args.threads, args.cold, args.sync, args.gpu),
         capture_output=True,
         text=True,
         check=False,
@@ -203,6 +221,7 @@ def main(argv=None):
     parser.add_argument(
         "--threads", type=int, default=0, help="intra-op threads of every backend (0: defaults)"
     )
+    parser.add_argument("--gpu", action="store_true", help="JAX and PyTorch on the GPU (JAX: else CPU)")
     parser.add_argument("--cold", action="store_true", help="PyTorch with an empty inductor cache")
     parser.add_argument("--sync", action="store_true", help="PyTorch compiles in the calling thread")
     parser.add_argument("--eager", action="store_true", help="also the uncompiled PyTorch row (slow)")
@@ -234,7 +253,9 @@ def main(argv=None):
     rows = []
     for backend in args.backends.split(","):
         emit(f"# {backend}: load average {os.getloadavg()[0]:.2f} at start")
-        rows += run_worker(backend, args)
+        new = run_worker(backend, args)
+        emit(f"# {backend}: device {', '.join(r['device'] for r in new if 'device' in r) or 'unknown'}")
+        rows += [r for r in new if "device" not in r]
     emit()
     table(rows, emit)
     with open(args.output + ".tmp", "w") as f:

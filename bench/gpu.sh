@@ -8,6 +8,11 @@
 #   bash bench/gpu.sh                 # GPU: medium + 12-layer d768 T1024 configs
 #   bash bench/gpu.sh --cpu           # tiny CPU smoke run (what tests/test_gpu_bench.py runs)
 #   bash bench/gpu.sh --configs large --steps 100 --json out.json
+#   bash bench/gpu.sh generation      # only the generation rows of JAX and PyTorch on the GPU
+#
+# On the GPU the generation rows of bench/generate_backends.py follow (keras_tfm generate on JAX and
+# on PyTorch, compiled and eager; KerasHub is not on such a machine): `generation [options]` runs
+# them alone, with options for that script.
 #
 # Keras and the packages it needs that such a machine lacks travel as wheels in .whl/ (ignored by
 # git), downloaded beforehand on a machine with pip access:
@@ -35,4 +40,13 @@ export TF_CPP_MIN_LOG_LEVEL=2
 if [[ " $* " == *" --cpu "* ]]; then
   export JAX_PLATFORMS=cpu
 fi
+GENERATION=(bench/generate_backends.py --gpu --backends jax,torch --no-hub --eager --cold --reps 5)
+if [[ "${1:-}" == generation ]]; then
+  shift
+  "$PYTHON" "${GENERATION[@]}" --output "${TMPDIR:-/tmp}/generate_backends_gpu.txt" "$@"
+  exit
+fi
 "$PYTHON" bench/gpu_bench.py "$@"
+if [[ " $* " != *" --cpu "* ]]; then
+  "$PYTHON" "${GENERATION[@]}" --output "${TMPDIR:-/tmp}/generate_backends_gpu.txt"
+fi

@@ -126,6 +126,14 @@ def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):
         got = generation.Generator(gpt).generate(worker.GPT_PROMPTS, 6, eos_id=63)
     np.testing.assert_array_equal(got, want)
 
+    assert torch_loop.unsupported() is None  # the PyTorch of .ci/run
+    monkeypatch.setattr(torch_loop, "unsupported", lambda: "an older while_loop (test)")
+    old = generation.Generator(gpt)
+    with pytest.warns(RuntimeWarning, match="runs eagerly on PyTorch.*an older while_loop \\(test\\)"):
+        got = old.generate(worker.GPT_PROMPTS, 6, eos_id=63)
+    np.testing.assert_array_equal(got, want)
+    assert [fn.compiler.trace_count for fn in old._cache.functions.values()] == [0]
+
     monkeypatch.setenv(torch_compile.ENV_SWITCH, "0")
     off = generation.Generator(gpt)
     with pytest.warns(RuntimeWarning, match="runs eagerly on PyTorch.*KERAS_TFM_TORCH_COMPILE='0'"):

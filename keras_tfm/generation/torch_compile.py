@@ -34,7 +34,8 @@ training after capture is seen.
 
 Where the compiler cannot run (inductor does not import, no C++ compiler for
 CPU code, compiling fails) the aten graphs run uncompiled; where capturing
-fails, or `KERAS_TFM_TORCH_COMPILE=0`, the loop runs eagerly (Keras ops). Each
+fails, PyTorch is older than the loops need (`torch_loop.unsupported`), or
+`KERAS_TFM_TORCH_COMPILE=0`, the loop runs eagerly (Keras ops). Each
 case gives ONE `RuntimeWarning` per reason naming it.
 """
 
@@ -215,7 +216,9 @@ class TorchCompiler:
             return graph
         mode = _mode()
         reason = (
-            f"{ENV_SWITCH}={os.environ.get(ENV_SWITCH)!r} turns compilation off" if mode == "eager" else None
+            f"{ENV_SWITCH}={os.environ.get(ENV_SWITCH)!r} turns compilation off"
+            if mode == "eager"
+            else torch_loop.unsupported()
         )
         if reason is None:
             self.tracing = True

@@ -23,11 +23,25 @@ caller calls the graph again while it returns `CHUNK`, so Ctrl-C still raises
   copies before every product.
 """
 
+import inspect
+
 import torch
 
 #: Steps per call of a chunk's graph: the Python between two chunks costs a few percent
 #: of one step, and Ctrl-C waits at most this many steps.
 CHUNK = 16
+
+
+def unsupported() -> str | None:
+    """Why this PyTorch cannot capture a loop's chunks, or None: they update the loop's state
+    in place, which PyTorch's `while_loop` operator takes as `mutated_arg_indices` (2.13)."""
+    from torch._higher_order_ops.while_loop import WhileLoopOp
+
+    if "mutated_arg_indices" in inspect.signature(WhileLoopOp.__call__).parameters:
+        return None
+    return (
+        f"PyTorch {torch.__version__}'s while_loop operator cannot update a loop's state in place (2.13 can)"
+    )
 
 
 def chunk(keep, step, inputs, mutated):
@@ -47,7 +61,7 @@ def chunk(keep, step, inputs, mutated):
         return (count + 1,)
 
     positions = ",".join(str(1 + i) for i in mutated)  # the count is the loop's first input
-    start = torch.zeros((), dtype=torch.int32)
+    start = torch.zeros((), dtype=torch.int32, device=inputs[0].device if inputs else None)
     (count,) = while_loop_op(cond_fn, body_fn, (start,), tuple(inputs), mutated_arg_indices=positions)
     return count
 
