@@ -35,8 +35,10 @@ CHUNK = 16
 def unsupported() -> str | None:
     """Why this PyTorch cannot capture a loop's chunks, or None: they update the loop's state
     in place, which PyTorch's `while_loop` operator takes as `mutated_arg_indices` (2.13)."""
-    from torch._higher_order_ops.while_loop import WhileLoopOp
-
+    try:
+        from torch._higher_order_ops.while_loop import WhileLoopOp
+    except ImportError:
+        return f"PyTorch {torch.__version__} has no while_loop operator (2.13 has)"
     if "mutated_arg_indices" in inspect.signature(WhileLoopOp.__call__).parameters:
         return None
     return (
