@@ -10,7 +10,9 @@ finds that generator through `get_generator`.
 Logits: BART and Marian within 1e-4 of HF's float32 logits. The T5 fixtures are ill-conditioned in
 float32 (HF's own float32 logits differ from its float64 ones by about 6e-4 and 7e-3), so T5 is
 checked against HF's float64 logits (`reference_float64.npz`, make_float64_logits.py) within
-1e-4 plus HF float32's own error there.
+1e-4 plus twice HF float32's own error there: the summation order of the matrix kernels alone
+moves a float32 result by that much (T5 v1.1 on an Intel Xeon with AMX: 1.2e-2 from float64 with
+TensorFlow's oneDNN kernels, 7.6e-3 with its Eigen ones, HF's float32 7.5e-3).
 
 Generation: greedy tokens for every family and, per family, one of the three beam-4 runs
 (`BEAM_RUN`: the two length penalties and early stopping are each covered, and BART's forced
@@ -146,7 +148,7 @@ def test_logits_match_hf(families, name):
         return
     hf64 = np.load(float64_file)["logits"][real]
     hf32_error = np.abs(hf32 - hf64).max()
-    assert np.abs(got - hf64).max() <= ATOL + hf32_error
+    assert np.abs(got - hf64).max() <= ATOL + 2 * hf32_error  # float32's own error, either summation order
 
 
 @pytest.mark.parametrize("name", FAMILIES)
