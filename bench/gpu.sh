@@ -40,13 +40,14 @@ export TF_CPP_MIN_LOG_LEVEL=2
 if [[ " $* " == *" --cpu "* ]]; then
   export JAX_PLATFORMS=cpu
 fi
-GENERATION=(bench/generate_backends.py --gpu --backends jax,torch --no-hub --eager --cold --reps 5)
+GENERATION=(bench/generate_backends.py --gpu --backends jax,torch --no-hub --eager --cold --reps 5
+  --output "${TMPDIR:-/tmp}/generate_backends_gpu.txt")
 if [[ "${1:-}" == generation ]]; then
   shift
-  "$PYTHON" "${GENERATION[@]}" --output "${TMPDIR:-/tmp}/generate_backends_gpu.txt" "$@"
+  "$PYTHON" "${GENERATION[@]}" "$@"
   exit
 fi
 "$PYTHON" bench/gpu_bench.py "$@"
 if [[ " $* " != *" --cpu "* ]]; then
-  "$PYTHON" "${GENERATION[@]}" --output "${TMPDIR:-/tmp}/generate_backends_gpu.txt"
+  "$PYTHON" "${GENERATION[@]}"
 fi

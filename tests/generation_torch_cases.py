@@ -142,20 +142,27 @@ def test_compiler_failure_falls_back_with_one_warning(gpt, monkeypatch):
     assert [fn.compiler.trace_count for fn in off._cache.functions.values()] == [0]
 
 
+def small_dense():
+    """A seeded `Dense(4)` without bias, the model of the loop tests below."""
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+
+
+def tanh_loop(model, x, n):
+    """`x <- tanh(model(x))` `n` times in `compiled.while_loop`: the final state {"x", "i"}."""
+
+    def body(state):
+        return ({"x": keras.ops.tanh(model(state["x"])), "i": state["i"] + 1},)
+
+    state = {"x": x, "i": keras.ops.zeros((), "int32")}
+    (state,) = compiled.while_loop(lambda s: s["i"] < n, body, (state,))
+    return state
+
+
 def test_ctrl_c_stops_a_compiled_loop():
     """The compiled loop runs in Python: Ctrl-C (SIGINT) stops it between two steps."""
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
-
-    def loop(n):
-        def body(state):
-            return ({"x": keras.ops.tanh(model(state["x"])), "i": state["i"] + 1},)
-
-        state = {"x": keras.ops.ones((2, 4)), "i": keras.ops.zeros((), "int32")}
-        (state,) = compiled.while_loop(lambda s: s["i"] < n, body, (state,))
-        return {"i": state["i"]}
-
-    run = compiled.compile_function(loop, model)
+    model = small_dense()
+    run = compiled.compile_function(lambda n: {"i": tanh_loop(model, keras.ops.ones((2, 4)), n)["i"]}, model)
     assert int(run(keras.ops.convert_to_tensor(3))["i"]) == 3 and run.compiler.trace_count == 1
     assert torch_compile.wait(timeout=600) and run.compiler.compile_count == 1
     timer = threading.Timer(0.5, _thread.interrupt_main)  # what Ctrl-C does
@@ -170,8 +177,7 @@ def test_ctrl_c_stops_a_compiled_loop():
 def test_call_during_a_compile_uses_one_thread(monkeypatch):
     """While inductor compiles in the background a call runs on one intra-op thread (the
     compiler holds cores), and the caller's thread count comes back after it."""
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+    model = small_dense()
     seen = []
 
     def fn(x):
@@ -190,24 +196,15 @@ def test_call_during_a_compile_uses_one_thread(monkeypatch):
 def test_compile_takes_the_callers_thread_count(monkeypatch):
     """Inductor decides how many threads a kernel's loops use by the compiling thread's count:
     the background compile of a call's graphs takes that of the caller."""
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+    model = small_dense()
     seen = []
 
     def record(graph, example_inputs):
         seen.append(torch.get_num_threads())
         return graph
 
-    def loop(x):
-        def body(state):
-            return ({"x": keras.ops.tanh(model(state["x"])), "i": state["i"] + 1},)
-
-        state = {"x": x, "i": keras.ops.zeros((), "int32")}
-        (state,) = compiled.while_loop(lambda s: s["i"] < 3, body, (state,))
-        return {"x": state["x"]}
-
     monkeypatch.setattr(torch_compile, "compile_graph", record)
-    run = compiled.compile_function(loop, model)
+    run = compiled.compile_function(lambda x: {"x": tanh_loop(model, x, 3)["x"]}, model)
     before = torch.get_num_threads()
     try:
         for threads, rows in ((1, 1), (before, 2)):  # a new input shape: a new graph to compile
@@ -225,8 +222,7 @@ def test_loop_runs_in_chunks_with_weight_only_work_hoisted(monkeypatch):
     loop, and a tensor constant of the step (not a scalar) becomes an input of the loop."""
     monkeypatch.setattr(torch_compile, "compiler_problem", lambda device: "traced only (test)")
     monkeypatch.setattr(torch_compile, "_WARNED", set())
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, use_bias=False)])
+    model = small_dense()
     table = np.linspace(-1.0, 1.0, 8, dtype="float32").reshape(2, 4)
 
     def loop(n):

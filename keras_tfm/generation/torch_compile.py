@@ -60,9 +60,9 @@ ENV_SWITCH = "KERAS_TFM_TORCH_COMPILE"
 #: each thread gets at least `cpp.min_chunk_size` elements (an OpenMP fork/join costs more than
 #: most of a decoding step's kernels; at batch 1 even the attention over the cache is too small
 #: to split, at batch 8 it is worth splitting), with as many threads as the calling thread's
-#: `torch.get_num_threads()` when it runs; compiled in this process (no pool of compile workers to start); a C++ wrapper
-#: (one compiled module per graph, less Python per call); `topk` and `sort` as in eager
-#: PyTorch (the same order of tied scores in beam search).
+#: `torch.get_num_threads()` when it runs; compiled in this process (no pool of compile
+#: workers to start); a C++ wrapper (one compiled module per graph, less Python per call);
+#: `topk` and `sort` as in eager PyTorch (the same order of tied scores in beam search).
 INDUCTOR_OPTIONS = {
     "size_asserts": False,
     "cpp.min_chunk_size": 32768,

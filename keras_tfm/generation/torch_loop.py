@@ -23,6 +23,7 @@ caller calls the graph again while it returns `CHUNK`, so Ctrl-C still raises
   copies before every product.
 """
 
+import functools
 import inspect
 
 import torch
@@ -32,6 +33,7 @@ import torch
 CHUNK = 16
 
 
+@functools.cache
 def unsupported() -> str | None:
     """Why this PyTorch cannot capture a loop's chunks, or None: they update the loop's state
     in place, which PyTorch's `while_loop` operator takes as `mutated_arg_indices` (2.13)."""
@@ -137,7 +139,15 @@ def _schema(node):
 
 
 def _is_view(node):
-    return any(r.alias_info is not None for r in _schema(node).returns)
+    return _schema(node) is not None and any(r.alias_info is not None for r in _schema(node).returns)
+
+
+def _view_chain(node):
+    """`node`, the node it is a view of, and so on down to its storage (the last)."""
+    chain = [node]
+    while _is_view(chain[-1]) and chain[-1].args:
+        chain.append(chain[-1].args[0])
+    return chain
 
 
 def _hoist_invariants(graph, loop, invariant_positions):
@@ -147,10 +157,7 @@ def _hoist_invariants(graph, loop, invariant_positions):
     for node in body.graph.nodes:
         if _schema(node) is not None and _schema(node).is_mutable:
             for x in node.all_input_nodes:
-                while _schema(x) is not None and _is_view(x) and x.args:
-                    written.add(x)
-                    x = x.args[0]
-                written.add(x)
+                written.update(_view_chain(x))
     invariant = {placeholders[i] for i in invariant_positions} - written
     hoisted = []
     for node in body.graph.nodes:
@@ -195,14 +202,12 @@ def _strided_rows(body):
         if position is None:
             continue
         row = node.args[position]
-        value, storage = row.meta.get("val"), row
-        while _schema(storage) is not None and _is_view(storage) and storage.args:
-            storage = storage.args[0]
-        stored = storage.meta.get("val")
-        if value is None or stored is None or value.dim() != 2 or value.shape[0] != 1:
+        value = row.meta.get("val")
+        if value is None or value.dim() != 2 or value.shape[0] != 1 or value.stride(1) != 1:
             continue
         k = value.shape[1]
-        if stored.numel() != k or sum(size != 1 for size in stored.shape) > 1 or value.stride(1) != 1:
+        stored = _view_chain(row)[-1].meta.get("val")
+        if stored is None or stored.numel() != k or sum(size != 1 for size in stored.shape) > 1:
             continue
         with body.graph.inserting_before(node):
             strided = body.graph.call_function(torch.ops.aten.as_strided.default, (row, [1, k], [k, 1], 0))
